@@ -1,0 +1,3 @@
+from margin_solver.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,156 @@
+"""Input validation with messages that say what was expected, what came, and how to fix it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class InvalidInputError(ValueError):
+    """Raised when user input has the wrong shape, values or type.
+
+    A subclass of :class:`ValueError`, so ``except ValueError`` also catches it.
+    """
+
+
+def check_tokens(X: Any, name: str = "X") -> np.ndarray:
+    """Validate a token array and return it as float64 of shape (n, T, d).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_tokens, n_features)
+        Samples, each a matrix whose rows are tokens.
+    name : str, default="X"
+        Argument name used in error messages.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_tokens, n_features), float64
+
+    Raises
+    ------
+    InvalidInputError
+        On a wrong number of dimensions, an empty axis, a non-numeric dtype or NaN/inf.
+    """
+    arr = _as_float_array(X, name)
+    if arr.ndim != 3:
+        hint = ""
+        if arr.ndim == 2:
+            hint = (
+                " A 2-D array is one sample or a plain feature matrix; use X[None] for one"
+                " sample of T tokens or X[:, None, :] for n samples of one token each."
+            )
+        raise InvalidInputError(
+            f"Expected {name} of shape (n_samples, n_tokens, n_features), "
+            f"got array of shape {arr.shape}.{hint}"
+        )
+    n, T, d = arr.shape
+    if T < 1:
+        raise InvalidInputError(f"{name} must have at least one token per sample (T >= 1), got T={T}.")
+    if d < 1:
+        raise InvalidInputError(f"{name} must have at least one feature (d >= 1), got d={d}.")
+    if n < 1:
+        raise InvalidInputError(f"{name} has no samples (shape {arr.shape}).")
+    _check_finite(arr, name)
+    return arr
+
+
+def check_matrix(Z: Any, name: str = "Z") -> np.ndarray:
+    """Validate a feature matrix and return it as float64 of shape (n, d).
+
+    Raises
+    ------
+    InvalidInputError
+        On a wrong number of dimensions, an empty axis, a non-numeric dtype or NaN/inf.
+    """
+    arr = _as_float_array(Z, name)
+    if arr.ndim != 2:
+        raise InvalidInputError(
+            f"Expected {name} of shape (n_samples, n_features), got array of shape {arr.shape}."
+        )
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise InvalidInputError(f"{name} is empty (shape {arr.shape}).")
+    _check_finite(arr, name)
+    return arr
+
+
+def check_labels(y: Any, n_samples: int | None = None, name: str = "y") -> np.ndarray:
+    """Validate labels in {-1, +1} and return them as float64 of shape (n,).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels; must take only the values -1 and +1.
+    n_samples : int, optional
+        Expected length (the number of samples in X).
+    name : str, default="y"
+        Argument name used in error messages.
+
+    Raises
+    ------
+    InvalidInputError
+        On a wrong shape, a length mismatch, NaN/inf or values outside {-1, +1}.
+    """
+    arr = _as_float_array(y, name)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
+    if arr.ndim != 1:
+        raise InvalidInputError(f"Expected {name} of shape (n_samples,), got array of shape {arr.shape}.")
+    if n_samples is not None and arr.shape[0] != n_samples:
+        raise InvalidInputError(
+            f"{name} has {arr.shape[0]} labels but X has {n_samples} samples; they must match."
+        )
+    _check_finite(arr, name)
+    values = set(np.unique(arr).tolist())
+    if not values <= {-1.0, 1.0}:
+        shown = sorted(values)[:6]
+        fix = " Use 2 * y - 1." if values <= {0.0, 1.0} else ""
+        raise InvalidInputError(f"{name} must take values in {{-1, +1}}; got {shown}.{fix}")
+    return arr
+
+
+def check_min_samples(n: int, minimum: int = 2, name: str = "X") -> None:
+    """Raise when fewer than ``minimum`` samples are given."""
+    if n < minimum:
+        raise InvalidInputError(f"{name} needs at least {minimum} samples, got n={n}.")
+
+
+def check_positive(value: Any, name: str, allow_inf: bool = False) -> float:
+    """Validate a strictly positive finite scalar (e.g. the radius ``R``) and return it."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name} must be a positive number, got {value!r}.") from None
+    if np.isnan(out) or (np.isinf(out) and not allow_inf) or out <= 0:
+        raise InvalidInputError(f"{name} must be a positive finite number, got {value!r}.")
+    return out
+
+
+def check_vector(v: Any, d: int, name: str) -> np.ndarray:
+    """Validate a parameter vector of length ``d`` and return it as float64."""
+    arr = _as_float_array(v, name).reshape(-1) if np.ndim(v) <= 1 else _as_float_array(v, name)
+    if arr.shape != (d,):
+        raise InvalidInputError(f"Expected {name} of shape ({d},), got array of shape {np.shape(v)}.")
+    _check_finite(arr, name)
+    return arr
+
+
+def _as_float_array(value: Any, name: str) -> np.ndarray:
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        raise InvalidInputError(f"{name} must be a numeric array, got an object array.")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{name} must be a numeric array: {exc}") from None
+    return arr
+
+
+def _check_finite(arr: np.ndarray, name: str) -> None:
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))
+        kind = "NaN" if np.isnan(arr).any() else "inf"
+        raise InvalidInputError(
+            f"{name} contains {kind} ({len(bad)} non-finite entries, first at index "
+            f"{tuple(int(i) for i in bad[0])}); remove or impute them first."
+        )
