@@ -1,0 +1,389 @@
+"""The paper's data model, the :class:`Dataset` container and its ``.npz`` file format.
+
+Data model (design section 3; Magen et al., arXiv:2410.07746, as described in the authors'
+reply to reviewers, ``shared/seeds``): a clean label ``y~`` uniform on {-1, +1}; one signal
+token ``mu_{y~}`` (two orthogonal vectors of norm ``rho``); ``T - 1`` noise tokens drawn
+i.i.d. from ``N(0, sigma^2 (I - P))`` with ``P`` the projection on the signal span; the
+observed label flipped with probability ``eta``. ``SNR = rho / (sigma sqrt(d))`` and
+``kappa = n SNR^2``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from margin_solver.validation import (
+    InvalidInputError,
+    check_labels,
+    check_min_samples,
+    check_positive,
+    check_tokens,
+)
+
+SeedLike = int | np.random.SeedSequence | None
+
+SIGNAL_KINDS = ("orthogonal", "antipodal", "random")
+SIGNAL_POSITIONS = ("first", "random")
+NOISE_KINDS = ("projected", "isotropic")
+
+
+@dataclass(frozen=True)
+class PaperDistribution:
+    """The signal-plus-noise token distribution of the paper.
+
+    Parameters
+    ----------
+    d : int
+        Token dimension.
+    T : int, default=2
+        Tokens per sample: one signal token and ``T - 1`` noise tokens.
+    rho : float, optional
+        Signal norm ``||mu_+|| = ||mu_-||``. Give exactly one of ``rho`` and ``snr``.
+    snr : float, optional
+        Signal-to-noise ratio ``rho / (sigma sqrt(d))``; sets ``rho``.
+    eta : float, default=0.1
+        Label-flip probability, in [0, 1/2).
+    sigma : float, default=1.0
+        Noise scale per coordinate.
+    signal : {"orthogonal", "antipodal", "random"}, default="orthogonal"
+        ``"orthogonal"``: ``mu_+ = rho e_1``, ``mu_- = rho e_2``; ``"antipodal"``:
+        ``mu_- = -mu_+ = -rho e_1``; ``"random"``: a random orthonormal pair (times
+        ``rho``) drawn from ``signal_seed``.
+    signal_position : {"first", "random"}, default="first"
+        Where the signal token stands; metrics always use the stored signal index.
+    noise : {"projected", "isotropic"}, default="projected"
+        ``"projected"`` removes the signal span from the noise (the paper's model).
+    signal_seed : int, default=0
+        Seed of the random signal pair (only for ``signal="random"``); train and
+        test sets drawn from one distribution share it.
+
+    Examples
+    --------
+    >>> dist = PaperDistribution(d=200, T=2, snr=0.3, eta=0.1)
+    >>> train, test = dist.sample_train_test(20, 100, seed=0)
+    >>> train.X.shape, round(dist.kappa(20), 3)
+    ((20, 2, 200), 1.8)
+    """
+
+    d: int
+    T: int = 2
+    rho: float | None = None
+    snr: float | None = None
+    eta: float = 0.1
+    sigma: float = 1.0
+    signal: Literal["orthogonal", "antipodal", "random"] = "orthogonal"
+    signal_position: Literal["first", "random"] = "first"
+    noise: Literal["projected", "isotropic"] = "projected"
+    signal_seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check_int(self.d, "d", 1)
+        _check_int(self.T, "T", 1)
+        check_positive(self.sigma, "sigma")
+        if (self.rho is None) == (self.snr is None):
+            raise InvalidInputError("Give exactly one of rho and snr.")
+        if self.rho is not None and (not np.isfinite(self.rho) or self.rho < 0):
+            raise InvalidInputError(f"rho must be a finite number >= 0, got {self.rho!r}.")
+        if self.snr is not None and (not np.isfinite(self.snr) or self.snr < 0):
+            raise InvalidInputError(f"snr must be a finite number >= 0, got {self.snr!r}.")
+        if not 0.0 <= float(self.eta) < 0.5:
+            raise InvalidInputError(f"eta must lie in [0, 0.5), got {self.eta!r}.")
+        _check_choice(self.signal, "signal", SIGNAL_KINDS)
+        _check_choice(self.signal_position, "signal_position", SIGNAL_POSITIONS)
+        _check_choice(self.noise, "noise", NOISE_KINDS)
+        if self.signal == "orthogonal" and self.d < 2:
+            raise InvalidInputError("signal='orthogonal' needs d >= 2; use signal='antipodal'.")
+
+    @property
+    def signal_norm(self) -> float:
+        """``rho``, derived from ``snr`` when that was given."""
+        if self.rho is not None:
+            return float(self.rho)
+        return float(self.snr * self.sigma * np.sqrt(self.d))
+
+    @property
+    def signal_to_noise(self) -> float:
+        """``SNR = rho / (sigma sqrt(d))``."""
+        if self.snr is not None:
+            return float(self.snr)
+        return float(self.rho / (self.sigma * np.sqrt(self.d)))
+
+    def kappa(self, n: int) -> float:
+        """``kappa = n SNR^2``, the phase-diagram axis (benign/harmful threshold of order 1)."""
+        return n * self.signal_to_noise**2
+
+    def signal_vectors(self) -> np.ndarray:
+        """The signal pair as rows ``[mu_+, mu_-]``, shape (2, d)."""
+        rho = self.signal_norm
+        mu = np.zeros((2, self.d))
+        if self.signal == "orthogonal":
+            mu[0, 0] = mu[1, 1] = rho
+        elif self.signal == "antipodal":
+            mu[0, 0], mu[1, 0] = rho, -rho
+        else:
+            g = np.random.default_rng(self.signal_seed).standard_normal((self.d, 2))
+            q, _ = np.linalg.qr(g)
+            mu = rho * q.T
+        return mu
+
+    def _signal_basis(self) -> np.ndarray:
+        """Orthonormal basis (k, d) of span(mu_+, mu_-) used to project the noise."""
+        if self.signal == "random":
+            g = np.random.default_rng(self.signal_seed).standard_normal((self.d, 2))
+            return np.linalg.qr(g)[0].T
+        k = 2 if self.signal == "orthogonal" else 1
+        return np.eye(k, self.d)
+
+    def sample(self, n: int, seed: SeedLike = None) -> Dataset:
+        """Draw ``n`` samples; O(n T d) time and memory.
+
+        Parameters
+        ----------
+        n : int
+            Number of samples (>= 1).
+        seed : int or numpy.random.SeedSequence, optional
+            Seeds independent child streams for labels, flips, signal positions and noise.
+        """
+        _check_int(n, "n", 1)
+        ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        r_label, r_flip, r_pos, r_noise = (np.random.default_rng(s) for s in ss.spawn(4))
+        clean = r_label.choice(np.array([-1, 1]), size=n)
+        flipped = r_flip.random(n) < self.eta
+        y = np.where(flipped, -clean, clean)
+        if self.signal_position == "first":
+            pos = np.zeros(n, dtype=np.int64)
+        else:
+            pos = r_pos.integers(0, self.T, size=n)
+        X = r_noise.standard_normal((n, self.T, self.d))
+        X *= self.sigma
+        if self.noise == "projected":
+            basis = self._signal_basis()
+            if self.signal == "random":
+                X -= (X @ basis.T) @ basis
+            else:
+                X[:, :, : basis.shape[0]] = 0.0
+        mu = self.signal_vectors()
+        X[np.arange(n), pos] = mu[(clean < 0).astype(int)]
+        params = {**asdict(self), "rho": self.signal_norm, "snr": self.signal_to_noise}
+        params.update(n=n, kappa=self.kappa(n), seed=_seed_repr(ss))
+        return Dataset(X=X, y=y, clean_y=clean, signal_index=pos, params=params)
+
+    def sample_train_test(self, n_train: int, n_test: int, seed: SeedLike = None) -> tuple[Dataset, Dataset]:
+        """Draw a training and a test set from separate random streams of one seed."""
+        ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        s_train, s_test = ss.spawn(2)
+        return self.sample(n_train, s_train), self.sample(n_test, s_test)
+
+
+class Dataset:
+    """Samples of T tokens with labels in {-1, +1} and, when known, how they were made.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_tokens, n_features)
+    y : array-like of shape (n_samples,)
+        Observed labels in {-1, +1}.
+    clean_y : array-like of shape (n_samples,), optional
+        Labels before label noise; ``flipped = y != clean_y``.
+    signal_index : array-like of int, shape (n_samples,), optional
+        Position of the signal token of each sample.
+    params : dict, optional
+        Generating parameters (JSON-serialisable), e.g. ``d, T, rho, snr, eta, kappa``.
+
+    Raises
+    ------
+    InvalidInputError
+        Wrong shapes or lengths, NaN/inf, labels not in {-1, +1}, n < 2, a signal
+        index outside [0, T).
+    """
+
+    def __init__(
+        self,
+        X: Any,
+        y: Any,
+        clean_y: Any = None,
+        signal_index: Any = None,
+        params: dict[str, Any] | None = None,
+    ):
+        self.X = check_tokens(X)
+        n, T, _ = self.X.shape
+        check_min_samples(n)
+        self.y = check_labels(y, n).astype(np.int64)
+        self.clean_y = None if clean_y is None else check_labels(clean_y, n, "clean_y").astype(np.int64)
+        self.signal_index = None if signal_index is None else _check_index(signal_index, n, T)
+        self.params = dict(params) if params else {}
+
+    @property
+    def n(self) -> int:
+        """Number of samples."""
+        return self.X.shape[0]
+
+    @property
+    def T(self) -> int:
+        """Tokens per sample."""
+        return self.X.shape[1]
+
+    @property
+    def d(self) -> int:
+        """Token dimension."""
+        return self.X.shape[2]
+
+    @property
+    def flipped(self) -> np.ndarray | None:
+        """Boolean mask of samples whose label was flipped, or None when unknown."""
+        return None if self.clean_y is None else self.y != self.clean_y
+
+    @property
+    def snr(self) -> float | None:
+        """Generating SNR when known."""
+        return self.params.get("snr")
+
+    @property
+    def kappa(self) -> float | None:
+        """``n SNR^2`` for this sample size, when the SNR is known."""
+        return None if self.snr is None else self.n * self.snr**2
+
+    @property
+    def eta(self) -> float | None:
+        """Generating label-noise rate when known."""
+        return self.params.get("eta")
+
+    def subset(self, index: Any) -> Dataset:
+        """The samples at ``index`` (indices or a boolean mask), keeping the metadata."""
+        idx = np.arange(self.n)[index]
+        return Dataset(
+            self.X[idx],
+            self.y[idx],
+            None if self.clean_y is None else self.clean_y[idx],
+            None if self.signal_index is None else self.signal_index[idx],
+            {**self.params, "n": len(idx)},
+        )
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write to ``path`` (``.npz``) atomically; returns the path written."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(path.suffix + ".npz")
+        arrays: dict[str, np.ndarray] = {"X": self.X, "y": self.y}
+        if self.clean_y is not None:
+            arrays["clean_y"] = self.clean_y
+        if self.signal_index is not None:
+            arrays["signal_index"] = self.signal_index
+        arrays["params_json"] = np.array(json.dumps(self.params, default=_json_default))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Dataset:
+        """Read a dataset written by :meth:`save` or any ``.npz`` with arrays ``X`` and ``y``.
+
+        Optional arrays ``clean_y``, ``signal_index`` and a JSON string ``params_json``
+        are read when present. Pickled content is never loaded.
+
+        Raises
+        ------
+        InvalidInputError
+            The file is missing, not an ``.npz`` archive, lacks ``X`` or ``y``, holds
+            object arrays, or its arrays fail validation.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise InvalidInputError(f"No dataset file at {str(path)!r}.")
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                keys = set(npz.files)
+                missing = {"X", "y"} - keys
+                if missing:
+                    raise InvalidInputError(
+                        f"{path.name} lacks the array(s) {sorted(missing)}; a dataset file needs "
+                        f"'X' (n, T, d) and 'y' (n,), it has {sorted(keys)}."
+                    )
+                arrays = {k: npz[k] for k in ("X", "y", "clean_y", "signal_index", "params_json") if k in keys}
+        except InvalidInputError:
+            raise
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError) as exc:
+            raise InvalidInputError(f"Cannot read {path.name} as a dataset (.npz): {exc}") from None
+        params = _parse_params(arrays.pop("params_json", None), path.name)
+        try:
+            return cls(params=params, **arrays)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{path.name}: {exc}") from None
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.snr is not None:
+            extra = f", snr={self.snr:.4g}, kappa={self.kappa:.4g}"
+        if self.flipped is not None:
+            extra += f", noisy={int(self.flipped.sum())}"
+        return f"Dataset(n={self.n}, T={self.T}, d={self.d}{extra})"
+
+
+def load_dataset(path: str | os.PathLike) -> Dataset:
+    """Load a dataset from ``.npz`` (see :meth:`Dataset.load`)."""
+    return Dataset.load(path)
+
+
+def _parse_params(raw: np.ndarray | None, name: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if raw.dtype.kind not in "US" or raw.ndim != 0:
+        raise InvalidInputError(f"{name}: params_json must be a single JSON string.")
+    try:
+        params = json.loads(str(raw[()]))
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{name}: params_json is not valid JSON: {exc}") from None
+    if not isinstance(params, dict):
+        raise InvalidInputError(f"{name}: params_json must encode a JSON object.")
+    return params
+
+
+def _check_index(signal_index: Any, n: int, T: int) -> np.ndarray:
+    arr = np.asarray(signal_index)
+    if arr.dtype == object or arr.dtype.kind not in "iuf":
+        raise InvalidInputError("signal_index must be an integer array.")
+    if arr.shape != (n,):
+        raise InvalidInputError(f"Expected signal_index of shape ({n},), got {arr.shape}.")
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr) & (arr == np.round(arr))):
+        raise InvalidInputError("signal_index must hold whole numbers.")
+    arr = arr.astype(np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() >= T):
+        raise InvalidInputError(f"signal_index must lie in [0, T) = [0, {T}), got range [{arr.min()}, {arr.max()}].")
+    return arr
+
+
+def _check_int(value: Any, name: str, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+
+
+def _check_choice(value: str, name: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise InvalidInputError(f"{name} must be one of {choices}, got {value!r}.")
+
+
+def _seed_repr(ss: np.random.SeedSequence) -> Any:
+    return {"entropy": str(ss.entropy), "spawn_key": list(ss.spawn_key)}
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"params value of type {type(obj).__name__} is not JSON-serialisable")

@@ -1,0 +1,230 @@
+"""Vectorised numerics of the single-head attention model f(X; v, p) = v^T X^T softmax(X p).
+
+Everything is batched over samples: ``X`` has shape (n, T, d). Two forms exist:
+
+* the **dense** form works with vectors ``v`` and ``p`` in R^d;
+* the **token-Gram** form (:class:`TokenGram`) writes ``v = sum_it a_it x_it`` and
+  ``p = sum_it c_it x_it`` with coefficient arrays of shape (n, T) and works with the
+  token Gram matrix ``H`` only, so each evaluation costs O((nT)^2) whatever d is
+  (design section 4.3).
+
+Formulas (design section 2): scores ``a = X p``, attention ``s = softmax(a)``,
+attended feature ``z = X^T s``, token values ``u = X v``, output ``f = s^T u``,
+``df/dv = z`` and ``df/dp = X^T [s * (u - f)]``; the logistic loss
+``l(m) = log(1 + exp(-m))`` is computed with :func:`numpy.logaddexp`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+__all__ = [
+    "softmax",
+    "scores",
+    "attention",
+    "attended_features",
+    "token_values",
+    "outputs",
+    "margins",
+    "logistic_loss",
+    "logistic_loss_derivative",
+    "output_grad_p",
+    "loss_and_grads",
+    "LossGrads",
+    "TokenGram",
+]
+
+
+def softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax along ``axis``.
+
+    The maximum is subtracted before exponentiating, so scores of any magnitude
+    (1e300 included) give finite probabilities that sum to one.
+
+    Examples
+    --------
+    >>> softmax(np.array([1e6, 0.0, -1e6])).round(6).tolist()
+    [1.0, 0.0, 0.0]
+    """
+    shifted = a - np.max(a, axis=axis, keepdims=True)
+    # inf - inf gives NaN; a score of +inf is full attention on that token.
+    shifted = np.where(np.isnan(shifted), 0.0, shifted)
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def scores(X: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Attention scores ``a_i = X_i p``, shape (n, T)."""
+    return X @ p
+
+
+def attention(X: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Attention weights ``s_i = softmax(X_i p)``, shape (n, T)."""
+    return softmax(scores(X, p))
+
+
+def attended_features(X: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Attended features ``z_i = X_i^T s_i`` for attention weights ``s`` (n, T); shape (n, d)."""
+    return np.einsum("nt,ntd->nd", s, X)
+
+
+def token_values(X: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Token values ``u_i = X_i v``, shape (n, T)."""
+    return X @ v
+
+
+def outputs(X: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Model outputs ``f(X_i; v, p) = s_i^T X_i v``, shape (n,).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> float(outputs(X, np.array([2.0, 4.0]), np.zeros(2)))
+    3.0
+    """
+    return np.sum(attention(X, p) * token_values(X, v), axis=1)
+
+
+def margins(X: np.ndarray, y: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Margins ``y_i f(X_i; v, p)``, shape (n,)."""
+    return y * outputs(X, v, p)
+
+
+def logistic_loss(m: np.ndarray) -> np.ndarray:
+    """Stable logistic loss ``log(1 + exp(-m))`` of margins ``m``."""
+    return np.logaddexp(0.0, -m)
+
+
+def logistic_loss_derivative(m: np.ndarray) -> np.ndarray:
+    """Derivative ``l'(m) = -1 / (1 + exp(m))`` of the logistic loss, stable for any ``m``."""
+    return -expit(-m)
+
+
+def output_grad_p(X: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Per-sample gradients ``df_i/dp = X_i^T [s_i * (u_i - f_i)]``, shape (n, d)."""
+    s = attention(X, p)
+    u = token_values(X, v)
+    f = np.sum(s * u, axis=1, keepdims=True)
+    return attended_features(X, s * (u - f))
+
+
+@dataclass(frozen=True)
+class LossGrads:
+    """Mean logistic loss and its gradients (in whichever form produced them)."""
+
+    loss: float
+    grad_v: np.ndarray
+    grad_p: np.ndarray
+    margins: np.ndarray
+    attention: np.ndarray
+
+
+def _loss_weights(y: np.ndarray, m: np.ndarray) -> np.ndarray:
+    # d(mean loss)/d f_i = l'(m_i) y_i / n
+    return logistic_loss_derivative(m) * y / y.shape[0]
+
+
+def loss_and_grads(X: np.ndarray, y: np.ndarray, v: np.ndarray, p: np.ndarray) -> LossGrads:
+    """Mean logistic loss over samples and its gradients with respect to ``v`` and ``p``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_tokens, n_features)
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+    v, p : ndarray of shape (n_features,)
+
+    Returns
+    -------
+    LossGrads
+        ``loss`` = mean_i log(1 + exp(-y_i f_i)); ``grad_v``, ``grad_p`` of shape (d,).
+    """
+    s = attention(X, p)
+    u = token_values(X, v)
+    f = np.sum(s * u, axis=1)
+    m = y * f
+    w = _loss_weights(y, m)
+    grad_v = attended_features(X, s * w[:, None]).sum(axis=0)
+    grad_p = attended_features(X, s * (u - f[:, None]) * w[:, None]).sum(axis=0)
+    return LossGrads(float(np.mean(logistic_loss(m))), grad_v, grad_p, m, s)
+
+
+class TokenGram:
+    """Token-Gram (kernel) form of the model for vectors in the span of given tokens.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_tokens, n_features)
+        The training tokens spanning ``v`` and ``p``.
+
+    Notes
+    -----
+    With ``H[i, t, j, r] = <x_it, x_jr>`` and coefficients ``a, c`` of shape (n, T)
+    for ``v = X^T a`` and ``p = X^T c`` (summing over samples and tokens):
+    scores are ``H c``, token values ``H a``, ``||p||^2 = c^T H c`` and the
+    feature Gram matrix is ``K_ij = s_i^T H_ij s_j``. The one O((nT)^2 d) product
+    is done at construction; every other method costs O((nT)^2).
+    """
+
+    def __init__(self, X: np.ndarray):
+        X = np.asarray(X, dtype=np.float64)
+        self.n, self.T, self.d = X.shape
+        flat = X.reshape(self.n * self.T, self.d)
+        self.H = flat @ flat.T
+
+    @classmethod
+    def from_gram(cls, H: np.ndarray, n: int, T: int, d: int | None = None) -> TokenGram:
+        """Build from a precomputed (nT, nT) token Gram matrix."""
+        obj = cls.__new__(cls)
+        obj.n, obj.T, obj.d = n, T, d
+        obj.H = np.asarray(H, dtype=np.float64)
+        return obj
+
+    def apply(self, coef: np.ndarray) -> np.ndarray:
+        """Inner products of every training token with ``X^T coef``; shape (n, T)."""
+        return (self.H @ coef.reshape(-1)).reshape(self.n, self.T)
+
+    def sq_norm(self, coef: np.ndarray) -> float:
+        """``||X^T coef||^2 = coef^T H coef``, clipped at 0 against round-off."""
+        flat = coef.reshape(-1)
+        return max(float(flat @ (self.H @ flat)), 0.0)
+
+    def attention(self, c: np.ndarray) -> np.ndarray:
+        """Attention weights for ``p = X^T c``; shape (n, T)."""
+        return softmax(self.apply(c))
+
+    def outputs(self, a: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Outputs ``f_i`` for ``v = X^T a`` and ``p = X^T c``; shape (n,)."""
+        return np.sum(self.attention(c) * self.apply(a), axis=1)
+
+    def feature_gram(self, s: np.ndarray) -> np.ndarray:
+        """Gram matrix ``K_ij = <z_i, z_j>`` of attended features for attention ``s`` (n, T)."""
+        H4 = self.H.reshape(self.n, self.T, self.n, self.T)
+        return np.einsum("it,itjr,jr->ij", s, H4, s, optimize=True)
+
+    def feature_coefficients(self, s: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        """Token coefficients of ``sum_i beta_i z_i`` where ``z_i = X_i^T s_i``; shape (n, T)."""
+        return s * beta[:, None]
+
+    def loss_and_grads(self, y: np.ndarray, a: np.ndarray, c: np.ndarray) -> LossGrads:
+        """Mean logistic loss and its gradients as token coefficients.
+
+        The returned ``grad_v`` and ``grad_p`` (shape (n, T)) are coefficients: the
+        dense gradients are ``X^T grad_v`` and ``X^T grad_p``.
+        """
+        s = self.attention(c)
+        u = self.apply(a)
+        f = np.sum(s * u, axis=1)
+        m = y * f
+        w = _loss_weights(y, m)
+        grad_v = s * w[:, None]
+        grad_p = s * (u - f[:, None]) * w[:, None]
+        return LossGrads(float(np.mean(logistic_loss(m))), grad_v, grad_p, m, s)
+
+    @staticmethod
+    def materialize(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """Dense vector ``X^T coef = sum_it coef_it x_it``; shape (d,)."""
+        return np.einsum("nt,ntd->d", coef, X)
