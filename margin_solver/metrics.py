@@ -1,0 +1,96 @@
+"""Metrics of a fitted (v, p) on a dataset: errors against observed and clean labels and
+attention on the signal token split by clean and noisy samples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from margin_solver.data import Dataset
+from margin_solver.kernel import attention, token_values
+from margin_solver.results import to_jsonable
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """What a model (v, p) does on one dataset.
+
+    Attributes
+    ----------
+    n : int
+        Number of samples.
+    error : float
+        Fraction of samples with ``sign(f) != y`` (observed, possibly noisy labels; a
+        zero output counts as an error). On a test set its Bayes optimum is ``eta``.
+    error_clean : float or None
+        The same against clean labels (Bayes optimum 0); None when unknown.
+    min_margin : float
+        ``min_i y_i f_i`` (observed labels); > 0 means every sample is interpolated.
+    attn_signal : float or None
+        Mean attention on the signal token over all samples; None without a signal index.
+    attn_signal_clean, attn_signal_noisy : float or None
+        The same over samples whose label was kept / flipped; None when unknown or empty.
+    selected_token : ndarray of shape (n,)
+        Argmax of each sample's attention.
+    """
+
+    n: int
+    error: float
+    error_clean: float | None
+    min_margin: float
+    attn_signal: float | None
+    attn_signal_clean: float | None
+    attn_signal_noisy: float | None
+    selected_token: np.ndarray
+
+    def to_dict(self) -> dict:
+        """JSON-ready dictionary."""
+        return {k: to_jsonable(v) for k, v in self.__dict__.items()}
+
+
+def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
+    """Evaluate the model ``f(X; v, p)`` on ``data``.
+
+    Parameters
+    ----------
+    v, p : ndarray of shape (n_features,)
+    data : Dataset
+
+    Returns
+    -------
+    Metrics
+
+    Examples
+    --------
+    >>> from margin_solver.data import PaperDistribution
+    >>> ds = PaperDistribution(d=50, snr=1.0, eta=0.0).sample(10, seed=0)
+    >>> v = np.zeros(50); v[0], v[1] = 1.0, -1.0
+    >>> evaluate(v, np.zeros(50), ds).error
+    0.0
+    """
+    s = attention(data.X, p)
+    f = np.sum(s * token_values(data.X, v), axis=1)
+    pred = np.sign(f)
+    error_clean = None if data.clean_y is None else float(np.mean(pred != data.clean_y))
+    attn_all = attn_clean = attn_noisy = None
+    if data.signal_index is not None:
+        on_signal = s[np.arange(data.n), data.signal_index]
+        attn_all = float(on_signal.mean())
+        if data.flipped is not None:
+            attn_clean = _mean_or_none(on_signal[~data.flipped])
+            attn_noisy = _mean_or_none(on_signal[data.flipped])
+    return Metrics(
+        n=data.n,
+        error=float(np.mean(pred != data.y)),
+        error_clean=error_clean,
+        min_margin=float(np.min(data.y * f)),
+        attn_signal=attn_all,
+        attn_signal_clean=attn_clean,
+        attn_signal_noisy=attn_noisy,
+        selected_token=np.argmax(s, axis=1),
+    )
+
+
+def _mean_or_none(values: np.ndarray) -> float | None:
+    return float(values.mean()) if values.size else None
