@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from margin_solver.blas import single_threaded_blas
 from margin_solver.kernel import TokenGram
 from margin_solver.results import INFEASIBLE, OPTIMAL, TIME_LIMIT, ResultMixin
 from margin_solver.selection import (
@@ -158,10 +159,11 @@ def global_lower_bound(
     H = (gram if gram is not None else TokenGram(X)).H
     if method == "auto":
         method = "enumerate" if T**n <= ENUMERATION_LIMIT else "bnb"
-    if method == "enumerate":
-        best, nodes = _enumerate(H, y, T)
-        return _finish(best, best.norm, OPTIMAL, "enumerate", nodes, start)
-    return _branch_and_bound(H, y, T, time_limit, start)
+    with single_threaded_blas():
+        if method == "enumerate":
+            best, nodes = _enumerate(H, y, T)
+            return _finish(best, best.norm, OPTIMAL, "enumerate", nodes, start)
+        return _branch_and_bound(H, y, T, time_limit, start)
 
 
 def _enumerate(H: np.ndarray, y: np.ndarray, T: int) -> tuple[SelectionSVM, int]:

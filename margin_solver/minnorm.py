@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from margin_solver.alternating import DenseForm, DescentRun, KernelForm, descend
+from margin_solver.blas import single_threaded_blas
 from margin_solver.bounds import LowerBoundResult, first_step_margins, global_lower_bound
 from margin_solver.data import Dataset
 from margin_solver.kernel import TokenGram, margins
@@ -131,7 +132,7 @@ def solve_min_norm(
     seed: int | None = 0,
     max_iter: int = 500,
     gtol: float = 1e-6,
-    rtol: float = 1e-9,
+    rtol: float = 1e-7,
     bound_method: str = "auto",
     bound_time_limit: float = 30.0,
 ) -> MinNormResult:
@@ -160,9 +161,9 @@ def solve_min_norm(
         Seed of the random starts (numpy Generator).
     max_iter : int, default=500
         Cap on accepted p-steps per start.
-    gtol, rtol : float, default=1e-6, 1e-9
+    gtol, rtol : float, default=1e-6, 1e-7
         Stopping tolerances of :func:`margin_solver.alternating.descend`: relative projected
-        gradient norm and relative decrease of phi (for 5 steps in a row).
+        gradient norm, and relative decrease of phi = ||v||^2 / 2 over 10 steps.
     bound_method : {"auto", "enumerate", "bnb"}, default="auto"
         Method of the lower bound (with ``certify``).
     bound_time_limit : float, default=30.0
@@ -197,34 +198,17 @@ def solve_min_norm(
     use_kernel = form == "kernel" or (form == "auto" and d > n * T)
     gram = TokenGram(X)
     solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
-
-    bound = None
-    if certify:
-        bound = global_lower_bound(
-            X, y, method=bound_method, time_limit=bound_time_limit, gram=gram
-        )
-        if bound.status == INFEASIBLE:
-            return _infeasible(R, solver_form.name, bound.message, bound, start_time)
-
-    runs: dict[str, DescentRun] = {}
-    start_norms: dict[str, float] = {}
-    seen: dict[tuple[int, ...], str] = {}
-    rng = np.random.default_rng(seed)
-    for name, p0, selection in _starts(solver_form, gram.H, y, T, R, n_random_starts, rng, bound):
-        if p0 is None:
-            start_norms[name] = math.inf
-            continue
-        if selection is not None:
-            key = tuple(int(t) for t in selection)
-            if key in seen:
-                start_norms[name] = start_norms[seen[key]]
-                continue
-            seen[key] = name
-        run = descend(solver_form, y, p0, R, max_iter=max_iter, gtol=gtol, rtol=rtol)
-        runs[name] = run
-        start_norms[name] = run.norm
-        logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm, run.reason, run.n_iter)
-
+    options = {"max_iter": max_iter, "gtol": gtol, "rtol": rtol}
+    with single_threaded_blas():
+        bound = None
+        if certify:
+            bound = global_lower_bound(
+                X, y, method=bound_method, time_limit=bound_time_limit, gram=gram
+            )
+            if bound.status == INFEASIBLE:
+                return _infeasible(R, solver_form.name, bound.message, bound, start_time)
+        starts = _starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound)
+        runs, start_norms = _run_starts(solver_form, y, R, starts, options)
     feasible = {k: r for k, r in runs.items() if r.point.feasible}
     if not feasible:
         why = next(iter(runs.values())).reason if runs else "no start could be built"
@@ -234,6 +218,28 @@ def solve_min_norm(
         )
     name = min(feasible, key=lambda k: feasible[k].norm)
     return _result(X, y, R, solver_form, name, feasible[name], start_norms, bound, start_time)
+
+
+def _run_starts(form, y, R, starts, options) -> tuple[dict[str, DescentRun], dict[str, float]]:
+    """Descend from every start; a start repeating an earlier selection reuses its norm."""
+    runs: dict[str, DescentRun] = {}
+    start_norms: dict[str, float] = {}
+    seen: dict[tuple[int, ...], str] = {}
+    for name, p0, selection in starts:
+        if p0 is None:
+            start_norms[name] = math.inf
+            continue
+        if selection is not None:
+            key = tuple(int(t) for t in selection)
+            if key in seen:
+                start_norms[name] = start_norms[seen[key]]
+                continue
+            seen[key] = name
+        run = descend(form, y, p0, R, **options)
+        runs[name] = run
+        start_norms[name] = run.norm
+        logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm, run.reason, run.n_iter)
+    return runs, start_norms
 
 
 def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -255,7 +261,7 @@ def _check_options(form: str, n_random_starts: Any, max_iter: Any) -> None:
             raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}.")
 
 
-def _starts(form, H, y, T, R, n_random, rng, bound):
+def _starts(form, H, y, T, R, n_random, seed, bound):
     """Yield ``(name, p0, selection)``; p0 is None when a selection cannot be realised."""
     yield "zero", form.zeros(), None
     margins0 = first_step_margins(H, y, T)
@@ -267,6 +273,7 @@ def _starts(form, H, y, T, R, n_random, rng, bound):
     if bound is not None and bound.selection is not None:
         yield "lb_selection", _realise(form, H, T, bound.selection, R), bound.selection
     n = len(y)
+    rng = np.random.default_rng(seed)
     for k in range(n_random):
         p = form.from_coefficients(rng.standard_normal((n, T)))
         yield f"random_{k}", p * (R / math.sqrt(form.inner(p, p))), None
