@@ -43,7 +43,7 @@ from margin_solver.kernel import TokenGram, attended_features, softmax
 from margin_solver.results import INFEASIBLE, MAX_ITER, OPTIMAL
 from margin_solver.vstep import VStepResult, solve_vstep
 
-__all__ = ["DenseForm", "KernelForm", "PhiPoint", "DescentRun", "evaluate_phi", "descend"]
+__all__ = ["DenseForm", "DescentRun", "KernelForm", "PhiPoint", "descend", "evaluate_phi"]
 
 # Armijo fraction of the predicted decrease that a step must achieve.
 _ARMIJO = 1e-4

@@ -45,7 +45,7 @@ from margin_solver.results import INFEASIBLE, ResultMixin
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import InvalidInputError, check_labels, check_positive, check_tokens
 
-__all__ = ["MinNormResult", "solve_min_norm", "FORMS"]
+__all__ = ["FORMS", "MinNormResult", "solve_min_norm"]
 
 logger = logging.getLogger("margin_solver")
 
@@ -213,8 +213,12 @@ def solve_min_norm(
     if not feasible:
         why = next(iter(runs.values())).reason if runs else "no start could be built"
         return _infeasible(
-            R, solver_form.name, f"infeasible: the v-step fails at every start; {why}",
-            bound, start_time, start_norms,
+            R,
+            solver_form.name,
+            f"infeasible: the v-step fails at every start; {why}",
+            bound,
+            start_time,
+            start_norms,
         )
     name = min(feasible, key=lambda k: feasible[k].norm)
     return _result(X, y, R, solver_form, name, feasible[name], start_norms, bound, start_time)
@@ -256,7 +260,10 @@ def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
 def _check_options(form: str, n_random_starts: Any, max_iter: Any) -> None:
     if form not in FORMS:
         raise InvalidInputError(f"Unknown form {form!r}; expected one of {list(FORMS)}.")
-    for value, name, minimum in ((n_random_starts, "n_random_starts", 0), (max_iter, "max_iter", 1)):
+    for value, name, minimum in (
+        (n_random_starts, "n_random_starts", 0),
+        (max_iter, "max_iter", 1),
+    ):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
             raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}.")
 
@@ -320,9 +327,23 @@ def _result(X, y, R, form, name, run, start_norms, bound, start_time) -> MinNorm
 
 def _infeasible(R, form_name, message, bound, start_time, start_norms=None) -> MinNormResult:
     return MinNormResult(
-        v=None, p=None, norm=math.inf, margin=0.0,
-        lower_bound=None if bound is None else bound.value, gap=math.nan,
-        status=INFEASIBLE, message=message, R=R, p_norm=math.nan, min_margin=math.nan,
-        attention=None, selected_token=None, start=None, start_norms=start_norms or {},
-        n_iter=0, form=form_name, solve_time=time.perf_counter() - start_time, bound=bound,
+        v=None,
+        p=None,
+        norm=math.inf,
+        margin=0.0,
+        lower_bound=None if bound is None else bound.value,
+        gap=math.nan,
+        status=INFEASIBLE,
+        message=message,
+        R=R,
+        p_norm=math.nan,
+        min_margin=math.nan,
+        attention=None,
+        selected_token=None,
+        start=None,
+        start_norms=start_norms or {},
+        n_iter=0,
+        form=form_name,
+        solve_time=time.perf_counter() - start_time,
+        bound=bound,
     )
