@@ -58,6 +58,7 @@ def per_iteration(d: int, n: int = 50, T: int = 2, steps: int = 20) -> dict:
             run = descend(form, y, form.zeros(), R, max_iter=steps, gtol=1e-300, rtol=1e-300)
         elapsed = time.perf_counter() - t0
         row[f"{form.name}_s_per_iter"] = elapsed / max(run.n_iter, 1)
+        row[f"{form.name}_s_per_eval"] = elapsed / run.n_eval
         row[f"{form.name}_iters"] = run.n_iter
         row[f"{form.name}_norm"] = run.norm
     return row
@@ -99,7 +100,11 @@ def lower_bound(n: int, kappa: float, enumerate_too: bool, time_limit: float, T:
     gram = TokenGram(ds.X)
     bnb = global_lower_bound(ds.X, ds.y, "bnb", time_limit=time_limit, gram=gram)
     row.update(
-        bnb_status=bnb.status, bnb_value=bnb.value, bnb_nodes=bnb.nodes, bnb_s=bnb.solve_time
+        bnb_status=bnb.status,
+        bnb_value=bnb.value,
+        bnb_incumbent=bnb.incumbent,
+        bnb_nodes=bnb.nodes,
+        bnb_s=bnb.solve_time,
     )
     if enumerate_too:
         enum = global_lower_bound(ds.X, ds.y, "enumerate", gram=gram)

@@ -199,12 +199,17 @@ def projected_gradient(form: Form, p: np.ndarray, g: np.ndarray, R: float) -> np
 
 @dataclass
 class DescentRun:
-    """Outcome of :func:`descend` from one start."""
+    """Outcome of :func:`descend` from one start.
+
+    ``n_iter`` counts accepted p-steps, ``n_eval`` v-step solves (trial points included);
+    the histories hold ``||v*||`` and the projected gradient norm at each iterate.
+    """
 
     point: PhiPoint
     status: str
     reason: str
     n_iter: int
+    n_eval: int = 1
     norm_history: list[float] = field(default_factory=list)
     pg_history: list[float] = field(default_factory=list)
 
@@ -258,6 +263,7 @@ def descend(
             q = project(form, point.p - step * direction, R)
             predicted = form.inner(g, point.p - q)
             candidate = evaluate_phi(form, y, q, vstep_solver)
+            run.n_eval += 1
             if candidate.phi <= point.phi - _ARMIJO * predicted:
                 trial = candidate
                 break

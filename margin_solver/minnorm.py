@@ -154,7 +154,8 @@ def solve_min_norm(
         Also compute the global lower bound LB and the relative gap.
     form : {"auto", "kernel", "dense"}, default="auto"
         ``"kernel"`` works on the token Gram matrix (per-iteration cost independent of d),
-        ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``.
+        ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``. Both build
+        the (nT, nT) token Gram matrix once, for the selection starts and the bound.
     n_random_starts : int, default=2
         Random starts in addition to the deterministic ones.
     seed : int or None, default=0
@@ -283,7 +284,8 @@ def _starts(form, H, y, T, R, n_random, seed, bound):
     rng = np.random.default_rng(seed)
     for k in range(n_random):
         p = form.from_coefficients(rng.standard_normal((n, T)))
-        yield f"random_{k}", p * (R / math.sqrt(form.inner(p, p))), None
+        norm = math.sqrt(max(form.inner(p, p), 0.0))
+        yield f"random_{k}", (p * (R / norm) if norm > 0 else None), None
 
 
 def _realise(form, H, T, selection, R):
