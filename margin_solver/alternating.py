@@ -16,9 +16,10 @@ radial part removed when p is on the sphere, :func:`projected_gradient`) and
 fraction of the predicted decrease ``<g, p - p_new>``.
 
 Step schedule: the trial length ``t`` is measured in units of R (the first trial is ``t = R``,
-a move across half the ball), halved until the Armijo test passes, and doubled (up to 2R, the
-ball's diameter) after each accepted step, so no tuning to the scale of R or of the gradient
-is needed.
+a move across half the ball). A rejected trial is shrunk to the minimiser of the quadratic
+through phi(0), phi'(0) and phi(t), kept within [t/10, t/2]; a step accepted at its first
+trial doubles t for the next iteration (up to 2R, the ball's diameter), one accepted after
+backtracking keeps it. No tuning to the scale of R or of the gradient is needed.
 
 Stopping rule (first that holds): the relative projected-gradient norm ``||pg|| R / phi``
 falls below ``gtol`` (a first-order stationary point); phi decreased by less than ``rtol``
@@ -197,6 +198,16 @@ def projected_gradient(form: Form, p: np.ndarray, g: np.ndarray, R: float) -> np
     return g if radial >= 0 else g - radial * p / math.sqrt(pp)
 
 
+def _backtrack(step: float, phi0: float, phi_step: float, slope: float) -> float:
+    """Next trial step after a rejected one: the minimiser of the quadratic through phi(0),
+    phi'(0) = -slope and phi(step), kept within [step / 10, step / 2] (plain halving when
+    phi(step) is infinite)."""
+    curvature = phi_step - phi0 + slope * step
+    if not math.isfinite(phi_step) or curvature <= 0:
+        return 0.5 * step
+    return min(max(slope * step**2 / (2 * curvature), 0.1 * step), 0.5 * step)
+
+
 @dataclass
 class DescentRun:
     """Outcome of :func:`descend` from one start.
@@ -258,7 +269,9 @@ def descend(
             run.status, run.reason = OPTIMAL, f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
             break
         direction = pg / pg_norm
+        slope = form.inner(g, direction)  # d phi / d step at step 0, before projection
         trial = None
+        first_trial = True
         while step >= _MIN_STEP * R:
             q = project(form, point.p - step * direction, R)
             predicted = form.inner(g, point.p - q)
@@ -267,14 +280,16 @@ def descend(
             if candidate.phi <= point.phi - _ARMIJO * predicted:
                 trial = candidate
                 break
-            step *= 0.5
+            step = _backtrack(step, point.phi, candidate.phi, slope)
+            first_trial = False
         if trial is None:
             run.status = OPTIMAL
             run.reason = "no step passes the Armijo test (a kink of phi or a stationary point)"
             break
         point = _with_gradient(form, trial)
         run.point, run.n_iter = point, it + 1
-        step = min(2 * step, 2 * R)
+        if first_trial:
+            step = min(2 * step, 2 * R)
         phis.append(point.phi)
         if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
             run.status = OPTIMAL
