@@ -64,15 +64,23 @@ def per_iteration(d: int, n: int = 50, T: int = 2, steps: int = 20) -> dict:
     return row
 
 
-def whole_solve(n: int, T: int, d: int) -> dict:
-    """solve_min_norm (default options) against the token Gram product alone."""
+def whole_solve(n: int, T: int, d: int, repeats: int = 3) -> dict:
+    """solve_min_norm (default options) against the token Gram product alone.
+
+    The two are timed alternately, ``repeats`` times each, and medians are compared, so that
+    a burst of load from other processes on the shared machine hits both alike.
+    """
     ds = paper(n, T, d, kappa=1.0)
-    t0 = time.perf_counter()
-    TokenGram(ds.X)
-    gram_time = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    res = solve_min_norm(ds, R=10 / math.sqrt(d))
-    solve_time = time.perf_counter() - t0
+    R = 10 / math.sqrt(d)
+    gram_times, solve_times = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        TokenGram(ds.X)
+        gram_times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        res = solve_min_norm(ds, R=R)
+        solve_times.append(time.perf_counter() - t0)
+    gram_time, solve_time = float(np.median(gram_times)), float(np.median(solve_times))
     return {
         "study": "whole_solve",
         "n": n,
@@ -81,6 +89,8 @@ def whole_solve(n: int, T: int, d: int) -> dict:
         "gram_s": gram_time,
         "solve_s": solve_time,
         "ratio": solve_time / gram_time,
+        "gram_s_all": gram_times,
+        "solve_s_all": solve_times,
         "norm": res.norm,
         "status": res.status,
         "starts": len(res.start_norms),
