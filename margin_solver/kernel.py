@@ -49,7 +49,8 @@ def softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
     >>> softmax(np.array([1e6, 0.0, -1e6])).round(6).tolist()
     [1.0, 0.0, 0.0]
     """
-    shifted = a - np.max(a, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        shifted = a - np.max(a, axis=axis, keepdims=True)
     # inf - inf gives NaN; a score of +inf is full attention on that token.
     shifted = np.where(np.isnan(shifted), 0.0, shifted)
     e = np.exp(shifted)
