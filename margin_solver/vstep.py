@@ -78,9 +78,10 @@ _QUADRATIC_OBJECTIVE = frozenset({"CLARABEL"})
 # multiple of ``tol``; interior-point solvers typically end a few times below their tolerance.
 _GAP_FACTOR = 1e3
 
-# Two rows are "the same feature" when ||z_i - z_j||^2 <= _SAME_RTOL * (||z_i||^2 + ||z_j||^2);
-# the squared distance is read off K, which is exact only up to rounding of order eps * K_ii.
-_SAME_RTOL = 1e-12
+# Two rows are "the same feature" when ||z_i - z_j||^2 <= _SAME_RTOL * (||z_i||^2 + ||z_j||^2).
+# The squared distance is read off K, whose entries carry rounding of order eps * K_ii, so
+# below about 100 eps it cannot be told from 0; rows farther apart are left to the engines.
+_SAME_RTOL = 100 * np.finfo(np.float64).eps
 
 # Margin violation tolerated in the exact KKT solve on the support (_solve_on_support);
 # anything left is removed by the rescaling to smallest margin 1.
