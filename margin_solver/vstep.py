@@ -370,7 +370,11 @@ def solve_vstep(
 
 
 def _check_gram(K: Any, n: int | None) -> np.ndarray:
-    """Validate a Gram matrix: square, of size n when Z is given, symmetric; symmetrise it."""
+    """Validate a Gram matrix (square, n x n when Z is given, symmetric, diagonal >= 0).
+
+    Returns it symmetrised. Beyond the diagonal, positive semidefiniteness is trusted: small
+    negative eigenvalues from rounding are clipped when K is factored.
+    """
     K = check_matrix(K, "K")
     expected = (n, n) if n is not None else (K.shape[0], K.shape[0])
     if K.shape != expected:
@@ -381,6 +385,12 @@ def _check_gram(K: Any, n: int | None) -> np.ndarray:
     if asym > 1e-8 * max(float(np.max(np.abs(K))), np.finfo(np.float64).tiny):
         raise InvalidInputError(
             f"K must be symmetric (a Gram matrix Z @ Z.T); max |K - K.T| = {asym:.3g}."
+        )
+    if np.diag(K).min() < 0:
+        i = int(np.argmin(np.diag(K)))
+        raise InvalidInputError(
+            f"K must be positive semidefinite (a Gram matrix Z @ Z.T), but K[{i}, {i}] = "
+            f"{K[i, i]:.3g} < 0."
         )
     return (K + K.T) / 2
 

@@ -229,6 +229,8 @@ def test_general_infeasibility_is_certified_by_ldp(solver):
         ({"Z": None}, "Give the features Z or their Gram matrix"),
         ({"K": np.eye(2)}, r"Expected K of shape \(3, 3\)"),
         ({"K": np.triu(np.ones((3, 3)))}, "K must be symmetric"),
+        ({"K": -np.eye(3)}, r"K must be positive semidefinite .* K\[0, 0\] = -1 < 0"),
+        ({"K": np.full((3, 3), np.inf)}, "K contains inf"),
         ({"tol": -1.0}, "tol must be a positive finite number"),
         ({"Z": None, "K": np.eye(3), "solver": "primal"}, "solver='primal' needs the features Z"),
     ],
