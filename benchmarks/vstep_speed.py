@@ -99,8 +99,9 @@ def _row(engine, times, warm_times, first_s, res, primal) -> dict:
 
 def _git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
     return out.stdout.strip()
@@ -108,11 +109,11 @@ def _git_commit() -> str | None:
 
 def format_table(report: dict) -> str:
     """The table printed to the terminal and pasted into docs/benchmarks.md."""
-    lines = [
+    header = (
         "| engine | status | median s | primal / engine | median s, K given (warm) "
-        "| primal / engine | first call s | rel. objective diff vs primal | gap |",
-        "|" + "---|" * 9,
-    ]
+        "| primal / engine | first call s | rel. objective diff vs primal | gap |"
+    )
+    lines = [header, "|" + "---|" * 9]
     primal_s = report["rows"][0]["median_s"]
     for row in report["rows"]:
         warm = row["median_excl_gram_s"]
@@ -138,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="OUT", help="also write the full report as JSON")
     args = parser.parse_args(argv)
     report = run(args.n, args.d, args.repeats, args.seed)
-    print(f"n={args.n} d={args.d} repeats={args.repeats} seed={args.seed} "
-          f"Gram product Z @ Z.T: {report['gram_product_s']:.4f} s (median)")
+    print(
+        f"n={args.n} d={args.d} repeats={args.repeats} seed={args.seed} "
+        f"Gram product Z @ Z.T: {report['gram_product_s']:.4f} s (median)"
+    )
     print(format_table(report))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
