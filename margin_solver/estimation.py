@@ -69,6 +69,11 @@ class SignalNoiseEstimate:
     signal_index_margin : float or None
         Median over samples of (commonality of the chosen token) / (commonality of the
         runner-up); large means the signal token stands out clearly. None when given or T = 1.
+    class_separation : float or None
+        For the clustering split: distance between the two group means of the signal tokens
+        projected on their difference, in pooled standard deviations (capped at 1e9);
+        below about 4 the split, and so ``eta``, is unreliable. None when clean labels are
+        given or a group has fewer than two tokens.
     signal_index : ndarray of shape (n,)
     signal_class : ndarray of shape (n,)
         Carried signal per sample, +1 for ``mu_+`` and -1 for ``mu_-`` (= clean label).
@@ -87,6 +92,7 @@ class SignalNoiseEstimate:
     signal_index_source: str
     class_source: str
     signal_index_margin: float | None
+    class_separation: float | None
     signal_index: np.ndarray = field(repr=False)
     signal_class: np.ndarray = field(repr=False)
     mu: np.ndarray = field(repr=False)
@@ -106,7 +112,7 @@ class SignalNoiseEstimate:
         """Scalars only (the arrays would bloat a JSON report)."""
         keys = (
             "rho", "sigma", "snr", "signal_rank", "eta", "n_noisy",
-            "signal_index_source", "class_source", "signal_index_margin",
+            "signal_index_source", "class_source", "signal_index_margin", "class_separation",
         )
         return {k: to_jsonable(getattr(self, k)) for k in keys}
 
@@ -146,10 +152,12 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
         index, margin = estimate_signal_index(data.X, rng=rng)
         index_source = "estimated"
     signal_tokens = data.X[np.arange(n), index]
+    separation = None
     if data.clean_y is not None:
         classes, class_source = data.clean_y.astype(np.int64), "clean labels"
     else:
         classes, class_source = _split_signal_tokens(signal_tokens, data.y, rng), "clustering"
+        separation = _separation(signal_tokens, classes)
     mu, rho = _signal_means(signal_tokens, classes)
     basis = _signal_basis(mu)
     sigma = _noise_scale(data.X, index, basis)
@@ -165,6 +173,7 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
         signal_index_source=index_source,
         class_source=class_source,
         signal_index_margin=margin,
+        class_separation=separation,
         signal_index=index,
         signal_class=classes,
         mu=mu,
@@ -242,6 +251,33 @@ def _split_signal_tokens(S: np.ndarray, y: np.ndarray, rng: np.random.Generator)
     if np.mean(groups == y) < 0.5:
         groups = -groups
     return groups.astype(np.int64)
+
+
+def _separation(S: np.ndarray, groups: np.ndarray) -> float | None:
+    """Gap between the two groups along their mean difference, in pooled standard deviations.
+
+    Each token is projected on the mean difference computed *without* it (leave-one-out):
+    in high dimension a split fitted to pure noise looks well separated along its own mean
+    difference, and leaving the token out removes that self-influence.
+    """
+    plus, minus = groups == 1, groups == -1
+    n_plus, n_minus = int(plus.sum()), int(minus.sum())
+    if n_plus < 2 or n_minus < 2:
+        return None
+    m_plus, m_minus = S[plus].mean(axis=0), S[minus].mean(axis=0)
+    norm = np.linalg.norm(m_plus - m_minus)
+    if norm == 0.0:
+        return 0.0
+    sq = np.einsum("ij,ij->i", S, S)
+    to_plus, to_minus = S @ m_plus, S @ m_minus
+    loo = np.where(
+        plus,
+        (n_plus * to_plus - sq) / (n_plus - 1) - to_minus,
+        to_plus - (n_minus * to_minus - sq) / (n_minus - 1),
+    ) / norm
+    a, b = loo[plus], loo[minus]
+    pooled = np.sqrt((a.var() * n_plus + b.var() * n_minus) / len(S))
+    return float(min(abs(a.mean() - b.mean()) / max(pooled, 1e-300), 1e9))
 
 
 def _signal_means(S: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, float]:

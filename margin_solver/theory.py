@@ -357,6 +357,11 @@ def check_conditions(
             f"signal tokens hard to identify (median commonality ratio "
             f"{est.signal_index_margin:.3g} < 2): estimates may be unreliable; pass signal_index."
         )
+    if est.class_separation is not None and est.class_separation < 4:
+        warnings.append(
+            f"signal tokens split into classes with separation {est.class_separation:.3g} < 4 "
+            "standard deviations: the eta estimate is unreliable; pass clean labels."
+        )
     observed = None
     if vectors is not None:
         observed = _observe(dataset, est, vectors, test, _eta_value(dataset, est), c)
