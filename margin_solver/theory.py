@@ -73,6 +73,8 @@ DISCLAIMER = (
     "the theorems' exact statements."
 )
 
+_REL_TOL = 1e-9
+
 # Row roles: how a failing row changes the prediction.
 REGIME, ASSUMPTION, INTERPOLATION, SOFT = "regime", "assumption", "interpolation", "soft"
 
@@ -429,11 +431,12 @@ def _conditions(
         return Condition(name, tag, source, formula, _finite(value), _finite(threshold), constant,
                          holds, estimated, role, note)
 
+    # A relative slack keeps values that equal a threshold up to rounding (kappa = 1.0000000002).
     def at_most(value, threshold):
-        return None if value is None else bool(value <= threshold)
+        return None if value is None else bool(value <= threshold * (1 + _REL_TOL))
 
     def at_least(value, threshold):
-        return None if value is None else bool(value >= threshold)
+        return None if value is None else bool(value >= threshold * (1 - _REL_TOL))
 
     return [
         row("tokens_per_sample", "model, W3", "data model (seed W3: one signal token and several noise tokens)",
@@ -507,9 +510,11 @@ def _predict(rows: list[Condition], c: Constants) -> tuple[str, str]:
     kappa = next(r.value for r in rows if r.name == "snr_benign")
     if kappa is None:
         return OUTSIDE, "SNR unknown (could not be estimated)"
-    if kappa >= c.kappa_benign:
+    benign_row = next(r for r in rows if r.name == "snr_benign")
+    harmful_row = next(r for r in rows if r.name == "snr_harmful")
+    if benign_row.holds:
         return BENIGN, f"kappa = n SNR^2 = {kappa:.3g} >= C_benign = {c.kappa_benign:g}"
-    if kappa <= c.kappa_harmful:
+    if harmful_row.holds:
         return HARMFUL, f"kappa = n SNR^2 = {kappa:.3g} <= c_harmful = {c.kappa_harmful:g}"
     return OUTSIDE, (
         f"kappa = {kappa:.3g} in the transition band ({c.kappa_harmful:g}, {c.kappa_benign:g}) "
