@@ -246,6 +246,23 @@ def test_observed_verdicts_with_hand_made_solutions():
     assert no_test.observed.regime is None and no_test.verdict.startswith("partial")
 
 
+def test_interpolator_where_two_step_gd_is_predicted_to_fail():
+    # n = 100 noise tokens in d = 120: cross-talk ~ 0.9, so two-step GD should not interpolate,
+    # yet an exact memoriser exists; its generalisation is judged against the SNR side.
+    dist = PaperDistribution(d=120, T=2, snr=math.sqrt(8 / 100), eta=0.1)
+    train, test = dist.sample_train_test(100, 400, seed=0)
+    xi = train.X[:, 1]
+    dual = np.linalg.solve(xi @ xi.T, np.stack([train.y.astype(float), np.ones(100)], axis=1))
+    v, p = xi.T @ dual[:, 0], 30 * (xi.T @ dual[:, 1])
+    report = check_conditions(train, {"v": v, "p": p}, test)
+    assert report.predicted_regime == NO_INTERPOLATION
+    assert report.snr_regime == BENIGN
+    assert report.observed.interpolates and report.observed.regime == HARMFUL
+    assert report.verdict.startswith("predicted no interpolation by two-step GD, but this")
+    assert report.verdict.endswith("DISAGREES: SNR side benign, observed harmful")
+    assert "SNR side alone: benign" in str(report)
+
+
 def test_observed_without_clean_test_labels_uses_eta():
     dist, train, test = _sample(kappa=8.0)
     raw_test = Dataset(test.X, test.y)
