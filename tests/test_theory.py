@@ -242,6 +242,13 @@ def test_observed_verdicts_with_hand_made_solutions():
     zero = check_conditions(train, {"v": np.zeros(train.d), "p": np.zeros(train.d)}, test)
     assert zero.observed.regime == NO_INTERPOLATION and zero.verdict.startswith("DISAGREES")
 
+    # The prediction concerns min-norm / two-step GD: a hand-made benign interpolator exists
+    # at low SNR too, and the verdict says so.
+    low_dist, low_train, low_test = _sample(kappa=0.2)
+    low = check_conditions(low_train, dict(zip("vp", _benign_solution(low_dist, low_train))), low_test)
+    assert low.predicted_regime == HARMFUL and low.observed.regime == BENIGN
+    assert low.verdict == "DISAGREES: predicted harmful, observed benign"
+
     no_test = check_conditions(train, dict(zip("vp", _benign_solution(dist, train))))
     assert no_test.observed.regime is None and no_test.verdict.startswith("partial")
 
