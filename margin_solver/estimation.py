@@ -37,8 +37,14 @@ import numpy as np
 from margin_solver.data import Dataset
 from margin_solver.results import to_jsonable
 
-__all__ = ["SignalNoiseEstimate", "estimate_signal_noise", "estimate_signal_index", "noise_tokens",
-           "NoiseGeometry", "noise_geometry"]
+__all__ = [
+    "NoiseGeometry",
+    "SignalNoiseEstimate",
+    "estimate_signal_index",
+    "estimate_signal_noise",
+    "noise_geometry",
+    "noise_tokens",
+]
 
 #: Reference samples against which token commonality is measured (cost n T * 256 T * d).
 REFERENCE_SAMPLES = 256
@@ -63,7 +69,7 @@ class SignalNoiseEstimate:
         Share of samples whose observed label differs from the signal they carry.
     n_noisy : int
         Number of such samples.
-    signal_index_source : {"given", "estimated"}
+    signal_index_source : {"given", "estimated", "single token"}
     class_source : {"clean labels", "clustering"}
         Where the carried signal (clean label) of each sample comes from.
     signal_index_margin : float or None
@@ -101,7 +107,7 @@ class SignalNoiseEstimate:
     @property
     def estimated_index(self) -> bool:
         """True when the signal positions were inferred rather than given."""
-        return self.signal_index_source != "given"
+        return self.signal_index_source == "estimated"
 
     @property
     def estimated_classes(self) -> bool:
@@ -111,8 +117,16 @@ class SignalNoiseEstimate:
     def to_dict(self) -> dict[str, Any]:
         """Scalars only (the arrays would bloat a JSON report)."""
         keys = (
-            "rho", "sigma", "snr", "signal_rank", "eta", "n_noisy",
-            "signal_index_source", "class_source", "signal_index_margin", "class_separation",
+            "rho",
+            "sigma",
+            "snr",
+            "signal_rank",
+            "eta",
+            "n_noisy",
+            "signal_index_source",
+            "class_source",
+            "signal_index_margin",
+            "class_separation",
         )
         return {k: to_jsonable(getattr(self, k)) for k in keys}
 
@@ -147,7 +161,7 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
     if data.signal_index is not None:
         index, index_source = data.signal_index, "given"
     elif T == 1:
-        index, index_source = np.zeros(n, dtype=np.int64), "given"
+        index, index_source = np.zeros(n, dtype=np.int64), "single token"
     else:
         index, margin = estimate_signal_index(data.X, rng=rng)
         index_source = "estimated"
@@ -182,7 +196,9 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
 
 
 def estimate_signal_index(
-    X: np.ndarray, rng: np.random.Generator | None = None, reference_samples: int = REFERENCE_SAMPLES
+    X: np.ndarray,
+    rng: np.random.Generator | None = None,
+    reference_samples: int = REFERENCE_SAMPLES,
 ) -> tuple[np.ndarray, float]:
     """Guess each sample's signal token as its most *common* token across samples.
 
@@ -243,7 +259,8 @@ def _split_signal_tokens(S: np.ndarray, y: np.ndarray, rng: np.random.Generator)
         if np.all(groups == groups[0]):
             break
         means = np.stack([S[groups == 1].mean(axis=0), S[groups == -1].mean(axis=0)])
-        dist = ((S[:, None, :] - means[None]) ** 2).sum(axis=2)
+        # ||s - m||^2 up to the common ||s||^2, without an (n, 2, d) temporary.
+        dist = np.einsum("kd,kd->k", means, means)[None, :] - 2.0 * (S @ means.T)
         new = np.where(dist[:, 0] <= dist[:, 1], 1, -1)
         if np.array_equal(new, groups):
             break
@@ -270,11 +287,14 @@ def _separation(S: np.ndarray, groups: np.ndarray) -> float | None:
         return 0.0
     sq = np.einsum("ij,ij->i", S, S)
     to_plus, to_minus = S @ m_plus, S @ m_minus
-    loo = np.where(
-        plus,
-        (n_plus * to_plus - sq) / (n_plus - 1) - to_minus,
-        to_plus - (n_minus * to_minus - sq) / (n_minus - 1),
-    ) / norm
+    loo = (
+        np.where(
+            plus,
+            (n_plus * to_plus - sq) / (n_plus - 1) - to_minus,
+            to_plus - (n_minus * to_minus - sq) / (n_minus - 1),
+        )
+        / norm
+    )
     a, b = loo[plus], loo[minus]
     pooled = np.sqrt((a.var() * n_plus + b.var() * n_minus) / len(S))
     return float(min(abs(a.mean() - b.mean()) / max(pooled, 1e-300), 1e9))
@@ -393,11 +413,15 @@ def noise_geometry(
         return NoiseGeometry(N, N, False, None, None, None, None)
     sq_norms = np.einsum("ij,ij->i", xi, xi)
     positive = sq_norms > 0
-    norm_dev = float(np.max(np.abs(sq_norms / sq_norms.mean() - 1.0))) if sq_norms.mean() > 0 else None
+    norm_dev = (
+        float(np.max(np.abs(sq_norms / sq_norms.mean() - 1.0))) if sq_norms.mean() > 0 else None
+    )
     mus = np.array([m / np.linalg.norm(m) for m in mu if np.linalg.norm(m) > 0]).reshape(-1, d)
     signal_cos = None
     if len(mus) and positive.any():
-        signal_cos = float(np.max(np.abs(xi[positive] @ mus.T) / np.sqrt(sq_norms[positive])[:, None]))
+        signal_cos = float(
+            np.max(np.abs(xi[positive] @ mus.T) / np.sqrt(sq_norms[positive])[:, None])
+        )
     subsampled = n * T > max_tokens
     if subsampled:
         chosen = np.sort(rng.choice(n, size=max(2, max_tokens // T), replace=False))
