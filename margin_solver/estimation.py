@@ -53,6 +53,8 @@ _POWER_ITERATIONS = 60
 _LLOYD_ITERATIONS = 10
 #: Above this |cosine| between the two signal means the signal span is taken as one-dimensional.
 _ANTIPODAL_COSINE = 0.95
+#: Magnitudes whose squares, summed over d and n T tokens, stay finite and normal in float64.
+_SAFE_MIN, _SAFE_MAX = 1e-100, 1e100
 
 
 @dataclass(frozen=True)
@@ -156,16 +158,17 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
     0.2
     """
     rng = np.random.default_rng(seed)
-    n, T, d = data.X.shape
+    X, scale = _safe_scale(data.X)
+    n, T, d = X.shape
     margin = None
     if data.signal_index is not None:
         index, index_source = data.signal_index, "given"
     elif T == 1:
         index, index_source = np.zeros(n, dtype=np.int64), "single token"
     else:
-        index, margin = estimate_signal_index(data.X, rng=rng)
+        index, margin = estimate_signal_index(X, rng=rng)
         index_source = "estimated"
-    signal_tokens = data.X[np.arange(n), index]
+    signal_tokens = X[np.arange(n), index]
     separation = None
     if data.clean_y is not None:
         classes, class_source = data.clean_y.astype(np.int64), "clean labels"
@@ -174,12 +177,12 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
         separation = _separation(signal_tokens, classes)
     mu, rho = _signal_means(signal_tokens, classes)
     basis = _signal_basis(mu)
-    sigma = _noise_scale(data.X, index, basis)
+    sigma = _noise_scale(X, index, basis)
     snr = rho / (sigma * np.sqrt(d)) if sigma > 0 else float("inf")
     flipped = data.y != classes
     return SignalNoiseEstimate(
-        rho=rho,
-        sigma=sigma,
+        rho=rho * scale,
+        sigma=sigma * scale,
         snr=float(snr),
         signal_rank=basis.shape[0],
         eta=float(flipped.mean()),
@@ -190,9 +193,22 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
         class_separation=separation,
         signal_index=index,
         signal_class=classes,
-        mu=mu,
+        mu=mu * scale,
         basis=basis,
     )
+
+
+def _safe_scale(X: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(X / s, s)`` with ``s = max |X|`` when squares would overflow or underflow, else
+    ``(X, 1)``.
+
+    Every estimate is a ratio or scales linearly, so working on ``X / s`` is exact; the copy
+    is made only for extreme magnitudes.
+    """
+    top = float(np.max(np.abs(X))) if X.size else 0.0
+    if top == 0.0 or _SAFE_MIN <= top <= _SAFE_MAX:
+        return X, 1.0
+    return X / top, top
 
 
 def estimate_signal_index(
@@ -406,6 +422,7 @@ def noise_geometry(
     NoiseGeometry
     """
     rng = rng if rng is not None else np.random.default_rng(0)
+    X, _ = _safe_scale(X)
     n, T, d = X.shape
     xi = noise_tokens(X, signal_index)
     N = xi.shape[0]

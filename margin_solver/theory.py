@@ -625,6 +625,8 @@ def _observe(
     if not interpolates:
         regime = NO_INTERPOLATION
         reason = f"min train margin {train.min_margin:.3g} <= 0 (train error {train.error:.3g})"
+        if clean_error is not None:
+            reason += f"; clean test error {clean_error:.3g}"
     elif clean_error is None:
         regime, reason = None, "interpolates; no test set to judge generalisation"
     elif clean_error <= c.benign_error:

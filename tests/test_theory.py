@@ -177,6 +177,36 @@ def test_estimates_from_raw_arrays_match_generating_values(kw, given):
     assert report.condition("noisy_samples").estimated == (given != "clean_y")
 
 
+def test_scale_invariance_without_overflow():
+    _, train, _ = _sample(kappa=8.0)
+    small = check_conditions(Dataset(train.X, train.y))
+    for factor in (1e150, 1e-150):
+        scaled = check_conditions(Dataset(factor * train.X, train.y))
+        assert scaled.estimates.snr == pytest.approx(small.estimates.snr, rel=1e-9)
+        assert scaled.estimates.rho == pytest.approx(factor * small.estimates.rho, rel=1e-9)
+        for a, b in zip(scaled.conditions, small.conditions):
+            assert a.value == pytest.approx(b.value, rel=1e-9), a.name
+        assert scaled.predicted_regime == small.predicted_regime == BENIGN
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        Dataset(np.zeros((5, 2, 4)), [1, -1, 1, -1, 1]),
+        Dataset(np.ones((4, 3, 5)), [1, -1, 1, -1]),
+        Dataset(np.random.default_rng(0).standard_normal((6, 3, 10)), np.ones(6)),
+        Dataset(np.random.default_rng(1).standard_normal((6, 2, 1)), [1, -1, 1, -1, 1, -1]),
+    ],
+    ids=["all-zero", "identical tokens", "one class", "d=1"],
+)
+def test_degenerate_data_gives_a_report_not_a_crash(data):
+    solution = {"v": np.zeros(data.d), "p": np.zeros(data.d)}
+    report = check_conditions(data, solution, data)
+    json.dumps(report.to_dict())
+    assert report.predicted_regime == OUTSIDE
+    assert report.observed.regime == NO_INTERPOLATION
+
+
 def test_generating_values_are_not_flagged_estimated():
     _, train, _ = _sample(kappa=8.0)
     report = check_conditions(train)
