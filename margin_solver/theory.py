@@ -103,7 +103,7 @@ class Constants:
     T_max : int, default=10
         ``T = Theta(1)`` read as ``T <= T_max`` (a warning only).
     orth_C : float, default=1.0
-        ``n * max |<xi_a, xi_b>| / ||xi_a||^2 <= orth_C``: the cross terms of ``n`` samples
+        ``max |<xi_a, xi_b>| / ||xi_a||^2 <= orth_C / n``: the cross terms of ``n`` samples
         stay below one token's own norm (what ``d ~ n^2 log n`` buys).
     crosstalk_max : float, default=0.6
         Interpolation heuristic for two-step GD: median
@@ -457,7 +457,6 @@ def _conditions(
     eta, eta_est = _eta_value(ds, est)
     noisy_count = int(ds.flipped.sum()) if ds.flipped is not None else est.n_noisy
     dim_bound = c.dim_C * n**2 * math.log(max(n / c.delta, 1.0))
-    overlap = None if geo.max_overlap is None else n * geo.max_overlap
     n_pairs = 2 * geo.n_tokens * max(est.signal_rank, 1)
     sn_bound = c.signal_noise_C * math.sqrt(2 * math.log(max(2 * n_pairs, 2)) / d)
     return [
@@ -520,10 +519,10 @@ def _conditions(
             note="d below the smallest dimension where the authors observed benign overfitting",
         ),
         _row(
-            overlap, c.orth_C, name="noise_orthogonality", tag="Q3.1, proofs",
+            geo.max_overlap, c.orth_C / n, name="noise_orthogonality", tag="Q3.1, proofs",
             source="seed Q3.1: 'sufficient separation between token inner products'",
-            formula="n max_{a!=b} |<xi_a, xi_b>| / ||xi_a||^2 <= C_orth",
-            constant=f"C_orth = {c.orth_C:g}", holds=_at_most(overlap, c.orth_C),
+            formula="max_{a!=b} |<xi_a, xi_b>| / ||xi_a||^2 <= C_orth / n",
+            constant=f"C_orth = {c.orth_C:g}", holds=_at_most(geo.max_overlap, c.orth_C / n),
             estimated=est.estimated_index, role=SOFT,
             note="noise tokens not near-orthogonal at the n-sample scale the proofs use "
             "(d ~ n^2 log n); the typical cross-talk row decides interpolation",
