@@ -83,7 +83,7 @@ def outputs(X: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
     Examples
     --------
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
-    >>> float(outputs(X, np.array([2.0, 4.0]), np.zeros(2)))
+    >>> float(outputs(X, np.array([2.0, 4.0]), np.zeros(2))[0])
     3.0
     """
     return np.sum(attention(X, p) * token_values(X, v), axis=1)
