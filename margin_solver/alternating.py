@@ -44,7 +44,18 @@ from margin_solver.kernel import TokenGram, attended_features, softmax
 from margin_solver.results import INFEASIBLE, MAX_ITER, OPTIMAL
 from margin_solver.vstep import VStepResult, solve_vstep
 
-__all__ = ["DenseForm", "DescentRun", "KernelForm", "PhiPoint", "descend", "evaluate_phi"]
+__all__ = [
+    "DenseForm",
+    "DescentRun",
+    "KernelForm",
+    "PhiPoint",
+    "descend",
+    "evaluate_phi",
+    "gradient_coefficients",
+    "norm",
+    "project",
+    "projected_gradient",
+]
 
 # Armijo fraction of the predicted decrease that a step must achieve.
 _ARMIJO = 1e-4
@@ -178,10 +189,15 @@ def _with_gradient(form: Form, point: PhiPoint) -> PhiPoint:
     return point
 
 
+def norm(form: Form, a: np.ndarray) -> float:
+    """Euclidean norm of a vector of R^d given in ``form``'s representation."""
+    return math.sqrt(max(form.inner(a, a), 0.0))
+
+
 def project(form: Form, p: np.ndarray, R: float) -> np.ndarray:
     """``Proj(p) = p min(1, R / ||p||)``, the projection on the ball of radius R."""
-    norm = math.sqrt(max(form.inner(p, p), 0.0))
-    return p if norm <= R else p * (R / norm)
+    length = norm(form, p)
+    return p if length <= R else p * (R / length)
 
 
 def projected_gradient(form: Form, p: np.ndarray, g: np.ndarray, R: float) -> np.ndarray:
@@ -229,6 +245,12 @@ class DescentRun:
         """``||v*||`` at the final p (inf when infeasible)."""
         return math.sqrt(2 * self.point.phi)
 
+    def record(self, point: PhiPoint, pg_norm: float) -> float:
+        """Append an iterate's ``||v*||`` and projected gradient norm; return the latter."""
+        self.norm_history.append(math.sqrt(2 * point.phi))
+        self.pg_history.append(pg_norm)
+        return pg_norm
+
 
 def descend(
     form: Form,
@@ -262,9 +284,7 @@ def descend(
     for it in range(max_iter):
         g = point.gradient
         pg = projected_gradient(form, point.p, g, R)
-        pg_norm = math.sqrt(max(form.inner(pg, pg), 0.0))
-        run.norm_history.append(math.sqrt(2 * point.phi))
-        run.pg_history.append(pg_norm)
+        pg_norm = run.record(point, norm(form, pg))
         if pg_norm * R <= gtol * point.phi:
             run.status, run.reason = OPTIMAL, f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
             break
@@ -295,8 +315,6 @@ def descend(
             run.status = OPTIMAL
             run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
             break
-    if len(run.norm_history) == run.n_iter:
-        run.norm_history.append(math.sqrt(2 * point.phi))
-        pg = projected_gradient(form, point.p, point.gradient, R)
-        run.pg_history.append(math.sqrt(max(form.inner(pg, pg), 0.0)))
+    if len(run.norm_history) == run.n_iter:  # the last accepted iterate is not recorded yet
+        run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))
     return run

@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.alternating import DenseForm, DescentRun, KernelForm, descend
+from margin_solver.alternating import DenseForm, DescentRun, KernelForm, descend, norm
 from margin_solver.blas import single_threaded_blas
 from margin_solver.bounds import LowerBoundResult, first_step_margins, global_lower_bound
-from margin_solver.data import Dataset
+from margin_solver.data import Dataset, _check_int
 from margin_solver.kernel import TokenGram, margins
 from margin_solver.results import INFEASIBLE, ResultMixin
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
@@ -261,12 +261,8 @@ def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
 def _check_options(form: str, n_random_starts: Any, max_iter: Any) -> None:
     if form not in FORMS:
         raise InvalidInputError(f"Unknown form {form!r}; expected one of {list(FORMS)}.")
-    for value, name, minimum in (
-        (n_random_starts, "n_random_starts", 0),
-        (max_iter, "max_iter", 1),
-    ):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    _check_int(n_random_starts, "n_random_starts", 0)
+    _check_int(max_iter, "max_iter", 1)
 
 
 def _starts(form, H, y, T, R, n_random, seed, bound):
@@ -284,8 +280,8 @@ def _starts(form, H, y, T, R, n_random, seed, bound):
     rng = np.random.default_rng(seed)
     for k in range(n_random):
         p = form.from_coefficients(rng.standard_normal((n, T)))
-        norm = math.sqrt(max(form.inner(p, p), 0.0))
-        yield f"random_{k}", (p * (R / norm) if norm > 0 else None), None
+        length = norm(form, p)
+        yield f"random_{k}", (p * (R / length) if length > 0 else None), None
 
 
 def _realise(form, H, T, selection, R):
