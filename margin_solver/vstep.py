@@ -80,6 +80,10 @@ _GAP_FACTOR = 1e3
 # the squared distance is read off K, which is exact only up to rounding of order eps * K_ii.
 _SAME_RTOL = 1e-12
 
+# Margin violation tolerated in the exact KKT solve on the support (_solve_on_support);
+# anything left is removed by the rescaling to smallest margin 1.
+_KKT_RTOL = 1e-9
+
 # LDP declares infeasibility when its NNLS residual norm falls below this. The residual is
 # 1 / sqrt(1 + ||w||^2) on the normalised problem, so this means a margin below 1e-8 of the
 # root-mean-square feature norm: beyond what float64 can certify.
@@ -127,8 +131,11 @@ class VStepResult(ResultMixin):
     n_iter : int or None
         Iterations reported by the engine (None when it does not report them).
     rescale : float
-        The factor 1 / min_margin applied to the engine's alpha so that the returned v is
+        The factor 1 / min_margin applied to the primal point so that the returned v is
         exactly feasible with smallest margin 1 (1.0 means no change; nan without a solution).
+    refined : bool
+        True when the KKT system was solved exactly on the engine's support vectors (see
+        Notes of :func:`solve_vstep`).
     infeasible_samples : list of int
         When infeasible: the samples that together cannot be separated. Empty otherwise.
     """
@@ -146,6 +153,7 @@ class VStepResult(ResultMixin):
     solve_time: float
     n_iter: int | None = None
     rescale: float = float("nan")
+    refined: bool = False
     infeasible_samples: list[int] = dataclasses.field(default_factory=list)
 
 
@@ -274,17 +282,20 @@ def solve_vstep(
     -----
     Every engine produces a primal point v (the Gram engines through w, v = Z^T U
     diag(lambda^-1/2) w; the primal engine's v projected onto span{z_i}, which keeps the
-    margins and cannot increase the norm) and a dual alpha (clipped at 0). The returned v is
-    scaled by ``rescale`` = 1 / min_i y_i z_i^T v so that its smallest margin is exactly 1.
-    At the optimum the smallest margin is 1, so this only removes solver rounding; it makes v
-    feasible, hence ``gap`` (weak duality) a valid bound on its suboptimality. Primal points
-    of interior-point solvers are more accurate than their duals, which is why v is not
-    formed as Z^T (alpha * y).
+    margins and cannot increase the norm) and a dual alpha (clipped at 0). Primal points of
+    interior-point solvers are more accurate than their duals, which is why v is not formed
+    as Z^T (alpha * y).
 
-    Accuracy, measured on random instances (n <= 12, d <= 30) at the default ``tol``: the
-    duality gap is below 1e-9 for every engine; v agrees with the exact ``"ldp"`` answer to
-    about 1e-8 (relative to ||v||) for Clarabel and 1e-5 for ECOS, whose primal point is
-    accurate to roughly the square root of its gap.
+    Interior-point answers (ECOS, Clarabel, primal) are still accurate in v only to about the
+    square root of their tolerance (about 1e-5 relative for ECOS at the default ``tol``). So
+    the support vectors S are read off the engine's answer and the KKT system is solved
+    exactly on them, ``(G_S G_S^T) a = 1``; when the result satisfies every KKT condition it
+    replaces the engine's answer (``refined=True``) and agrees with the exact LDP answer to
+    rounding. Otherwise the engine's answer stands.
+
+    Finally v is scaled by ``rescale`` = 1 / min_i y_i z_i^T v so that its smallest margin is
+    exactly 1. At the optimum the smallest margin is 1, so this only removes rounding; it
+    makes v feasible, hence ``gap`` (weak duality) a valid bound on its suboptimality.
 
     References
     ----------
@@ -572,10 +583,13 @@ def _polish(
     fallbacks: list[str],
     start: float,
 ) -> VStepResult | None:
-    """Rescale the engine's primal point to exact feasibility and recompute the certificate.
+    """Refine, rescale to exact feasibility and recompute the certificate of an engine's answer.
 
     Returns None when v = Z^T coef does not separate the samples at all.
     """
+    exact = _solve_on_support(data, out)
+    if exact is not None:
+        out = exact
     margins = data.y * (data.K @ out.coef)
     raw_min = float(margins.min())
     if not np.isfinite(raw_min) or raw_min <= 0:
@@ -587,6 +601,8 @@ def _polish(
     gap = _relative_gap(data, sq_norm, alpha)
     if out.status == OPTIMAL and gap <= _GAP_FACTOR * tol:
         status, message = OPTIMAL, f"optimal (engine {name})"
+        if exact is not None:
+            message += f", KKT system solved exactly on its {np.count_nonzero(alpha)} support vectors"
     else:
         status = OPTIMAL_INACCURATE
         message = f"engine status {out.status!r}, relative duality gap {gap:.3g}"
@@ -606,7 +622,39 @@ def _polish(
         solve_time=time.perf_counter() - start,
         n_iter=out.n_iter,
         rescale=rescale,
+        refined=exact is not None,
     )
+
+
+def _solve_on_support(data: _VStepData, out: _EngineOutput) -> _EngineOutput | None:
+    """Solve the KKT conditions exactly on the support vectors the engine identified.
+
+    Interior-point answers are accurate to about the square root of their tolerance in v
+    (1e-5 at tol = 1e-9, worse on ill-conditioned K). Given the support S, the optimum solves
+    a linear system: in the normalised reduced coordinates w = G_S^T a with G_S w = 1, i.e.
+    (G_S G_S^T) a = 1. If a >= 0 and G w >= 1, all KKT conditions hold and this is the exact
+    optimum; otherwise (wrong support, or a degenerate one) None, and the engine's answer
+    stands.
+
+    S holds the samples whose dual, relative to the largest, exceeds their margin slack: an
+    interior-point dual on a sample just off the margin is of order gap / slack, far below
+    the slack, while one on the margin is of order 1 against a slack of order tol.
+    """
+    margins = data.y * (data.K @ out.coef)
+    alpha = np.maximum(out.alpha, 0.0)
+    if alpha.max() <= 0 or margins.min() <= 0:
+        return None
+    support = alpha / alpha.max() > margins / margins.min() - 1.0
+    if not support.any():
+        return None
+    G_S = data.factor.G[support]
+    a, *_ = np.linalg.lstsq(G_S @ G_S.T, np.ones(G_S.shape[0]), rcond=None)
+    w = G_S.T @ a
+    if a.min() < 0 or (data.factor.G @ w).min() < 1.0 - _KKT_RTOL:
+        return None
+    full = np.zeros(data.n)
+    full[support] = a / data.factor.scale
+    return out._replace(coef=data.coef_from_w(w), alpha=full)
 
 
 def _relative_gap(data: _VStepData, sq_norm: float, alpha: np.ndarray) -> float:
