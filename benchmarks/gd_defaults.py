@@ -83,7 +83,7 @@ def main() -> None:
     else:
         sizes = [(40, 2000), (40, 20000), (100, 20000), (200, 20000)]
         kappas = [1, 2, 3, 4, 6, 8, 12]
-        constants = [default, (0.1, 0.5), (0.1, 2.0), (0.5, 1.0), (0.01, 1.0)]
+        constants = [default, (0.1, 1.0), (0.1, 2.0), (0.5, 0.5), (0.01, 0.5)]
         seeds = args.seeds
     rows = run(sizes, kappas, constants, seeds, args.eta, args.n_test)
     buf = io.StringIO()

@@ -115,6 +115,17 @@ class SingleHeadAttentionClassifier:
             setattr(self, name, value)
         return self
 
+    def __sklearn_tags__(self) -> Any:
+        """Estimator tags for scikit-learn >= 1.6 (only scikit-learn calls this)."""
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        return Tags(
+            estimator_type="classifier",
+            target_tags=TargetTags(required=True),
+            classifier_tags=ClassifierTags(multi_class=False),
+            input_tags=InputTags(two_d_array=False, three_d_array=True),
+        )
+
     def fit(self, X: Any, y: Any) -> SingleHeadAttentionClassifier:
         """Fit on tokens ``X`` of shape (n_samples, n_tokens, n_features) and labels in {-1, +1}.
 

@@ -65,7 +65,7 @@ FORMS = ("auto", "dense", "kernel")
 #: Target own-token value ``c0 = beta0 nu^2 / (2 n T)`` after the first step (docs/theory.md).
 FIRST_STEP_SCALE = 0.1
 #: The second step targets an own-token score gap of ``SCORE_GAP_PER_LOG_N * log(n)``.
-SCORE_GAP_PER_LOG_N = 1.0
+SCORE_GAP_PER_LOG_N = 0.5
 #: The kernel form stores an (nT)^2 Gram matrix; above this many tokens "auto" stays dense.
 MAX_KERNEL_TOKENS = 6000
 
