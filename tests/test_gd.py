@@ -97,6 +97,13 @@ def test_auto_form_picks_kernel_only_when_it_pays(small):
     train, _ = small
     assert gradient_descent(train).form == "dense"  # two steps never repay the Gram product
     assert gradient_descent(train, schedule="constant", steps=50).form == "kernel"  # d > nT
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(50) < 0.5, -1, 1)
+    square = rng.standard_normal((50, 2, 100))  # nT = d: Gram repaid after nT d/(4d - 2nT) = 50 steps
+    assert gradient_descent(square, y, schedule="constant", steps=49).form == "dense"
+    assert gradient_descent(square, y, schedule="constant", steps=51).form == "kernel"
+    wide = rng.standard_normal((50, 2, 50))  # nT >= 2d: a kernel step costs more than a dense one
+    assert gradient_descent(wide, y, schedule="constant", steps=5000).form == "dense"
 
 
 def test_random_init_is_seeded_and_small(small):
