@@ -15,8 +15,9 @@ Four engines solve it:
 ``"ecos"`` / ``"clarabel"``
     The Gram reduction. v lies in span{z_i}, so with K = Z Z^T = B B^T and w = B^T beta
     (v = Z^T beta) the problem becomes minimize ||w|| s.t. diag(y) B w >= 1: n variables
-    instead of d (ECOS as an SOC, Clarabel with the equivalent objective 1/2 ||w||^2). The cvxpy model is built once per (n, solver) with ``G = diag(y) B`` as a
-    DPP parameter and cached, so re-solves with new features skip canonicalisation.
+    instead of d (ECOS as an SOC, Clarabel with the equivalent objective 1/2 ||w||^2). The
+    cvxpy model is built once per (n, solver) with ``G = diag(y) B`` as a DPP parameter and
+    cached, so re-solves with new features skip canonicalisation.
 ``"ldp"``
     Least-distance programming (Lawson and Hanson 1974, ch. 23): the same reduced problem
     solved exactly by one non-negative least-squares problem (:func:`scipy.optimize.nnls`).
@@ -24,8 +25,9 @@ Four engines solve it:
     The plain SOCP over d variables, kept as a reference.
 
 Every engine hands back a primal point, as coefficients v = Z^T coef, and a dual vector
-alpha. The certificate (norm, smallest margin, duality gap of that primal-dual pair) is
-recomputed here in numpy rather than taken from the solver.
+alpha. The KKT system is then solved exactly on the support the engine found, and the
+certificate (norm, smallest margin, duality gap of the primal-dual pair) is recomputed here in
+numpy rather than taken from the solver.
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ class VStepResult(ResultMixin):
         The min-norm separator, ``Z.T @ coef``; None when only the Gram matrix was given or
         when no solution is present.
     alpha : ndarray of shape (n_samples,) or None
-        Dual variables, non-negative; positive only on support vectors.
+        Dual variables, non-negative; positive only on support vectors (up to solver
+        accuracy when ``refined`` is False).
     coef : ndarray of shape (n_samples,) or None
         v as a combination of the features, v = sum_i coef_i z_i exactly: the form callers
         working with a Gram matrix (token-Gram form) need. It equals ``alpha * y`` at the
@@ -116,8 +119,9 @@ class VStepResult(ResultMixin):
         min_i y_i z_i^T v. Equals 1 up to rounding for a solution (see ``rescale``).
     gap : float
         Relative duality gap (P - D) / P with P = ||v||^2 / 2 and
-        D = sum(alpha) - ||v||^2 / 2, both recomputed from the returned v and alpha. Since v is
-        feasible, P - D >= 0 bounds how far ||v||^2 / 2 is above the optimum.
+        D = sum(alpha) - ||Z^T (alpha * y)||^2 / 2, both recomputed from the returned v and
+        alpha. Since v is feasible, P - D >= 0 bounds how far ||v||^2 / 2 is above the
+        optimum.
     status : str
         ``"optimal"``, ``"optimal_inaccurate"``, ``"infeasible"`` or ``"failed"``.
     message : str
@@ -346,7 +350,7 @@ def solve_vstep(
             continue
         result = _polish(data, out, name, tol, fallbacks, start)
         if result is None:
-            _record(fallbacks, name, "its dual alpha does not separate the samples")
+            _record(fallbacks, name, "its answer does not separate the samples")
             continue
         if result.status == OPTIMAL:
             return result
@@ -354,7 +358,10 @@ def solve_vstep(
         if result.status == OPTIMAL_INACCURATE and inaccurate is None:
             inaccurate = result
     if inaccurate is not None:
-        inaccurate.message = f"only an inaccurate solution was found; {'; '.join(fallbacks)}"
+        inaccurate.message = (
+            f"only an inaccurate solution was found (engine {inaccurate.solver}); "
+            + "; ".join(fallbacks)
+        )
         inaccurate.fallbacks = fallbacks
         inaccurate.solve_time = time.perf_counter() - start
         return inaccurate
@@ -523,7 +530,9 @@ def _solve_cvxpy(
     """
     with warnings.catch_warnings():
         # cvxpy warns "Solution may be inaccurate"; the status carries that and we act on it.
-        warnings.filterwarnings("ignore", message="Solution may be inaccurate", category=UserWarning)
+        warnings.filterwarnings(
+            "ignore", message="Solution may be inaccurate", category=UserWarning
+        )
         problem.solve(solver=solver, **_solver_options(solver, tol))
     status = {
         cp.OPTIMAL: OPTIMAL,
@@ -602,7 +611,9 @@ def _polish(
     if out.status == OPTIMAL and gap <= _GAP_FACTOR * tol:
         status, message = OPTIMAL, f"optimal (engine {name})"
         if exact is not None:
-            message += f", KKT system solved exactly on its {np.count_nonzero(alpha)} support vectors"
+            message += (
+                f", KKT system solved exactly on its {np.count_nonzero(alpha)} support vectors"
+            )
     else:
         status = OPTIMAL_INACCURATE
         message = f"engine status {out.status!r}, relative duality gap {gap:.3g}"
@@ -632,9 +643,9 @@ def _solve_on_support(data: _VStepData, out: _EngineOutput) -> _EngineOutput | N
     Interior-point answers are accurate to about the square root of their tolerance in v
     (1e-5 at tol = 1e-9, worse on ill-conditioned K). Given the support S, the optimum solves
     a linear system: in the normalised reduced coordinates w = G_S^T a with G_S w = 1, i.e.
-    (G_S G_S^T) a = 1. If a >= 0 and G w >= 1, all KKT conditions hold and this is the exact
-    optimum; otherwise (wrong support, or a degenerate one) None, and the engine's answer
-    stands.
+    (G_S G_S^T) a = 1. If a >= 0, G_S w = 1 and G w >= 1 (to _KKT_RTOL), all KKT conditions
+    hold and this is the optimum; otherwise (a wrong support, or one too ill-conditioned to
+    solve accurately) None, and the engine's answer stands.
 
     S holds the samples whose dual, relative to the largest, exceeds their margin slack: an
     interior-point dual on a sample just off the margin is of order gap / slack, far below
@@ -650,7 +661,9 @@ def _solve_on_support(data: _VStepData, out: _EngineOutput) -> _EngineOutput | N
     G_S = data.factor.G[support]
     a, *_ = np.linalg.lstsq(G_S @ G_S.T, np.ones(G_S.shape[0]), rcond=None)
     w = G_S.T @ a
-    if a.min() < 0 or (data.factor.G @ w).min() < 1.0 - _KKT_RTOL:
+    margins = data.factor.G @ w  # the margins y_i z_i^T v of the candidate
+    on_margin = np.abs(margins[support] - 1.0).max() <= _KKT_RTOL
+    if a.min() < 0 or not on_margin or margins.min() < 1.0 - _KKT_RTOL:
         return None
     full = np.zeros(data.n)
     full[support] = a / data.factor.scale
@@ -669,8 +682,16 @@ def _no_solution(
 ) -> VStepResult:
     nan = float("nan")
     return VStepResult(
-        v=None, alpha=None, coef=None, norm=nan, min_margin=nan, gap=nan,
-        status=status, message=message, solver=solver, fallbacks=list(fallbacks),
+        v=None,
+        alpha=None,
+        coef=None,
+        norm=nan,
+        min_margin=nan,
+        gap=nan,
+        status=status,
+        message=message,
+        solver=solver,
+        fallbacks=list(fallbacks),
         solve_time=time.perf_counter() - start,
     )
 

@@ -107,8 +107,11 @@ def test_docstring_example_runs():
 
 @pytest.mark.parametrize(
     "Z, y",
-    [gaussian_instance(10, 50, seed=0), gaussian_instance(12, 12, seed=1),
-     planted_instance(30, 5, seed=2)],
+    [
+        gaussian_instance(10, 50, seed=0),
+        gaussian_instance(12, 12, seed=1),
+        planted_instance(30, 5, seed=2),
+    ],
     ids=["d>n", "d=n", "planted-n>d"],
 )
 def test_engines_agree_and_satisfy_kkt(Z, y):
