@@ -114,24 +114,49 @@ def test_random_init_is_seeded_and_small(small):
     assert 0 < a.trajectory["norm_p"][0] < 0.1 * np.sqrt(train.d / token_scale(train.X))
 
 
-def test_long_weight_decay_gd_approaches_the_max_margin_direction():
-    """Reference: the v-step (hard-margin SVM) at the attention GD ends with."""
-    from margin_solver.vstep import solve_vstep
-
+@pytest.fixture(scope="module")
+def weight_decay_runs():
+    """GD with weight decay 1e-3 from zero, stopped after 100, 1000 and 10 000 steps."""
     dist = PaperDistribution(d=300, T=2, snr=np.sqrt(6 / 12), eta=0.2)
     train = dist.sample(12, seed=3)
     runs = [
         gradient_descent(train, schedule="constant", steps=k, weight_decay=1e-3, record_steps=[k])
         for k in (100, 1000, 10_000)
     ]
+    return train, runs
+
+
+def _cos(a, b):
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_long_weight_decay_gd_approaches_the_max_margin_direction(weight_decay_runs):
+    """Reference: the v-step (hard-margin SVM) at the attention GD ends with."""
+    from margin_solver.vstep import solve_vstep
+
+    train, runs = weight_decay_runs
     Z = np.einsum("nt,ntd->nd", runs[-1].attention, train.X)
     ref = solve_vstep(Z, train.y.astype(float), solver="ldp")
     assert ref.success
-    cos = [r.v @ ref.v / (np.linalg.norm(r.v) * np.linalg.norm(ref.v)) for r in runs]
+    cos = [_cos(r.v, ref.v) for r in runs]
     assert cos[0] < cos[1] < cos[2]
     assert cos[2] > 0.9
     margins = [r.normalized_margin for r in runs]
     assert margins[0] < margins[1] < margins[2] <= 1 / ref.norm * (1 + 1e-9)
+
+
+def test_long_weight_decay_gd_approaches_the_min_norm_solution(weight_decay_runs):
+    """Reference: the certified min-norm solution of P_R with R = GD's final ||p||."""
+    from margin_solver.minnorm import solve_min_norm
+
+    train, runs = weight_decay_runs
+    ref = solve_min_norm(train, R=runs[-1].norm_p, certify=True)
+    assert ref.status == "optimal" and ref.gap < 0.1
+    cos_v = [_cos(r.v, ref.v) for r in runs]
+    cos_p = [_cos(r.p, ref.p) for r in runs]
+    assert cos_v[0] < cos_v[1] < cos_v[2] and cos_v[2] > 0.9
+    assert cos_p[0] < cos_p[1] < cos_p[2] and cos_p[2] > 0.98
+    np.testing.assert_array_equal(runs[-1].selected_token, ref.selected_token)
 
 
 def test_huge_steps_diverge_with_a_status(small):
