@@ -93,6 +93,22 @@ def test_kernel_and_dense_forms_agree(small, init, options):
         np.testing.assert_allclose(kern.trajectory[key], dense.trajectory[key], rtol=1e-8)
 
 
+def test_dense_form_streamed_in_blocks_gives_the_same_iterates(small, monkeypatch):
+    from margin_solver import gd
+
+    train, test = small
+    options = dict(schedule="constant", steps=15, weight_decay=0.01, test=test, form="dense")
+    whole = gradient_descent(train, **options)
+    sample_bytes = train.T * train.d * 8
+    monkeypatch.setattr(gd, "_CACHE_BYTES", 0)  # pretend X does not fit in cache
+    monkeypatch.setattr(gd, "_BLOCK_BYTES", 5 * sample_bytes)  # blocks of 5 samples: 5, 5, 2
+    blocks = gradient_descent(train, **options)
+    np.testing.assert_allclose(blocks.v, whole.v, rtol=1e-12)
+    np.testing.assert_allclose(blocks.p, whole.p, rtol=1e-12)
+    np.testing.assert_allclose(blocks.attention, whole.attention, rtol=1e-12)
+    np.testing.assert_allclose(blocks.trajectory["loss"], whole.trajectory["loss"], rtol=1e-12)
+
+
 def test_auto_form_picks_kernel_only_when_it_pays(small):
     train, _ = small
     assert gradient_descent(train).form == "dense"  # two steps never repay the Gram product
