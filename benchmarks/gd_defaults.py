@@ -4,7 +4,8 @@ For every (n, d, kappa, seed) a training and a test set are drawn from the paper
 (T = 2, eta = 0.15 by default) and two-step GD from zero runs with
 :func:`margin_solver.gd.default_step_sizes` for each pair of constants
 ``(first_step_scale c0, gap_per_log_n g)`` in the grid; the first pair is the package default.
-One CSV row per run; the printed markdown table averages over seeds.
+One CSV row per run and a figure (same name, ``.png``); the printed markdown table averages
+over seeds.
 
     .venv/bin/python benchmarks/gd_defaults.py --out results/gd_defaults.csv
 """
@@ -22,6 +23,7 @@ import numpy as np
 from margin_solver.data import PaperDistribution
 from margin_solver.fileio import atomic_write_text
 from margin_solver.gd import FIRST_STEP_SCALE, SCORE_GAP_PER_LOG_N, default_step_sizes, gradient_descent
+from margin_solver.plots import plot_step_size_grid
 
 FIELDS = [
     "n", "d", "kappa", "c0", "g", "seed", "interpolates", "train_error",
@@ -102,8 +104,11 @@ def main() -> None:
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(args.out, buf.getvalue())
+    figure = args.out.rsplit(".", 1)[0] + ".png"
+    n, d = sizes[1] if len(sizes) > 1 else sizes[0]
+    plot_step_size_grid(rows, figure, n=n, d=d, default=(str(default[0]), str(default[1])))
     print(markdown(rows))
-    print(f"\nwrote {args.out}")
+    print(f"\nwrote {args.out} and {figure}")
 
 
 if __name__ == "__main__":
