@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 __all__ = ["plot_gd_trajectory", "plot_step_size_grid"]
 
@@ -54,9 +55,12 @@ def plot_gd_trajectory(
         (axes[1, 1], "Norms and normalised margin", "value",
          [("norm_v", "||v||"), ("norm_p", "||p||"), ("normalized_margin", "min margin / ||v||")]),
     ]
+    loss = np.asarray(trajectory.get("loss", []), dtype=np.float64)
     for ax, name, ylabel, series in panels:
         for key, label in series:
             values = np.asarray(trajectory.get(key, []), dtype=np.float64)
+            if key == "objective" and np.array_equal(values, loss):
+                continue  # no weight decay: the objective is the loss
             if values.size and np.any(np.isfinite(values)):
                 ax.plot(step, values, marker="o" if len(step) <= 12 else None, label=label)
         ax.set_title(name)
@@ -64,7 +68,6 @@ def plot_gd_trajectory(
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
-    loss = np.asarray(trajectory.get("loss", []), dtype=np.float64)
     if loss.size and np.all(loss[np.isfinite(loss)] > 0):
         axes[0, 0].set_yscale("log")
     norms = [np.asarray(trajectory.get(k, []), dtype=np.float64) for k in ("norm_v", "norm_p")]
@@ -74,6 +77,7 @@ def plot_gd_trajectory(
     axes[1, 0].set_ylim(-0.02, 1.02)
     for ax in axes[1]:
         ax.set_xlabel("GD step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(title or "Gradient descent trajectory")
     return _save(fig, path)
 
