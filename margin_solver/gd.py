@@ -430,6 +430,12 @@ def gradient_descent(
         _cap(state, W, R)
 
     rows: list[dict[str, float]] = []
+
+    def record(t: int, W: np.ndarray, lg: LossGrads) -> None:
+        rows.append(_record(t, state.dense(W), lg, state.sq_norms(W), lam, train, test))
+        if callback is not None:
+            callback(rows[-1])
+
     status, message, lg = MAX_ITER, "", None
     last_good = (W, None)
     t = 0
@@ -447,10 +453,7 @@ def gradient_descent(
                 break
             last_good = (W, lg)
             if t in recorded:
-                row = _record(t, state.dense(W), lg, state.sq_norms(W), lam, train, test)
-                rows.append(row)
-                if callback is not None:
-                    callback(row)
+                record(t, W, lg)
             if t == steps:
                 break
             if lam:
@@ -459,7 +462,7 @@ def gradient_descent(
                 status = OPTIMAL
                 message = f"objective gradient norm <= tol={tol:g} at step {t}."
                 if t not in recorded:
-                    rows.append(_record(t, state.dense(W), lg, state.sq_norms(W), lam, train, test))
+                    record(t, W, lg)
                 break
             W = _update(state, W, grads, schedule, sizes, t)
             if R is not None:

@@ -195,9 +195,13 @@ def test_norm_cap_and_tolerance(small):
     train, _ = small
     capped = gradient_descent(train, schedule="constant", steps=200, R=0.01)
     assert capped.norm_p <= 0.01 * (1 + 1e-12)
-    early = gradient_descent(train, schedule="constant", steps=100_000, weight_decay=0.5, tol=1e-6)
+    seen = []
+    early = gradient_descent(
+        train, schedule="constant", steps=100_000, weight_decay=0.5, tol=1e-6, callback=seen.append
+    )
     assert early.status == "optimal" and early.steps < 100_000
     assert early.trajectory["step"][-1] == early.steps
+    assert [row["step"] for row in seen] == list(early.trajectory["step"])
 
 
 def test_arrays_and_records(small):
