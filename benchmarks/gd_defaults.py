@@ -22,7 +22,12 @@ import numpy as np
 
 from margin_solver.data import PaperDistribution
 from margin_solver.fileio import atomic_write_text
-from margin_solver.gd import FIRST_STEP_SCALE, SCORE_GAP_PER_LOG_N, default_step_sizes, gradient_descent
+from margin_solver.gd import (
+    FIRST_STEP_SCALE,
+    SCORE_GAP_PER_LOG_N,
+    default_step_sizes,
+    gradient_descent,
+)
 from margin_solver.plots import plot_step_size_grid
 
 FIELDS = [
@@ -65,9 +70,9 @@ def run(sizes, kappas, constants, seeds, eta, n_test, constant_steps):
 
 def markdown(rows):
     keys = sorted({(r["n"], r["d"], str(r["c0"]), str(r["g"]), r["kappa"]) for r in rows})
-    out = ["| n | d | c0 | g | kappa | interpolates | train err | clean test err | noisy test err "
-           "| attn signal clean | attn signal noisy |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    header = ("| n | d | c0 | g | kappa | interpolates | train err | clean test err | noisy test err "
+              "| attn signal clean | attn signal noisy |")
+    out = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for key in keys:
         grp = [r for r in rows if (r["n"], r["d"], str(r["c0"]), str(r["g"]), r["kappa"]) == key]
         mean = {f: np.nanmean([r[f] for r in grp]) for f in FIELDS[6:12]}

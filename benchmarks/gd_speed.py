@@ -18,6 +18,7 @@ single-thread comparison is the fair and stable one.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import time
@@ -29,11 +30,11 @@ THREADS = _pre.parse_known_args()[0].threads
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = str(THREADS)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from margin_solver.data import PaperDistribution  # noqa: E402
-from margin_solver.fileio import write_json  # noqa: E402
-from margin_solver.gd import default_step_sizes, gradient_descent  # noqa: E402
+from margin_solver.data import PaperDistribution
+from margin_solver.fileio import write_json
+from margin_solver.gd import default_step_sizes, gradient_descent
 
 SIZES = [(500, 2, 1000), (100, 4, 50_000)]
 
@@ -102,13 +103,15 @@ def main() -> None:
         row = {"n": n, "T": T, "d": d, "steps": steps, "threads": args.threads}
         ref = ours(train, "dense", s1, step)[1]
         for form in ("dense", "kernel"):
-            row[f"{form}_per_step_s"] = slope(lambda k: ours(train, form, k, step), *steps[form], args.repeats)
+            run = functools.partial(ours, train, form, step=step)
+            row[f"{form}_per_step_s"] = slope(run, *steps[form], args.repeats)
             t_short, v = ours(train, form, s1, step)
             row[f"{form}_setup_s"] = t_short - s1 * row[f"{form}_per_step_s"]
             row[f"{form}_max_rel_diff"] = float(np.linalg.norm(v - ref) / np.linalg.norm(ref))
         if torch_version is not None:
             yf = train.y.astype(np.float64)
-            row["torch_per_step_s"] = slope(lambda k: torch_gd(train.X, yf, k, step), s1, s2, args.repeats)
+            run = functools.partial(torch_gd, train.X, yf, step=step)
+            row["torch_per_step_s"] = slope(run, s1, s2, args.repeats)
             row["torch_max_rel_diff"] = float(
                 np.linalg.norm(torch_gd(train.X, yf, s1, step)[1] - ref) / np.linalg.norm(ref)
             )

@@ -20,7 +20,7 @@ from margin_solver.gd import gradient_descent, token_scale
 from margin_solver.kernel import outputs
 from margin_solver.validation import InvalidInputError, check_labels, check_tokens
 
-__all__ = ["SingleHeadAttentionClassifier", "NotFittedError", "FitWarning"]
+__all__ = ["FitWarning", "NotFittedError", "SingleHeadAttentionClassifier"]
 
 METHODS = ("min-norm", "gd")
 #: Default ``R`` of min-norm is this over ``nu`` (root mean squared token norm): scores

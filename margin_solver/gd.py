@@ -47,13 +47,13 @@ from margin_solver.results import DIVERGED, MAX_ITER, OPTIMAL, ResultMixin
 from margin_solver.validation import InvalidInputError, check_positive
 
 __all__ = [
-    "GDResult",
-    "gradient_descent",
-    "default_step_sizes",
-    "token_scale",
-    "TRAJECTORY_COLUMNS",
     "FIRST_STEP_SCALE",
     "SCORE_GAP_PER_LOG_N",
+    "TRAJECTORY_COLUMNS",
+    "GDResult",
+    "default_step_sizes",
+    "gradient_descent",
+    "token_scale",
 ]
 
 logger = logging.getLogger("margin_solver")

@@ -82,7 +82,7 @@ def test_estimator_attributes_are_read(fitted):
 
 
 def test_bad_inputs(fitted):
-    train, test, two, _ = fitted
+    train, _, two, _ = fitted
     with pytest.raises(InvalidInputError, match="has no dense v and p"):
         compare(two, object(), train)
     with pytest.raises(InvalidInputError, match="train must be a Dataset"):

@@ -11,6 +11,7 @@ from margin_solver.gd import gradient_descent
 from margin_solver.kernel import outputs
 from margin_solver.validation import InvalidInputError
 
+
 @pytest.fixture(scope="module")
 def data():
     dist = PaperDistribution(d=2000, T=2, snr=np.sqrt(4 / 30), eta=0.1)
@@ -77,7 +78,7 @@ def test_sklearn_clone_and_cross_val_score(data):
 def test_min_norm_method(data):
     from margin_solver.minnorm import solve_min_norm
 
-    train, test = data
+    train, _ = data
     clf = SingleHeadAttentionClassifier(method="min-norm", R=5.0).fit(train.X, train.y)
     ref = solve_min_norm(train.X, train.y.astype(float), 5.0)
     np.testing.assert_allclose(clf.v_, ref.v, rtol=1e-6, atol=1e-9)

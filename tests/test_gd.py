@@ -82,7 +82,8 @@ def test_two_step_defaults_are_benign_in_the_papers_regime(seed):
 )
 def test_kernel_and_dense_forms_agree(small, init, options):
     train, test = small
-    common = dict(init=init, seed=3, test=test, record_every=5 if options["schedule"] != "two-step" else None)
+    every = 5 if options["schedule"] != "two-step" else None
+    common = {"init": init, "seed": 3, "test": test, "record_every": every}
     dense = gradient_descent(train, form="dense", **options, **common)
     kern = gradient_descent(train, form="kernel", **options, **common)
     assert (dense.form, kern.form) == ("dense", "kernel")
@@ -97,7 +98,8 @@ def test_dense_form_streamed_in_blocks_gives_the_same_iterates(small, monkeypatc
     from margin_solver import gd
 
     train, test = small
-    options = dict(schedule="constant", steps=15, weight_decay=0.01, test=test, form="dense")
+    options = {"schedule": "constant", "steps": 15, "weight_decay": 0.01, "test": test}
+    options["form"] = "dense"
     whole = gradient_descent(train, **options)
     sample_bytes = train.T * train.d * 8
     monkeypatch.setattr(gd, "_CACHE_BYTES", 0)  # pretend X does not fit in cache
