@@ -17,7 +17,7 @@ from margin_solver import __version__
 from margin_solver.validation import InvalidInputError
 
 #: Verb modules, in the order ``--help`` lists them.
-VERB_MODULES = ("demo", "check", "solve")
+VERB_MODULES = ("demo", "solve", "gd", "check")
 
 EXIT_INPUT_ERROR = 2
 
