@@ -43,7 +43,14 @@ from margin_solver.data import Dataset, _check_int
 from margin_solver.kernel import TokenGram, margins
 from margin_solver.results import INFEASIBLE, ResultMixin
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
-from margin_solver.validation import InvalidInputError, check_labels, check_positive, check_tokens
+from margin_solver.validation import (
+    InvalidInputError,
+    check_labels,
+    check_magnitude,
+    check_positive,
+    check_seed,
+    check_tokens,
+)
 
 __all__ = ["FORMS", "MinNormResult", "solve_min_norm"]
 
@@ -194,6 +201,7 @@ def solve_min_norm(
         raise InvalidInputError("R (the radius of the ball ||p|| <= R) is required.")
     R = check_positive(R, "R")
     _check_options(form, n_random_starts, max_iter)
+    seed = check_seed(seed)
     gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")
     n, T, d = X.shape
     use_kernel = form == "kernel" or (form == "auto" and d > n * T)
@@ -251,10 +259,10 @@ def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(X, Dataset):
         if y is not None:
             raise InvalidInputError("Give either a Dataset or (X, y), not a Dataset and y.")
-        return X.X, X.y.astype(np.float64)
+        return check_magnitude(X.X, "X"), X.y.astype(np.float64)
     if y is None:
         raise InvalidInputError("y is required when X is an array (or pass a Dataset as X).")
-    X = check_tokens(X)
+    X = check_magnitude(check_tokens(X), "X")
     return X, check_labels(y, X.shape[0])
 
 

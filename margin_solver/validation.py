@@ -7,6 +7,13 @@ from typing import Any
 import numpy as np
 
 
+#: Largest and smallest accepted ``max |entry|`` of token data (see :func:`check_magnitude`).
+#: Squares stay far from float64's limits (1e+-308); every solver was checked to give
+#: scale-equivariant answers to 1e-12 relative across this range.
+MAX_MAGNITUDE = 1e100
+MIN_MAGNITUDE = 1e-100
+
+
 class InvalidInputError(ValueError):
     """Raised when user input has the wrong shape, values or type.
 
@@ -75,6 +82,39 @@ def check_matrix(Z: Any, name: str = "Z") -> np.ndarray:
     return arr
 
 
+def check_magnitude(arr: np.ndarray, name: str, *, small: bool = True) -> np.ndarray:
+    """Reject finite data whose scale float64 products cannot carry; return ``arr`` unchanged.
+
+    The solvers (v-step, min-norm, lower bound, GD) form products of tokens (Gram matrices,
+    scores ``X p``, ``R / ||p||``), so entries above ``MAX_MAGNITUDE`` overflow and a largest
+    entry below ``MIN_MAGNITUDE`` underflows to zero; they call this on their input. A
+    :class:`~margin_solver.data.Dataset` accepts any finite scale (the condition checker is
+    scale-free). The problems are homogeneous (scaling X by c scales the min-norm ``||v||`` by 1/c
+    at radius R/c), so rescaling X loses nothing. An all-zero array is left to the solvers.
+
+    Parameters
+    ----------
+    arr : ndarray, float64, finite
+    name : str
+        Argument name used in error messages.
+    small : bool, default=True
+        Also reject a nonzero array whose largest entry is below ``MIN_MAGNITUDE``.
+
+    Raises
+    ------
+    InvalidInputError
+        When ``max |arr|`` lies outside ``[MIN_MAGNITUDE, MAX_MAGNITUDE]`` (and is not 0).
+    """
+    peak = float(np.max(np.abs(arr))) if arr.size else 0.0
+    if peak > MAX_MAGNITUDE or (small and 0.0 < peak < MIN_MAGNITUDE):
+        raise InvalidInputError(
+            f"{name} has largest |entry| {peak:.3g}, outside [{MIN_MAGNITUDE:g}, "
+            f"{MAX_MAGNITUDE:g}] where float64 products stay exact; rescale it (e.g. divide "
+            f"by {peak:.3g})."
+        )
+    return arr
+
+
 def check_labels(y: Any, n_samples: int | None = None, name: str = "y") -> np.ndarray:
     """Validate labels in {-1, +1} and return them as float64 of shape (n,).
 
@@ -133,17 +173,43 @@ def check_vector(v: Any, d: int, name: str) -> np.ndarray:
     if arr.shape != (d,):
         raise InvalidInputError(f"Expected {name} of shape ({d},), got array of shape {np.shape(v)}.")
     _check_finite(arr, name)
-    return arr
+    return check_magnitude(arr, name, small=False)
+
+
+def check_seed(seed: Any, name: str = "seed") -> int | np.random.SeedSequence | None:
+    """Validate a seed for :func:`numpy.random.default_rng` / ``SeedSequence``; return it.
+
+    Raises
+    ------
+    InvalidInputError
+        Unless ``seed`` is None, a non-negative integer or a ``numpy.random.SeedSequence``.
+    """
+    if seed is None or isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return int(seed)
+    raise InvalidInputError(
+        f"{name} must be None, a non-negative integer or a numpy SeedSequence, got {seed!r}."
+    )
+
+
+# dtype kinds that are not real numbers: complex, strings, objects, dates, raw bytes.
+_NON_REAL_KINDS = {"c": "complex", "U": "string", "S": "bytes", "O": "object", "M": "datetime",
+                   "m": "timedelta", "V": "void (raw or structured)"}
 
 
 def _as_float_array(value: Any, name: str) -> np.ndarray:
-    if isinstance(value, np.ndarray) and value.dtype == object:
-        raise InvalidInputError(f"{name} must be a numeric array, got an object array.")
     try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # e.g. ragged nested lists
         raise InvalidInputError(f"{name} must be a numeric array: {exc}") from None
-    return arr
+    kind = _NON_REAL_KINDS.get(raw.dtype.kind)
+    if kind is not None:
+        # numpy would parse "1.5" strings and drop imaginary parts; refuse both.
+        raise InvalidInputError(
+            f"{name} must be a numeric array of real numbers, got dtype {raw.dtype} ({kind})."
+        )
+    return raw.astype(np.float64, copy=False)
 
 
 def _check_finite(arr: np.ndarray, name: str) -> None:
