@@ -169,9 +169,13 @@ class PhiPoint:
 
 
 def evaluate_phi(form: Form, y: np.ndarray, p: np.ndarray, vstep_solver: str = "ldp") -> PhiPoint:
-    """Solve the v-step at p; phi = inf when the attended features cannot be separated."""
+    """Solve the v-step at p; phi = inf when the attended features cannot be separated.
+
+    When ``vstep_solver`` raises or is inaccurate the v-step falls back to the other engines
+    (recorded in ``point.vstep.fallbacks``), so an engine failure is not read as infeasibility.
+    """
     s = softmax(form.scores(p))
-    result = solve_vstep(None, y, solver=vstep_solver, K=form.feature_gram(s), fallback=False)
+    result = solve_vstep(None, y, solver=vstep_solver, K=form.feature_gram(s))
     phi = 0.5 * result.norm**2 if result.success else math.inf
     return PhiPoint(p, s, result, phi)
 
@@ -229,7 +233,9 @@ class DescentRun:
     """Outcome of :func:`descend` from one start.
 
     ``n_iter`` counts accepted p-steps, ``n_eval`` v-step solves (trial points included);
-    the histories hold ``||v*||`` and the projected gradient norm at each iterate.
+    the histories hold ``||v*||`` and the projected gradient norm at each iterate;
+    ``fallbacks`` counts the v-step solves whose first engine failed (``last_fallback`` is
+    the most recent such failure, ``"engine: reason"``).
     """
 
     point: PhiPoint
@@ -239,6 +245,15 @@ class DescentRun:
     n_eval: int = 1
     norm_history: list[float] = field(default_factory=list)
     pg_history: list[float] = field(default_factory=list)
+    fallbacks: int = 0
+    last_fallback: str = ""
+
+    def count_fallbacks(self, point: PhiPoint) -> PhiPoint:
+        """Note whether ``point``'s v-step needed a fallback engine; return the point."""
+        if point.vstep.fallbacks:
+            self.fallbacks += 1
+            self.last_fallback = point.vstep.fallbacks[-1]
+        return point
 
     @property
     def norm(self) -> float:
@@ -275,10 +290,12 @@ def descend(
         ``"max_iter"`` or ``"infeasible"`` (the v-step is infeasible at ``p0``).
     """
     point = evaluate_phi(form, y, project(form, p0, R), vstep_solver)
-    if not point.feasible:
-        return DescentRun(point, INFEASIBLE, point.vstep.message, 0)
-    point = _with_gradient(form, point)
     run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
+    run.count_fallbacks(point)
+    if not point.feasible:
+        run.status, run.reason = INFEASIBLE, point.vstep.message
+        return run
+    point = _with_gradient(form, point)
     step = R
     phis = [point.phi]
     for it in range(max_iter):
@@ -295,7 +312,7 @@ def descend(
         while step >= _MIN_STEP * R:
             q = project(form, point.p - step * direction, R)
             predicted = form.inner(g, point.p - q)
-            candidate = evaluate_phi(form, y, q, vstep_solver)
+            candidate = run.count_fallbacks(evaluate_phi(form, y, q, vstep_solver))
             run.n_eval += 1
             if candidate.phi <= point.phi - _ARMIJO * predicted:
                 trial = candidate
