@@ -1,0 +1,608 @@
+"""The v-step: the hard-margin SVM without bias on fixed features (design.md section 4.1).
+
+For a fixed attention vector p the min-norm interpolator's value vector solves
+
+    minimize ||v||  subject to  y_i z_i^T v >= 1  (i = 1..n),
+
+with features z_i = X_i^T softmax(X_i p). Its dual is
+
+    maximize sum(alpha) - 1/2 ||sum_i alpha_i y_i z_i||^2  over alpha >= 0,
+
+with v = sum_i alpha_i y_i z_i and ||v||^2 = sum(alpha) at the optimum.
+
+Four engines solve it:
+
+``"ecos"`` / ``"clarabel"``
+    The Gram reduction. v lies in span{z_i}, so with K = Z Z^T = B B^T and w = B^T beta
+    (v = Z^T beta) the problem becomes minimize ||w|| s.t. diag(y) B w >= 1: n variables
+    instead of d. The cvxpy model is built once per (n, solver) with ``G = diag(y) B`` as a
+    DPP parameter and cached, so re-solves with new features skip canonicalisation.
+``"ldp"``
+    Least-distance programming (Lawson and Hanson 1974, ch. 23): the same reduced problem
+    solved exactly by one non-negative least-squares problem (:func:`scipy.optimize.nnls`).
+``"primal"``
+    The plain SOCP over d variables, kept as a reference.
+
+Every engine hands back a primal point, as coefficients v = Z^T coef, and a dual vector
+alpha. The certificate (norm, smallest margin, duality gap of that primal-dual pair) is
+recomputed here in numpy rather than taken from the solver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+from functools import cached_property, lru_cache, partial
+from typing import Any, NamedTuple
+
+import cvxpy as cp
+import numpy as np
+from scipy.optimize import nnls
+
+from margin_solver.results import (
+    FAILED,
+    INFEASIBLE,
+    OPTIMAL,
+    OPTIMAL_INACCURATE,
+    ResultMixin,
+)
+from margin_solver.validation import (
+    InvalidInputError,
+    check_labels,
+    check_matrix,
+    check_positive,
+)
+
+logger = logging.getLogger("margin_solver")
+
+#: Engine names accepted by :func:`solve_vstep`.
+ENGINES = ("ecos", "clarabel", "ldp", "primal")
+
+# Order in which engines stand in for one another. "primal" is never a stand-in: it is the
+# slow reference, and the Gram engines solve the same problem.
+_FALLBACK_ORDER = ("ecos", "clarabel", "ldp")
+
+# cvxpy solver name used by each cvxpy-based engine, and the pip package that provides it.
+_CVXPY_SOLVER = {"ecos": "ECOS", "clarabel": "CLARABEL", "primal": "ECOS"}
+_SOLVER_PACKAGE = {"ECOS": "ecos", "CLARABEL": "clarabel"}
+
+# A solve counts as "optimal" only when the relative duality gap we recompute is below this
+# multiple of ``tol``; interior-point solvers typically end a few times below their tolerance.
+_GAP_FACTOR = 1e3
+
+# Two rows are "the same feature" when ||z_i - z_j||^2 <= _SAME_RTOL * (||z_i||^2 + ||z_j||^2);
+# the squared distance is read off K, which is exact only up to rounding of order eps * K_ii.
+_SAME_RTOL = 1e-12
+
+# LDP declares infeasibility when its NNLS residual norm falls below this. The residual is
+# 1 / sqrt(1 + ||w||^2) on the normalised problem, so this means a margin below 1e-8 of the
+# root-mean-square feature norm: beyond what float64 can certify.
+_LDP_INFEASIBLE_RNORM = 1e-8
+
+# Cached cvxpy models are shared objects; setting a parameter and solving must not interleave
+# between threads.
+_MODEL_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass(repr=False)
+class VStepResult(ResultMixin):
+    """Outcome of :func:`solve_vstep`.
+
+    Attributes
+    ----------
+    v : ndarray of shape (n_features,) or None
+        The min-norm separator, ``Z.T @ coef``; None when only the Gram matrix was given or
+        when no solution is present.
+    alpha : ndarray of shape (n_samples,) or None
+        Dual variables, non-negative; positive only on support vectors.
+    coef : ndarray of shape (n_samples,) or None
+        v as a combination of the features, v = sum_i coef_i z_i exactly: the form callers
+        working with a Gram matrix (token-Gram form) need. It equals ``alpha * y`` at the
+        optimum (to solver accuracy; exactly for ``"ldp"``). When K is singular the
+        combination is not unique and this is the minimum-norm one.
+    norm : float
+        ||v||, computed as sqrt(coef^T K coef).
+    min_margin : float
+        min_i y_i z_i^T v. Equals 1 up to rounding for a solution (see ``rescale``).
+    gap : float
+        Relative duality gap (P - D) / P with P = ||v||^2 / 2 and
+        D = sum(alpha) - ||v||^2 / 2, both recomputed from the returned v and alpha. Since v is
+        feasible, P - D >= 0 bounds how far ||v||^2 / 2 is above the optimum.
+    status : str
+        ``"optimal"``, ``"optimal_inaccurate"``, ``"infeasible"`` or ``"failed"``.
+    message : str
+        What happened, including why any engine was skipped.
+    solver : str or None
+        The engine that produced the answer.
+    fallbacks : list of str
+        ``"engine: reason"`` for every engine that was tried and failed before ``solver``.
+    solve_time : float
+        Wall-clock seconds for the whole call, including the Gram product when it was computed.
+    n_iter : int or None
+        Iterations reported by the engine (None when it does not report them).
+    rescale : float
+        The factor 1 / min_margin applied to the engine's alpha so that the returned v is
+        exactly feasible with smallest margin 1 (1.0 means no change; nan without a solution).
+    infeasible_samples : list of int
+        When infeasible: the samples that together cannot be separated. Empty otherwise.
+    """
+
+    v: np.ndarray | None
+    alpha: np.ndarray | None
+    coef: np.ndarray | None
+    norm: float
+    min_margin: float
+    gap: float
+    status: str
+    message: str
+    solver: str | None
+    fallbacks: list[str]
+    solve_time: float
+    n_iter: int | None = None
+    rescale: float = float("nan")
+    infeasible_samples: list[int] = dataclasses.field(default_factory=list)
+
+
+class _EngineOutput(NamedTuple):
+    """What an engine hands back, in the original scale of the problem.
+
+    ``coef`` is the primal point as v = Z^T coef and ``alpha`` the dual; both are None unless
+    the status comes with a solution.
+    """
+
+    status: str
+    coef: np.ndarray | None = None
+    alpha: np.ndarray | None = None
+    n_iter: int | None = None
+
+
+class _Factor(NamedTuple):
+    """K / scale = U diag(root^2) U^T, clipped; G = diag(y) U diag(root) of shape (n, n)."""
+
+    G: np.ndarray
+    U: np.ndarray
+    root: np.ndarray
+    scale: float
+
+
+class _VStepData:
+    """Validated inputs with the Gram matrix and its factor computed lazily, once."""
+
+    def __init__(self, Z: Any, y: Any, K: Any) -> None:
+        if Z is None and K is None:
+            raise InvalidInputError("Give the features Z or their Gram matrix K = Z @ Z.T.")
+        self.Z = None if Z is None else check_matrix(Z, "Z")
+        n = self.Z.shape[0] if self.Z is not None else None
+        self._K_given = None if K is None else _check_gram(K, n)
+        self.n = n if n is not None else self._K_given.shape[0]
+        self.y = check_labels(y, self.n)
+
+    @cached_property
+    def K(self) -> np.ndarray:
+        """Gram matrix K = Z Z^T of shape (n, n): the one n x n x d product."""
+        return self._K_given if self._K_given is not None else self.Z @ self.Z.T
+
+    @cached_property
+    def factor(self) -> _Factor:
+        """Factor K / scale = B B^T with B = U diag(root) and G = diag(y) B.
+
+        K is divided by its mean diagonal so that solver tolerances and the LDP infeasibility
+        threshold mean the same for features of any magnitude. Eigenvalues below
+        n * eps * lambda_max are rounding noise of the Gram product and are clipped to zero;
+        their columns of B stay as zero columns so that G is always n x n and the cached
+        cvxpy model for size n fits every rank.
+        """
+        scale = float(np.mean(np.diag(self.K)))
+        lam, U = np.linalg.eigh(self.K / scale)
+        keep = lam > self.n * np.finfo(np.float64).eps * lam[-1]
+        root = np.sqrt(np.where(keep, lam, 0.0))
+        return _Factor(self.y[:, None] * U * root, U, root, scale)
+
+    def coef_from_w(self, w: np.ndarray) -> np.ndarray:
+        """Coefficients of v = Z^T coef from a solution w of the normalised reduced problem.
+
+        With Z / sqrt(scale) = U diag(root) V^T, the reduced variable is w = V^T v sqrt(scale),
+        so v = Z^T U diag(1 / root) w / scale on the kept eigenvalues.
+        """
+        U, root, scale = self.factor.U, self.factor.root, self.factor.scale
+        inv_root = np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)
+        return U @ (inv_root * w) / scale
+
+    def coef_from_v(self, v: np.ndarray) -> np.ndarray:
+        """Coefficients of the projection of v onto span{z_i}: coef = K^+ Z v.
+
+        The projection keeps every margin Z v and cannot increase ||v||.
+        """
+        U, root, scale = self.factor.U, self.factor.root, self.factor.scale
+        inv_lam = np.divide(1.0, root**2, out=np.zeros_like(root), where=root > 0)
+        return U @ (inv_lam * (U.T @ (self.Z @ v))) / scale
+
+
+def solve_vstep(
+    Z: Any,
+    y: Any,
+    solver: str = "ecos",
+    *,
+    tol: float = 1e-9,
+    fallback: bool = True,
+    K: Any = None,
+) -> VStepResult:
+    """Solve the hard-margin SVM without bias: minimize ||v|| s.t. y_i z_i^T v >= 1.
+
+    Parameters
+    ----------
+    Z : array-like of shape (n_samples, n_features) or None
+        Fixed features z_i (for attention, z_i = X_i^T softmax(X_i p)). May be None when
+        ``K`` is given; then ``v`` is not materialised and ``coef`` carries the solution.
+    y : array-like of shape (n_samples,)
+        Labels in {-1, +1}.
+    solver : {"ecos", "clarabel", "ldp", "primal"}, default="ecos"
+        Engine to try first. ``"ecos"`` and ``"clarabel"`` solve the Gram-reduced SOCP in n
+        variables, ``"ldp"`` solves it exactly by one NNLS, ``"primal"`` solves the SOCP in
+        d variables with ECOS (a slow reference; it needs ``Z``).
+    tol : float, default=1e-9
+        Tolerance passed to ECOS / Clarabel (absolute and relative gap, feasibility). A
+        solution is reported ``"optimal"`` when the recomputed relative duality gap is at
+        most ``1000 * tol``; otherwise ``"optimal_inaccurate"``.
+    fallback : bool, default=True
+        When the engine raises, fails, or is inaccurate, try the others in the order
+        ecos -> clarabel -> ldp and record each failure in ``fallbacks``.
+    K : array-like of shape (n_samples, n_samples), optional
+        Precomputed Gram matrix ``Z @ Z.T`` (for callers in token-Gram form). When given it is
+        trusted and the product is skipped; ``Z`` is then only used to form ``v``.
+
+    Returns
+    -------
+    VStepResult
+        ``v``, ``alpha``, ``coef`` (v = Z^T coef), the certificate (``norm``, ``min_margin``,
+        ``gap``), ``status``, ``message``, the engine used and any ``fallbacks``. An
+        infeasible problem is a status with ``infeasible_samples``, not an exception.
+
+    Raises
+    ------
+    InvalidInputError
+        On an unknown ``solver``, malformed ``Z``, ``y`` or ``K``, or ``"primal"`` without
+        ``Z``.
+
+    Notes
+    -----
+    Every engine produces a primal point v (the Gram engines through w, v = Z^T U
+    diag(lambda^-1/2) w; the primal engine's v projected onto span{z_i}, which keeps the
+    margins and cannot increase the norm) and a dual alpha (clipped at 0). The returned v is
+    scaled by ``rescale`` = 1 / min_i y_i z_i^T v so that its smallest margin is exactly 1.
+    At the optimum the smallest margin is 1, so this only removes solver rounding; it makes v
+    feasible, hence ``gap`` (weak duality) a valid bound on its suboptimality. Primal points
+    of interior-point solvers are more accurate than their duals, which is why v is not
+    formed as Z^T (alpha * y).
+
+    References
+    ----------
+    C. L. Lawson and R. J. Hanson, *Solving Least Squares Problems*, 1974, ch. 23 (LDP).
+    Magen et al., *Benign Overfitting in Single-Head Attention*, arXiv:2410.07746.
+
+    Examples
+    --------
+    >>> from margin_solver.vstep import solve_vstep
+    >>> res = solve_vstep([[1.0, 0.0], [0.0, 2.0], [2.0, 0.0]], [1, -1, 1])
+    >>> res.status
+    'optimal'
+    >>> np.round(res.v, 6).tolist(), np.round(res.alpha, 6).tolist()
+    ([1.0, -0.5], [1.0, 0.25, 0.0])
+    >>> solve_vstep([[1.0, 0.0], [1.0, 0.0]], [1, -1]).infeasible_samples
+    [0, 1]
+    """
+    start = time.perf_counter()
+    if solver not in ENGINES:
+        raise InvalidInputError(f"Unknown solver {solver!r}; expected one of {list(ENGINES)}.")
+    data = _VStepData(Z, y, K)
+    tol = check_positive(tol, "tol")
+    if solver == "primal" and data.Z is None:
+        raise InvalidInputError("solver='primal' needs the features Z, not only K.")
+
+    conflict = _obvious_conflicts(data.K, data.y)
+    if conflict is not None:
+        samples, why = conflict
+        return _infeasible(samples, why, None, [], start)
+
+    fallbacks: list[str] = []
+    inaccurate: VStepResult | None = None
+    for name in _engine_chain(solver, fallback):
+        try:
+            out = _ENGINES[name](data, tol)
+        except _SOLVER_EXCEPTIONS as exc:
+            _record(fallbacks, name, f"raised {type(exc).__name__}: {exc}")
+            continue
+        if out.status == INFEASIBLE:
+            samples = _ldp_certificate(data.factor.G)
+            if samples:
+                why = "no v separates these samples (LDP certificate u >= 0 with G^T u = 0)"
+                return _infeasible(samples, why, name, fallbacks, start)
+            _record(fallbacks, name, "reported infeasible but LDP found no certificate")
+            continue
+        if out.coef is None:
+            _record(fallbacks, name, f"returned status {out.status!r}")
+            continue
+        result = _polish(data, out, name, tol, fallbacks, start)
+        if result is None:
+            _record(fallbacks, name, "its dual alpha does not separate the samples")
+            continue
+        if result.status == OPTIMAL:
+            return result
+        _record(fallbacks, name, result.message)
+        if result.status == OPTIMAL_INACCURATE and inaccurate is None:
+            inaccurate = result
+    if inaccurate is not None:
+        inaccurate.message = f"only an inaccurate solution was found; {'; '.join(fallbacks)}"
+        inaccurate.fallbacks = fallbacks
+        inaccurate.solve_time = time.perf_counter() - start
+        return inaccurate
+    return _failed(fallbacks, start)
+
+
+def _check_gram(K: Any, n: int | None) -> np.ndarray:
+    """Validate a Gram matrix: square, of size n when Z is given, symmetric; symmetrise it."""
+    K = check_matrix(K, "K")
+    expected = (n, n) if n is not None else (K.shape[0], K.shape[0])
+    if K.shape != expected:
+        raise InvalidInputError(
+            f"Expected K of shape {expected} (the Gram matrix Z @ Z.T), got {K.shape}."
+        )
+    asym = float(np.max(np.abs(K - K.T)))
+    if asym > 1e-8 * max(float(np.max(np.abs(K))), np.finfo(np.float64).tiny):
+        raise InvalidInputError(
+            f"K must be symmetric (a Gram matrix Z @ Z.T); max |K - K.T| = {asym:.3g}."
+        )
+    return (K + K.T) / 2
+
+
+def _obvious_conflicts(K: np.ndarray, y: np.ndarray) -> tuple[list[int], str] | None:
+    """Find zero features and equal features with opposite labels, read off K.
+
+    These are the common infeasible inputs; naming them directly gives a clearer message than
+    a general certificate.
+    """
+    diag = np.diag(K)
+    zero = np.flatnonzero(diag <= np.finfo(np.float64).eps ** 2 * diag.max())
+    if zero.size:
+        return zero.tolist(), f"samples {zero.tolist()} have zero features, so y z^T v = 0 < 1"
+    dist2 = diag[:, None] + diag[None, :] - 2 * K
+    same = dist2 <= _SAME_RTOL * (diag[:, None] + diag[None, :])
+    clash = np.argwhere(np.triu(same & (y[:, None] != y[None, :]), k=1))
+    if clash.size:
+        pairs = [(int(i), int(j)) for i, j in clash]
+        samples = sorted({i for pair in pairs for i in pair})
+        return samples, f"equal features with opposite labels in sample pairs {pairs}"
+    return None
+
+
+def _engine_chain(solver: str, fallback: bool) -> list[str]:
+    """The requested engine first, then (with fallback) the others in the standard order."""
+    if not fallback:
+        return [solver]
+    return [solver] + [name for name in _FALLBACK_ORDER if name != solver]
+
+
+def _record(fallbacks: list[str], name: str, reason: str) -> None:
+    fallbacks.append(f"{name}: {reason}")
+    logger.warning("v-step engine %r did not give an optimal solution: %s", name, reason)
+
+
+def _solve_gram_socp(data: _VStepData, tol: float, *, engine: str) -> _EngineOutput:
+    """Gram-reduced SOCP on the cached DPP model: minimize ||w|| s.t. G w >= 1."""
+    solver = _require_installed(_CVXPY_SOLVER[engine])
+    model = _gram_model(data.n, solver)
+    with _MODEL_LOCK:
+        model.G.value = data.factor.G
+        status, w, alpha, n_iter = _solve_cvxpy(
+            model.problem, model.w, model.constraint, solver, tol
+        )
+    if w is None:
+        return _EngineOutput(status, n_iter=n_iter)
+    # The normalised problem has Gram K / scale, so its dual is scale times the true one.
+    return _EngineOutput(status, data.coef_from_w(w), alpha / data.factor.scale, n_iter)
+
+
+def _solve_primal(data: _VStepData, tol: float) -> _EngineOutput:
+    """Reference SOCP in d variables: minimize ||v|| s.t. y_i z_i^T v >= 1, with ECOS."""
+    solver = _require_installed(_CVXPY_SOLVER["primal"])
+    x = cp.Variable(data.Z.shape[1])
+    constraint = (data.y[:, None] * data.Z) @ x >= 1
+    problem = cp.Problem(cp.Minimize(cp.norm(x, 2)), [constraint])
+    status, v, alpha, n_iter = _solve_cvxpy(problem, x, constraint, solver, tol)
+    if v is None:
+        return _EngineOutput(status, n_iter=n_iter)
+    return _EngineOutput(status, data.coef_from_v(v), alpha, n_iter)
+
+
+def _solve_ldp(data: _VStepData, tol: float) -> _EngineOutput:
+    """Lawson-Hanson LDP on the Gram-reduced problem; exact, so ``tol`` is not used."""
+    G, scale = data.factor.G, data.factor.scale
+    _, alpha = _ldp(G)
+    if alpha is None:
+        return _EngineOutput(INFEASIBLE)
+    return _EngineOutput(OPTIMAL, data.coef_from_w(G.T @ alpha), alpha / scale)
+
+
+_ENGINES: dict[str, Callable[[_VStepData, float], _EngineOutput]] = {
+    "ecos": partial(_solve_gram_socp, engine="ecos"),
+    "clarabel": partial(_solve_gram_socp, engine="clarabel"),
+    "ldp": _solve_ldp,
+    "primal": _solve_primal,
+}
+
+# What an engine may raise that means "this engine failed", not "the caller erred".
+_SOLVER_EXCEPTIONS = (
+    cp.error.SolverError,
+    RuntimeError,
+    ArithmeticError,
+    np.linalg.LinAlgError,
+    ValueError,
+)
+
+
+class _GramModel(NamedTuple):
+    problem: cp.Problem
+    G: cp.Parameter
+    w: cp.Variable
+    constraint: cp.Constraint
+
+
+@lru_cache(maxsize=32)
+def _gram_model(n: int, solver: str) -> _GramModel:
+    """Build (once per (n, solver)) the DPP model minimize ||w|| s.t. G w >= 1.
+
+    ``solver`` is part of the key because cvxpy caches one canonicalisation per problem and
+    rebuilds it when a different solver is asked for.
+    """
+    G = cp.Parameter((n, n), name="G")
+    w = cp.Variable(n, name="w")
+    constraint = G @ w >= 1
+    logger.debug("building cached v-step model for n=%d, solver=%s", n, solver)
+    return _GramModel(cp.Problem(cp.Minimize(cp.norm(w, 2)), [constraint]), G, w, constraint)
+
+
+def _require_installed(solver: str) -> str:
+    if solver not in cp.installed_solvers():
+        raise cp.error.SolverError(
+            f"solver {solver} is not installed in cvxpy; install it with "
+            f"`pip install {_SOLVER_PACKAGE[solver]}`."
+        )
+    return solver
+
+
+def _solver_options(solver: str, tol: float) -> dict[str, float]:
+    if solver == "ECOS":
+        return {"abstol": tol, "reltol": tol, "feastol": tol}
+    return {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol}
+
+
+def _solve_cvxpy(
+    problem: cp.Problem, x: cp.Variable, constraint: cp.Constraint, solver: str, tol: float
+) -> tuple[str, np.ndarray | None, np.ndarray | None, int | None]:
+    """Solve minimize ||x|| s.t. A x >= 1; return status, x, the dual alpha and iterations.
+
+    The KKT conditions of minimize ||x|| give x / ||x|| = A^T mu; those of 1/2 ||x||^2 give
+    x = A^T alpha, hence alpha = ||x|| mu.
+    """
+    problem.solve(solver=solver, **_solver_options(solver, tol))
+    status = {
+        cp.OPTIMAL: OPTIMAL,
+        cp.OPTIMAL_INACCURATE: OPTIMAL_INACCURATE,
+        cp.INFEASIBLE: INFEASIBLE,
+        cp.INFEASIBLE_INACCURATE: INFEASIBLE,
+    }.get(problem.status, FAILED)
+    n_iter = problem.solver_stats.num_iters
+    if status not in (OPTIMAL, OPTIMAL_INACCURATE) or x.value is None:
+        return status, None, None, n_iter
+    mu = np.asarray(constraint.dual_value, dtype=np.float64)
+    return status, x.value, np.linalg.norm(x.value) * mu, n_iter
+
+
+def _ldp(G: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Least-distance programming: minimize ||w|| s.t. G w >= 1, by one NNLS.
+
+    Lawson and Hanson (1974, ch. 23): with E = [G^T; 1^T] and f = (0, ..., 0, 1), solve
+    minimize ||E u - f|| over u >= 0 and let r = E u - f. If r = 0 then u >= 0, G^T u = 0,
+    sum(u) = 1: a certificate that G w >= 1 is infeasible. Otherwise w = -r[:-1] / r[-1] =
+    G^T u / (1 - sum(u)), so the dual (w = G^T alpha) is alpha = u / (1 - sum(u)).
+
+    Returns
+    -------
+    u : ndarray of shape (n,)
+        The NNLS solution (the certificate when infeasible).
+    alpha : ndarray of shape (n,) or None
+        The dual of 1/2 ||w||^2, None when infeasible.
+    """
+    n = G.shape[0]
+    E = np.vstack([G.T, np.ones((1, n))])
+    f = np.zeros(E.shape[0])
+    f[-1] = 1.0
+    # Lawson-Hanson needs about one outer iteration per active constraint; 3 n (scipy's
+    # default) can be too few on degenerate inputs.
+    u, rnorm = nnls(E, f, maxiter=50 * n)
+    if rnorm <= _LDP_INFEASIBLE_RNORM:
+        return u, None
+    return u, u / (1.0 - u.sum())
+
+
+def _ldp_certificate(G: np.ndarray) -> list[int]:
+    """Samples in the support of the LDP infeasibility certificate; empty when feasible."""
+    u, alpha = _ldp(G)
+    if alpha is not None:
+        return []
+    return np.flatnonzero(u > 1e-12 * u.max()).tolist()
+
+
+def _polish(
+    data: _VStepData,
+    out: _EngineOutput,
+    name: str,
+    tol: float,
+    fallbacks: list[str],
+    start: float,
+) -> VStepResult | None:
+    """Rescale the engine's primal point to exact feasibility and recompute the certificate.
+
+    Returns None when v = Z^T coef does not separate the samples at all.
+    """
+    margins = data.y * (data.K @ out.coef)
+    raw_min = float(margins.min())
+    if not np.isfinite(raw_min) or raw_min <= 0:
+        return None
+    rescale = 1.0 / raw_min
+    coef = out.coef * rescale
+    alpha = np.maximum(out.alpha, 0.0)  # interior-point duals can be -1e-12 on inactive rows
+    sq_norm = float(coef @ data.K @ coef)
+    alpha_y = alpha * data.y
+    primal = sq_norm / 2
+    dual = float(alpha.sum()) - float(alpha_y @ data.K @ alpha_y) / 2
+    gap = (primal - dual) / primal
+    if out.status == OPTIMAL and gap <= _GAP_FACTOR * tol:
+        status, message = OPTIMAL, f"optimal (engine {name})"
+    else:
+        status = OPTIMAL_INACCURATE
+        message = f"engine status {out.status!r}, relative duality gap {gap:.3g}"
+    if fallbacks and status == OPTIMAL:
+        message += f" after fallbacks: {'; '.join(fallbacks)}"
+    return VStepResult(
+        v=None if data.Z is None else data.Z.T @ coef,
+        alpha=alpha,
+        coef=coef,
+        norm=float(np.sqrt(sq_norm)),
+        min_margin=float((margins * rescale).min()),
+        gap=gap,
+        status=status,
+        message=message,
+        solver=name,
+        fallbacks=list(fallbacks),
+        solve_time=time.perf_counter() - start,
+        n_iter=out.n_iter,
+        rescale=rescale,
+    )
+
+
+def _no_solution(
+    status: str, message: str, solver: str | None, fallbacks: list[str], start: float
+) -> VStepResult:
+    nan = float("nan")
+    return VStepResult(
+        v=None, alpha=None, coef=None, norm=nan, min_margin=nan, gap=nan,
+        status=status, message=message, solver=solver, fallbacks=list(fallbacks),
+        solve_time=time.perf_counter() - start,
+    )
+
+
+def _infeasible(
+    samples: list[int], why: str, solver: str | None, fallbacks: list[str], start: float
+) -> VStepResult:
+    result = _no_solution(INFEASIBLE, f"infeasible: {why}", solver, fallbacks, start)
+    result.infeasible_samples = samples
+    return result
+
+
+def _failed(fallbacks: list[str], start: float) -> VStepResult:
+    message = f"every engine failed: {'; '.join(fallbacks)}"
+    return _no_solution(FAILED, message, None, fallbacks, start)
