@@ -4,7 +4,7 @@ An image is cut into non-overlapping square patches read in raster order; each p
 token. Tokens are the patch's pixels scaled to [0, 1], followed (by default) by a one-hot code
 of the patch position, because the attention model is blind to token order and without it
 could not tell a top-left stroke from a bottom-right one. An optional fixed random ReLU lift
-``x -> sqrt(2 / D) max(0, W x)`` with ``W`` of i.i.d. N(0, 1/d_in) entries maps each token to
+``x -> sqrt(2 / D) max(0, W x)`` with ``W`` of i.i.d. N(0, 1) entries maps each token to
 ``D`` dimensions: more room to interpolate noisy labels, as in the paper's setting d >> n,
 while keeping one shared map for every image (the map is part of the data, fixed by
 ``lift_seed``).
@@ -156,11 +156,11 @@ def patch_tokens(images: np.ndarray, patch: int, position: bool = True) -> np.nd
 def random_relu_lift(tokens: np.ndarray, dim: int, seed: int = 0) -> np.ndarray:
     """Map every token through one fixed random ReLU layer: ``sqrt(2/dim) max(0, W x)``.
 
-    ``W`` has shape (dim, d_in) with N(0, 1/d_in) entries drawn from ``seed``; the scaling keeps
-    ``E ||phi(x)||^2 = ||x||^2``.
+    ``W`` has shape (dim, d_in) with N(0, 1) entries drawn from ``seed``; each ``(W x)_k`` is
+    N(0, ||x||^2), so ``E ||phi(x)||^2 = ||x||^2``.
     """
     d_in = tokens.shape[-1]
-    W = np.random.default_rng(seed).standard_normal((dim, d_in)) / np.sqrt(d_in)
+    W = np.random.default_rng(seed).standard_normal((dim, d_in))
     return np.sqrt(2.0 / dim) * np.maximum(tokens @ W.T, 0.0)
 
 
