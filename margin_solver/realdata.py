@@ -137,7 +137,7 @@ def patch_tokens(images: np.ndarray, patch: int, position: bool = True) -> np.nd
     --------
     >>> img = np.arange(16.0).reshape(1, 4, 4)
     >>> patch_tokens(img, 2, position=False)[0, 1]
-    array([ 2.,  3.,  6.,  7.])
+    array([2., 3., 6., 7.])
     """
     images = np.asarray(images, dtype=np.float64)
     if images.ndim != 3:
@@ -253,8 +253,8 @@ def digits_train_test(
 
     Examples
     --------
-    >>> train, test = digits_train_test(50, 0.1, 0, 1)  # doctest: +SKIP
-    >>> train.X.shape  # doctest: +SKIP
+    >>> train, test = digits_train_test(50, 0.1, 0, 1)
+    >>> train.X.shape
     (50, 4, 20)
     """
     X, y = _digits_pool(tuple(int(c) for c in classes), int(patch), bool(position), lift, int(lift_seed))

@@ -36,8 +36,8 @@ from margin_solver import __version__
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.fileio import write_json
 from margin_solver.methods import METHODS, MethodCall
-from margin_solver.results import FAILED, ResultMixin, to_jsonable
 from margin_solver.resultlog import ResultLog, canonical, read_rows
+from margin_solver.results import FAILED, ResultMixin, to_jsonable
 from margin_solver.validation import InvalidInputError
 
 logger = logging.getLogger("margin_solver")
@@ -239,7 +239,7 @@ def cell_seeds(cell: Cell, sweep_seed: int) -> CellSeeds:
     --------
     >>> c = Cell(n=10, d=50, T=2, snr=0.5, kappa=None, eta=0.1, seed=0, method="uniform-svm")
     >>> a, b = cell_seeds(c, 0), cell_seeds(c, 0)
-    >>> a.train.generate_state(1)[0] == b.train.generate_state(1)[0]
+    >>> bool(a.train.generate_state(1)[0] == b.train.generate_state(1)[0])
     True
     """
     words = _hash_words(cell.data_key())
@@ -309,7 +309,7 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         start = time.perf_counter()
         fields = job.method(train, test, call)
         row["seconds"] = time.perf_counter() - start
-    except Exception as exc:  # a failed cell is a result row, not a crashed sweep
+    except Exception as exc:  # noqa: BLE001 (a failed cell is a result row, not a crashed sweep)
         logger.warning("cell %s failed: %s: %s", cell.key(), type(exc).__name__, exc)
         row.update(status=FAILED, message=f"{type(exc).__name__}: {exc}")
         return row

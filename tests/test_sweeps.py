@@ -7,6 +7,7 @@ import pytest
 
 from margin_solver import __version__, sweeps
 from margin_solver.methods import METHODS, register_method
+from margin_solver.resultlog import read_rows
 from margin_solver.sweeps import (
     FIELDS,
     Cell,
@@ -17,7 +18,6 @@ from margin_solver.sweeps import (
     run_sweep,
     sidecar_path,
 )
-from margin_solver.resultlog import read_rows
 from margin_solver.validation import InvalidInputError
 
 GRID = SweepGrid(n=[8, 12], d=[60], kappa=[0.5, 4.0], eta=[0.1], seeds=3, methods=["uniform-svm"])
@@ -44,7 +44,7 @@ def test_grid_cells_and_snr_kappa_relation():
 def test_seeds_depend_on_the_cell_not_on_order_and_data_not_on_method():
     a, b = GRID.cells()[:2]
     sa, sb = cell_seeds(a, 0), cell_seeds(b, 0)
-    state = lambda s: tuple(s.generate_state(2))  # noqa: E731
+    state = lambda s: tuple(s.generate_state(2))
     assert state(sa.train) != state(sb.train)  # different seed index -> different data
     assert len({state(sa.train), state(sa.test), state(sa.init)}) == 3
     other = Cell(a.n, a.d, a.T, None, a.kappa, a.eta, a.seed, "other-method")
