@@ -172,15 +172,31 @@ def image_tokens(
     return tokens if not lift else random_relu_lift(tokens, int(lift), lift_seed)
 
 
-def digits_shape(patch: int = 4, position: bool = True, lift: int | None = None, **_: Any) -> tuple[int, int]:
-    """``(T, d)`` of digits tokens for the given options (8x8 images)."""
-    T = (8 // patch) ** 2
+def token_shape(side: int, patch: int, position: bool = True, lift: int | None = None) -> tuple[int, int]:
+    """``(T, d)`` of the tokens of ``side x side`` images for the given options."""
+    T = (side // patch) ** 2
     return T, int(lift) if lift else patch * patch + (T if position else 0)
+
+
+def digits_shape(patch: int = 4, position: bool = True, lift: int | None = None, **_: Any) -> tuple[int, int]:
+    """``(T, d)`` of digits tokens (8x8 images) for the given options."""
+    return token_shape(8, patch, position, lift)
+
+
+def mnist_shape(patch: int = 7, position: bool = True, lift: int | None = None, **_: Any) -> tuple[int, int]:
+    """``(T, d)`` of MNIST tokens (28x28 images) for the given options."""
+    return token_shape(28, patch, position, lift)
 
 
 @lru_cache(maxsize=8)
 def _digits_pool(classes: tuple[int, int], patch: int, position: bool, lift: int | None, lift_seed: int):
     images, labels = load_digits_images()
+    return _binary_pool(images, labels, classes, patch, position, lift, lift_seed)
+
+
+@lru_cache(maxsize=4)
+def _mnist_pool(path: str, classes: tuple[int, int], patch: int, position: bool, lift: int | None, lift_seed: int):
+    images, labels = load_mnist(path, "train")
     return _binary_pool(images, labels, classes, patch, position, lift, lift_seed)
 
 
@@ -259,4 +275,33 @@ def digits_train_test(
     """
     X, y = _digits_pool(tuple(int(c) for c in classes), int(patch), bool(position), lift, int(lift_seed))
     params = {"source": "digits", "classes": list(classes), "patch": patch, "position": position, "lift": lift}
+    return binary_train_test(X, y, n, eta, train_seed, test_seed, n_test, params)
+
+
+def mnist_train_test(
+    n: int,
+    eta: float,
+    train_seed: SeedLike,
+    test_seed: SeedLike,
+    n_test: int | None = None,
+    path: str | os.PathLike | None = None,
+    classes: tuple[int, int] | list[int] = DIGITS_CLASSES,
+    patch: int = 7,
+    position: bool = True,
+    lift: int | None = None,
+    lift_seed: int = 0,
+) -> tuple[Dataset, Dataset]:
+    """Two MNIST classes (from the local file at ``path``, training split) as patch tokens,
+    split into train and test with label noise eta. See :func:`digits_train_test`.
+
+    Raises
+    ------
+    InvalidInputError
+        No ``path`` given, or the files cannot be read (see :func:`load_mnist`).
+    """
+    if path is None:
+        raise InvalidInputError("MNIST needs the path of a local copy (idx directory or .npz).")
+    key = (str(path), tuple(int(c) for c in classes), int(patch), bool(position), lift, int(lift_seed))
+    X, y = _mnist_pool(*key)
+    params = {"source": "mnist", "classes": list(classes), "patch": patch, "position": position, "lift": lift}
     return binary_train_test(X, y, n, eta, train_seed, test_seed, n_test, params)

@@ -9,6 +9,7 @@ Re-running a study with the same ``out_dir`` resumes it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ import numpy as np
 
 from margin_solver import study_plots
 from margin_solver.fileio import atomic_write_text
-from margin_solver.realdata import digits_shape
+from margin_solver.realdata import digits_shape, mnist_shape
 from margin_solver.sweeps import SweepConfig, SweepGrid, SweepResult, load_results, run_sweep
 from margin_solver.validation import InvalidInputError
 
@@ -40,6 +41,8 @@ class Study:
     plot: Callable[[Path, Path], Path]
     table_by: tuple[str, ...]
     table_columns: tuple[str, ...] = ("train_error", "test_error_clean")
+    #: The study reads a user's local data file (``data_path`` of :func:`run_study`).
+    needs_path: bool = False
 
 
 @dataclass
@@ -138,6 +141,32 @@ def _digits_plot(csv: Path, png: Path) -> Path:
     )
 
 
+def _mnist_options(size: str) -> dict[str, Any]:
+    return {"classes": [3, 8], "patch": 7, "position": True, "lift": _pick(size, 64, 512, 1024), "lift_seed": 0}
+
+
+def _mnist_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    T, d = mnist_shape(**_mnist_options(size))
+    return [SweepGrid(
+        n=_pick(size, [10, 20], [25, 50, 100, 200, 400], [25, 50, 100, 200, 400, 800]), d=[d], T=[T], eta=[0.1],
+        seeds=_pick(size, 1, 3, 5), methods=list(methods), data="mnist",
+    )]
+
+
+def _mnist_config(size: str) -> SweepConfig:
+    return SweepConfig(sweep_seed=2410_07746, n_test=2000, data_options=_mnist_options(size))
+
+
+def _mnist_plot(csv: Path, png: Path) -> Path:
+    r = load_results(csv)[0]
+    return study_plots.plot_curves(
+        csv, png, "n", ["train_error", "test_error_clean", "test_error_noisy"],
+        title=f"MNIST 3 vs 8 as T={r['T']:g} patch tokens (7x7 + position, ReLU lift to d={r['d']:g}), "
+        f"eta={r['eta']:g}",
+        xlabel="n (training images)", logx=True,
+    )
+
+
 STUDIES: dict[str, Study] = {
     s.name: s
     for s in (
@@ -149,6 +178,8 @@ STUDIES: dict[str, Study] = {
               ("eta",), ("train_error", "test_error_clean", "test_error_noisy")),
         Study("digits", "Real data: handwritten digits", _digits_grids, _digits_config, _digits_plot,
               ("n",), ("train_error", "test_error_clean", "test_error_noisy")),
+        Study("mnist", "Real data: MNIST from a local file", _mnist_grids, _mnist_config, _mnist_plot,
+              ("n",), ("train_error", "test_error_clean", "test_error_noisy"), needs_path=True),
     )
 }
 
@@ -179,6 +210,7 @@ def run_study(
     jobs: int | None = None,
     scheduler: str | None = None,
     progress: bool = False,
+    data_path: str | os.PathLike | None = None,
 ) -> StudyResult:
     """Run (or resume) one study and write its CSV, JSON sidecar, PNG and markdown table.
 
@@ -192,6 +224,8 @@ def run_study(
         Methods to compare (default :data:`STUDY_METHODS`).
     jobs, scheduler, progress
         Passed to :func:`margin_solver.sweeps.run_sweep`.
+    data_path : path-like, optional
+        The local data file of a study that needs one (MNIST: idx directory or ``.npz``).
 
     Returns
     -------
@@ -207,9 +241,14 @@ def run_study(
     if size not in SIZES:
         raise InvalidInputError(f"size must be one of {SIZES}, got {size!r}.")
     study = STUDIES[name]
+    config = study.config(size)
+    if study.needs_path:
+        if data_path is None:
+            raise InvalidInputError(f"The {name} study reads a local file: give its path (bench --mnist PATH).")
+        config = dataclasses.replace(config, data_options={**config.data_options, "path": str(data_path)})
     out = Path(out_dir)
     csv, png, table = out / f"{name}.csv", out / f"{name}.png", out / f"{name}.md"
-    sweep = run_sweep(study.grids(size, list(methods or STUDY_METHODS)), csv, study.config(size),
+    sweep = run_sweep(study.grids(size, list(methods or STUDY_METHODS)), csv, config,
                       jobs=jobs, scheduler=scheduler, progress=progress)
     study.plot(csv, png)
     atomic_write_text(table, summary_table(csv, study.table_by, study.table_columns))
@@ -233,6 +272,7 @@ def run_bench(
     scheduler: str | None = None,
     progress: bool = False,
     on_study: Callable[[StudyResult], None] | None = None,
+    data_path: str | os.PathLike | None = None,
 ) -> Path:
     """Run several studies and write ``REPORT.md`` gathering their figures and tables.
 
@@ -241,7 +281,10 @@ def run_bench(
     out_dir : path-like, default="results"
     size : {"tiny", "quick", "full"}, default="quick"
     studies : sequence of str, optional
-        Study names (default: all of :data:`STUDIES`, in order).
+        Study names (default: every study of :data:`STUDIES`, in order, except those that
+        need a local data file when ``data_path`` is None).
+    data_path : path-like, optional
+        Local MNIST file or directory for the ``mnist`` study.
     command : str
         The command line to record in the report.
     on_study : callable, optional
@@ -256,7 +299,7 @@ def run_bench(
 
     from margin_solver import __version__
 
-    names = list(studies or STUDIES)
+    names = list(studies or [k for k, s in STUDIES.items() if data_path is not None or not s.needs_path])
     for name in names:
         if name not in STUDIES:
             raise InvalidInputError(f"Unknown study {name!r}; available: {sorted(STUDIES)}.")
@@ -264,7 +307,7 @@ def run_bench(
     started = datetime.now(timezone.utc)
     sections = []
     for name in names:
-        res = run_study(name, out, size, jobs=jobs, scheduler=scheduler, progress=progress)
+        res = run_study(name, out, size, jobs=jobs, scheduler=scheduler, progress=progress, data_path=data_path)
         if on_study is not None:
             on_study(res)
         sections.append(

@@ -262,22 +262,27 @@ def _paper_data(cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, An
     return dist.sample(cell.n, seeds.train), dist.sample(n_test, seeds.test)
 
 
-def _digits_data(cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]) -> tuple[Dataset, Dataset]:
-    from margin_solver.realdata import digits_train_test
+def _image_data(source: str) -> Callable[..., tuple[Dataset, Dataset]]:
+    def make(cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]) -> tuple[Dataset, Dataset]:
+        from margin_solver import realdata
 
-    train, test = digits_train_test(cell.n, cell.eta, seeds.train, seeds.test, n_test=n_test, **options)
-    if (train.T, train.d) != (cell.T, cell.d):
-        raise InvalidInputError(
-            f"The digits options give T={train.T}, d={train.d} but the cell says T={cell.T}, "
-            f"d={cell.d}; build the grid with realdata.digits_shape(**options)."
-        )
-    return train, test
+        loader = getattr(realdata, f"{source}_train_test")
+        train, test = loader(cell.n, cell.eta, seeds.train, seeds.test, n_test=n_test, **options)
+        if (train.T, train.d) != (cell.T, cell.d):
+            raise InvalidInputError(
+                f"The {source} options give T={train.T}, d={train.d} but the cell says T={cell.T}, "
+                f"d={cell.d}; build the grid with realdata.{source}_shape(**options)."
+            )
+        return train, test
+
+    return make
 
 
 #: Data sources: name -> function(cell, seeds, n_test, options) -> (train, test).
 DATA_SOURCES: dict[str, Callable[..., tuple[Dataset, Dataset]]] = {
     "paper": _paper_data,
-    "digits": _digits_data,
+    "digits": _image_data("digits"),
+    "mnist": _image_data("mnist"),
 }
 
 

@@ -87,3 +87,17 @@ def test_mnist_reader_parses_idx_gz_and_npz(tmp_path):
     (tmp_path / "bad" / "train-labels-idx1-ubyte").write_bytes(_idx(labels))
     with pytest.raises(InvalidInputError, match="bad magic"):
         load_mnist(tmp_path / "bad")
+
+
+def test_mnist_study_runs_on_a_local_file_and_needs_its_path(tmp_path):
+    from margin_solver.studies import run_study
+
+    rng = np.random.default_rng(0)
+    labels = np.repeat([3, 8], 40)
+    images = (rng.random((80, 28, 28)) * 100).astype(np.uint8)
+    images[labels == 3, :14] += 120  # a class-dependent upper half: learnable
+    np.savez(tmp_path / "mnist.npz", x_train=images, y_train=labels, x_test=images[:2], y_test=labels[:2])
+    res = run_study("mnist", tmp_path / "out", "tiny", jobs=1, data_path=tmp_path / "mnist.npz")
+    assert res.sweep.n_run == 2 and res.sweep.n_failed == 0 and res.png.is_file()
+    with pytest.raises(InvalidInputError, match="--mnist PATH"):
+        run_study("mnist", tmp_path / "out2", "tiny", jobs=1)

@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results", help="output directory (default results/)")
     parser.add_argument("--only", nargs="+", choices=list(STUDIES), metavar="STUDY",
                         help=f"run only these studies: {', '.join(STUDIES)}")
+    parser.add_argument("--mnist", metavar="PATH", default=None,
+                        help="also run the MNIST study on this local copy (idx directory or .npz; never downloaded)")
     add_backend_arguments(parser)
 
 
@@ -34,6 +36,7 @@ def _command(args: argparse.Namespace) -> str:
     parts += ["--only", *args.only] if args.only else []
     parts += ["--jobs", str(args.jobs)] if args.jobs else []
     parts += ["--scheduler", args.scheduler] if args.scheduler else []
+    parts += ["--mnist", args.mnist] if args.mnist else []
     return shlex.join(parts)
 
 
@@ -46,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     path = run_bench(
         args.out, args.size, studies=args.only, command=_command(args),
         jobs=args.jobs, scheduler=args.scheduler, progress=not args.no_progress, on_study=report,
+        data_path=args.mnist,
     )
     print(f"report: {path}")
     return 0
