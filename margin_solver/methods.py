@@ -31,6 +31,7 @@ import numpy as np
 
 from margin_solver.data import Dataset
 from margin_solver.metrics import evaluate
+from margin_solver.vstep import solve_vstep  # at import, so a cell's timing excludes it
 
 #: Registry of sweep methods.
 METHODS: dict[str, Callable[..., dict[str, Any]]] = {}
@@ -103,8 +104,6 @@ def uniform_svm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, An
     The baseline that ignores attention: ``f = v^T mean_t x_t``. Options: ``solver``
     (a :func:`margin_solver.vstep.solve_vstep` engine, default ``"ldp"``, exact and fast).
     """
-    from margin_solver.vstep import solve_vstep
-
     Z = train.X.mean(axis=1)
     res = solve_vstep(Z, train.y.astype(float), solver=call.options.get("solver", "ldp"))
     out: dict[str, Any] = {"status": res.status, "message": res.message, "R": 0.0}
