@@ -1,0 +1,325 @@
+"""The benchmark studies: each one a sweep (CSV + JSON sidecar), a figure and a summary table.
+
+Sizes: ``"tiny"`` (seconds; for tests), ``"quick"`` (a few minutes on 2 cores) and ``"full"``
+(``make bench``). Every study writes under ``out_dir``:
+``NAME.csv`` (rows, :data:`margin_solver.sweeps.FIELDS`), ``NAME.json`` (config, version, runs),
+``NAME.png`` (figure, from the CSV only) and ``NAME.md`` (summary table, from the CSV only).
+Re-running a study with the same ``out_dir`` resumes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from margin_solver import study_plots
+from margin_solver.fileio import atomic_write_text
+from margin_solver.realdata import digits_shape, mnist_shape
+from margin_solver.sweeps import SweepConfig, SweepGrid, SweepResult, load_results, run_sweep
+from margin_solver.validation import InvalidInputError
+
+SIZES = ("tiny", "quick", "full")
+
+#: Methods compared in the studies.
+STUDY_METHODS = ("uniform-svm",)
+
+
+@dataclass(frozen=True)
+class Study:
+    """A named study: grids and config per size, a figure and a summary table from the CSV."""
+
+    name: str
+    title: str
+    grids: Callable[[str, Sequence[str]], list[SweepGrid]]
+    config: Callable[[str], SweepConfig]
+    plot: Callable[[Path, Path], Path]
+    table_by: tuple[str, ...]
+    table_columns: tuple[str, ...] = ("train_error", "test_error_clean")
+    #: The study reads a user's local data file (``data_path`` of :func:`run_study`).
+    needs_path: bool = False
+
+
+@dataclass
+class StudyResult:
+    """Files a study wrote and what its sweep did."""
+
+    name: str
+    csv: Path
+    png: Path
+    table: Path
+    sweep: SweepResult
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _pick(size: str, tiny: Any, quick: Any, full: Any) -> Any:
+    return {"tiny": tiny, "quick": quick, "full": full}[size]
+
+
+# -- phase diagram ----------------------------------------------------------------------------------
+def _phase_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    n = _pick(size, [6, 12], [8, 16, 32, 64], [8, 16, 32, 64, 128])
+    snr = _pick(size, [0.1, 1.0], np.geomspace(0.05, 1.0, 5).round(4).tolist(), np.geomspace(0.03, 1.0, 7).round(4).tolist())
+    d = _pick(size, 60, 1000, 4000)
+    seeds = _pick(size, 1, 3, 5)
+    return [SweepGrid(n=n, d=[d], snr=snr, eta=[0.1], seeds=seeds, methods=list(methods))]
+
+
+def _synthetic_config(size: str) -> SweepConfig:
+    return SweepConfig(sweep_seed=2410_07746, n_test=_pick(size, 100, 500, 2000))
+
+
+# -- d sweep ---------------------------------------------------------------------------------------
+def _dsweep_n(size: str) -> int:
+    return _pick(size, 8, 20, 40)
+
+
+def _dsweep_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    n = _dsweep_n(size)
+    d = _pick(size, [2 * n, n * n, 4 * n * n], [2 * n, 5 * n, n * n // 2, n * n, 5 * n * n, 20 * n * n],
+              [2 * n, 5 * n, n * n // 2, n * n, 5 * n * n, 20 * n * n])
+    return [SweepGrid(n=[n], d=d, kappa=[4.0], eta=[0.1], seeds=_pick(size, 1, 3, 5), methods=list(methods))]
+
+
+def _dsweep_plot(csv: Path, png: Path) -> Path:
+    rows = load_results(csv)
+    n = int(rows[0]["n"])
+    return study_plots.plot_curves(
+        csv, png, "d", ["test_error_clean", "train_error", "attn_signal_clean", "attn_signal_noisy"],
+        title=f"d-sweep at n={n}, kappa = n SNR^2 = {rows[0]['kappa']:g}, eta={rows[0]['eta']:g}",
+        xlabel="d (token dimension, log scale)", logx=True, vlines={"d = 2n": 2 * n, "d = n^2": n * n},
+    )
+
+
+# -- eta sweep -------------------------------------------------------------------------------------
+def _eta_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    return [SweepGrid(
+        n=[_pick(size, 8, 20, 40)], d=[_pick(size, 60, 1000, 4000)], kappa=[4.0],
+        eta=_pick(size, [0.0, 0.2], [0.0, 0.05, 0.1, 0.2, 0.3], [0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4]),
+        seeds=_pick(size, 1, 3, 5), methods=list(methods),
+    )]
+
+
+def _eta_plot(csv: Path, png: Path) -> Path:
+    r = load_results(csv)[0]
+    return study_plots.plot_curves(
+        csv, png, "eta", ["test_error_clean", "test_error_noisy", "attn_signal_clean", "attn_signal_noisy"],
+        title=f"Label-noise sweep: n={r['n']:g}, d={r['d']:g}, kappa={r['kappa']:g}",
+        xlabel="eta (label-flip probability)", diagonal="test_error_noisy",
+    )
+
+
+# -- real data --------------------------------------------------------------------------------------
+def _digits_options(size: str) -> dict[str, Any]:
+    return {"classes": [3, 8], "patch": 4, "position": True, "lift": _pick(size, 64, 256, 512), "lift_seed": 0}
+
+
+def _digits_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    T, d = digits_shape(**_digits_options(size))
+    return [SweepGrid(
+        n=_pick(size, [10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 320]), d=[d], T=[T], eta=[0.1],
+        seeds=_pick(size, 1, 3, 5), methods=list(methods), data="digits",
+    )]
+
+
+def _digits_config(size: str) -> SweepConfig:
+    return SweepConfig(sweep_seed=2410_07746, n_test=1000, data_options=_digits_options(size))
+
+
+def _digits_plot(csv: Path, png: Path) -> Path:
+    r = load_results(csv)[0]
+    return study_plots.plot_curves(
+        csv, png, "n", ["train_error", "test_error_clean", "test_error_noisy"],
+        title=f"Digits 3 vs 8 as T={r['T']:g} patch tokens (4x4 + position, ReLU lift to d={r['d']:g}), "
+        f"eta={r['eta']:g}",
+        xlabel="n (training images)", logx=True,
+    )
+
+
+def _mnist_options(size: str) -> dict[str, Any]:
+    return {"classes": [3, 8], "patch": 7, "position": True, "lift": _pick(size, 64, 512, 1024), "lift_seed": 0}
+
+
+def _mnist_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    T, d = mnist_shape(**_mnist_options(size))
+    return [SweepGrid(
+        n=_pick(size, [10, 20], [25, 50, 100, 200, 400], [25, 50, 100, 200, 400, 800]), d=[d], T=[T], eta=[0.1],
+        seeds=_pick(size, 1, 3, 5), methods=list(methods), data="mnist",
+    )]
+
+
+def _mnist_config(size: str) -> SweepConfig:
+    return SweepConfig(sweep_seed=2410_07746, n_test=2000, data_options=_mnist_options(size))
+
+
+def _mnist_plot(csv: Path, png: Path) -> Path:
+    r = load_results(csv)[0]
+    return study_plots.plot_curves(
+        csv, png, "n", ["train_error", "test_error_clean", "test_error_noisy"],
+        title=f"MNIST 3 vs 8 as T={r['T']:g} patch tokens (7x7 + position, ReLU lift to d={r['d']:g}), "
+        f"eta={r['eta']:g}",
+        xlabel="n (training images)", logx=True,
+    )
+
+
+STUDIES: dict[str, Study] = {
+    s.name: s
+    for s in (
+        Study("phase", "Phase diagram over n x SNR", _phase_grids, _synthetic_config,
+              lambda c, p: study_plots.plot_phase_diagram(c, p), ("n", "snr")),
+        Study("dsweep", "Dimension sweep at fixed n", _dsweep_grids, _synthetic_config, _dsweep_plot,
+              ("d",), ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy")),
+        Study("eta", "Label-noise sweep", _eta_grids, _synthetic_config, _eta_plot,
+              ("eta",), ("train_error", "test_error_clean", "test_error_noisy")),
+        Study("digits", "Real data: handwritten digits", _digits_grids, _digits_config, _digits_plot,
+              ("n",), ("train_error", "test_error_clean", "test_error_noisy")),
+        Study("mnist", "Real data: MNIST from a local file", _mnist_grids, _mnist_config, _mnist_plot,
+              ("n",), ("train_error", "test_error_clean", "test_error_noisy"), needs_path=True),
+    )
+}
+
+
+def summary_table(csv: str | os.PathLike, by: Sequence[str], columns: Sequence[str]) -> str:
+    """Markdown table: one line per (grid point, method), mean +- std over seeds per column."""
+    rows = load_results(csv)
+    keys = [*by, "method"]
+    aggs = {col: study_plots.aggregate(rows, keys, col) for col in columns}
+    counts = study_plots.aggregate(rows, keys, lambda r: 0.0)
+    head = [*keys, "seeds", *columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in sorted(counts):
+        cells = [f"{k:g}" if isinstance(k, float) else str(k) for k in key] + [str(counts[key][2])]
+        for col in columns:
+            mean, std, cnt = aggs[col][key]
+            cells.append("-" if cnt == 0 else f"{mean:.3f} ± {std:.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_study(
+    name: str,
+    out_dir: str | os.PathLike = "results",
+    size: str = "quick",
+    *,
+    methods: Sequence[str] | None = None,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+    data_path: str | os.PathLike | None = None,
+) -> StudyResult:
+    """Run (or resume) one study and write its CSV, JSON sidecar, PNG and markdown table.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`STUDIES`.
+    out_dir : path-like, default="results"
+    size : {"tiny", "quick", "full"}, default="quick"
+    methods : sequence of str, optional
+        Methods to compare (default :data:`STUDY_METHODS`).
+    jobs, scheduler, progress
+        Passed to :func:`margin_solver.sweeps.run_sweep`.
+    data_path : path-like, optional
+        The local data file of a study that needs one (MNIST: idx directory or ``.npz``).
+
+    Returns
+    -------
+    StudyResult
+
+    Raises
+    ------
+    InvalidInputError
+        Unknown study or size.
+    """
+    if name not in STUDIES:
+        raise InvalidInputError(f"Unknown study {name!r}; available: {sorted(STUDIES)}.")
+    if size not in SIZES:
+        raise InvalidInputError(f"size must be one of {SIZES}, got {size!r}.")
+    study = STUDIES[name]
+    config = study.config(size)
+    if study.needs_path:
+        if data_path is None:
+            raise InvalidInputError(f"The {name} study reads a local file: give its path (bench --mnist PATH).")
+        config = dataclasses.replace(config, data_options={**config.data_options, "path": str(data_path)})
+    out = Path(out_dir)
+    csv, png, table = out / f"{name}.csv", out / f"{name}.png", out / f"{name}.md"
+    sweep = run_sweep(study.grids(size, list(methods or STUDY_METHODS)), csv, config,
+                      jobs=jobs, scheduler=scheduler, progress=progress)
+    study.plot(csv, png)
+    atomic_write_text(table, summary_table(csv, study.table_by, study.table_columns))
+    return StudyResult(name, csv, png, table, sweep)
+
+
+def machine_description() -> str:
+    """``N cores, platform, Python x.y`` of this machine."""
+    import platform
+
+    return f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}"
+
+
+def run_bench(
+    out_dir: str | os.PathLike = "results",
+    size: str = "quick",
+    *,
+    studies: Sequence[str] | None = None,
+    command: str = "",
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+    on_study: Callable[[StudyResult], None] | None = None,
+    data_path: str | os.PathLike | None = None,
+) -> Path:
+    """Run several studies and write ``REPORT.md`` gathering their figures and tables.
+
+    Parameters
+    ----------
+    out_dir : path-like, default="results"
+    size : {"tiny", "quick", "full"}, default="quick"
+    studies : sequence of str, optional
+        Study names (default: every study of :data:`STUDIES`, in order, except those that
+        need a local data file when ``data_path`` is None).
+    data_path : path-like, optional
+        Local MNIST file or directory for the ``mnist`` study.
+    command : str
+        The command line to record in the report.
+    on_study : callable, optional
+        Called with each :class:`StudyResult` as soon as it is written.
+
+    Returns
+    -------
+    Path
+        The report.
+    """
+    from datetime import datetime, timezone
+
+    from margin_solver import __version__
+
+    names = list(studies or [k for k, s in STUDIES.items() if data_path is not None or not s.needs_path])
+    for name in names:
+        if name not in STUDIES:
+            raise InvalidInputError(f"Unknown study {name!r}; available: {sorted(STUDIES)}.")
+    out = Path(out_dir)
+    started = datetime.now(timezone.utc)
+    sections = []
+    for name in names:
+        res = run_study(name, out, size, jobs=jobs, scheduler=scheduler, progress=progress, data_path=data_path)
+        if on_study is not None:
+            on_study(res)
+        sections.append(
+            f"## {name}: {STUDIES[name].title}\n\n![{name}]({res.png.name})\n\n"
+            f"Sweep: {res.sweep.message}; {res.sweep.seconds:.1f} s wall time. "
+            f"Rows: `{res.csv.name}`, config: `{res.csv.with_suffix('.json').name}`.\n\n"
+            + res.table.read_text()
+        )
+    head = (
+        f"# margin-solver benchmark report ({size})\n\n"
+        f"- command: `{command or 'run_bench'}`\n- machine: {machine_description()}\n"
+        f"- margin-solver {__version__}\n- started {started.isoformat(timespec='seconds')}, "
+        f"finished {datetime.now(timezone.utc).isoformat(timespec='seconds')}\n\n"
+    )
+    return atomic_write_text(out / "REPORT.md", head + "\n".join(sections))
