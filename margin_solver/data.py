@@ -312,19 +312,21 @@ class Dataset:
         if not path.is_file():
             raise InvalidInputError(f"No dataset file at {str(path)!r}.")
         try:
-            with np.load(path, allow_pickle=False) as npz:
-                keys = set(npz.files)
-                missing = {"X", "y"} - keys
-                if missing:
-                    raise InvalidInputError(
-                        f"{path.name} lacks the array(s) {sorted(missing)}; a dataset file needs "
-                        f"'X' (n, T, d) and 'y' (n,), it has {sorted(keys)}."
-                    )
-                arrays = {k: npz[k] for k in ("X", "y", "clean_y", "signal_index", "params_json") if k in keys}
+            npz = np.load(path, allow_pickle=False)
+            if not isinstance(npz, np.lib.npyio.NpzFile):  # a bare .npy file
+                raise InvalidInputError(
+                    f"{path.name} is a single .npy array, not an .npz archive with 'X' and 'y'."
+                )
+            with npz:
+                arrays = _read_members(npz, path.name)
         except InvalidInputError:
             raise
         except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError) as exc:
             raise InvalidInputError(f"Cannot read {path.name} as a dataset (.npz): {exc}") from None
+        except MemoryError:  # a header declaring a shape far beyond the file's content
+            raise InvalidInputError(
+                f"Cannot read {path.name}: an array's header declares more data than fits in memory."
+            ) from None
         params = _parse_params(arrays.pop("params_json", None), path.name)
         try:
             return cls(params=params, **arrays)
@@ -345,6 +347,25 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
     return Dataset.load(path)
 
 
+_MEMBERS = ("X", "y", "clean_y", "signal_index", "params_json")
+
+
+def _read_members(npz: Any, name: str) -> dict[str, np.ndarray]:
+    """The dataset arrays of an open ``.npz``; raises when X or y is missing or not an array."""
+    keys = set(npz.files)
+    missing = {"X", "y"} - keys
+    if missing:
+        raise InvalidInputError(
+            f"{name} lacks the array(s) {sorted(missing)}; a dataset file needs "
+            f"'X' (n, T, d) and 'y' (n,), it has {sorted(keys)[:10]}."
+        )
+    arrays = {key: npz[key] for key in _MEMBERS if key in keys}
+    for key, value in arrays.items():
+        if not isinstance(value, np.ndarray):  # numpy hands back raw bytes for non-.npy members
+            raise InvalidInputError(f"{name}: member {key!r} is not a .npy array.")
+    return arrays
+
+
 def _parse_params(raw: np.ndarray | None, name: str) -> dict[str, Any]:
     if raw is None:
         return {}
@@ -352,7 +373,7 @@ def _parse_params(raw: np.ndarray | None, name: str) -> dict[str, Any]:
         raise InvalidInputError(f"{name}: params_json must be a single JSON string.")
     try:
         params = json.loads(str(raw[()]))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise InvalidInputError(f"{name}: params_json is not valid JSON: {exc}") from None
     if not isinstance(params, dict):
         raise InvalidInputError(f"{name}: params_json must encode a JSON object.")
@@ -367,10 +388,10 @@ def _check_index(signal_index: Any, n: int, T: int) -> np.ndarray:
         raise InvalidInputError(f"Expected signal_index of shape ({n},), got {arr.shape}.")
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr) & (arr == np.round(arr))):
         raise InvalidInputError("signal_index must hold whole numbers.")
-    arr = arr.astype(np.int64)
+    # Range first, in the given dtype: a cast of 1e300 to int64 would wrap around.
     if arr.size and (arr.min() < 0 or arr.max() >= T):
         raise InvalidInputError(f"signal_index must lie in [0, T) = [0, {T}), got range [{arr.min()}, {arr.max()}].")
-    return arr
+    return arr.astype(np.int64)
 
 
 def _real(value: Any, name: str) -> float:
