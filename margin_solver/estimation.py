@@ -53,8 +53,9 @@ _POWER_ITERATIONS = 60
 _LLOYD_ITERATIONS = 10
 #: Above this |cosine| between the two signal means the signal span is taken as one-dimensional.
 _ANTIPODAL_COSINE = 0.95
-#: Magnitudes whose squares, summed over d and n T tokens, stay finite and normal in float64.
-_SAFE_MIN, _SAFE_MAX = 1e-100, 1e100
+#: Magnitudes whose fourth powers (squared Gram entries, in the noise cross-talk), summed over
+#: d and n T tokens, stay finite and normal in float64.
+_SAFE_MIN, _SAFE_MAX = 1e-50, 1e50
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,9 @@ import numpy as np
 #: scale-equivariant answers to 1e-12 relative across this range.
 MAX_MAGNITUDE = 1e100
 MIN_MAGNITUDE = 1e-100
+#: Largest accepted ``max |entry|`` of a parameter vector (v, p): its squared norm stays finite.
+#: Looser than for tokens, since by homogeneity data of scale c have solutions of scale 1/c.
+MAX_VECTOR_MAGNITUDE = 1e150
 
 
 class InvalidInputError(ValueError):
@@ -82,7 +85,9 @@ def check_matrix(Z: Any, name: str = "Z") -> np.ndarray:
     return arr
 
 
-def check_magnitude(arr: np.ndarray, name: str, *, small: bool = True) -> np.ndarray:
+def check_magnitude(
+    arr: np.ndarray, name: str, *, low: float = MIN_MAGNITUDE, high: float = MAX_MAGNITUDE
+) -> np.ndarray:
     """Reject finite data whose scale float64 products cannot carry; return ``arr`` unchanged.
 
     The solvers (v-step, min-norm, lower bound, GD) form products of tokens (Gram matrices,
@@ -97,20 +102,19 @@ def check_magnitude(arr: np.ndarray, name: str, *, small: bool = True) -> np.nda
     arr : ndarray, float64, finite
     name : str
         Argument name used in error messages.
-    small : bool, default=True
-        Also reject a nonzero array whose largest entry is below ``MIN_MAGNITUDE``.
+    low, high : float, default=MIN_MAGNITUDE, MAX_MAGNITUDE
+        Accepted range of ``max |arr|`` (``low=0`` accepts any small scale).
 
     Raises
     ------
     InvalidInputError
-        When ``max |arr|`` lies outside ``[MIN_MAGNITUDE, MAX_MAGNITUDE]`` (and is not 0).
+        When ``max |arr|`` lies outside ``[low, high]`` (and is not 0).
     """
     peak = float(np.max(np.abs(arr))) if arr.size else 0.0
-    if peak > MAX_MAGNITUDE or (small and 0.0 < peak < MIN_MAGNITUDE):
+    if peak > high or 0.0 < peak < low:
         raise InvalidInputError(
-            f"{name} has largest |entry| {peak:.3g}, outside [{MIN_MAGNITUDE:g}, "
-            f"{MAX_MAGNITUDE:g}] where float64 products stay exact; rescale it (e.g. divide "
-            f"by {peak:.3g})."
+            f"{name} has largest |entry| {peak:.3g}, outside [{low:g}, {high:g}] where float64 "
+            f"products stay exact; rescale it (e.g. divide by {peak:.3g})."
         )
     return arr
 
@@ -173,7 +177,7 @@ def check_vector(v: Any, d: int, name: str) -> np.ndarray:
     if arr.shape != (d,):
         raise InvalidInputError(f"Expected {name} of shape ({d},), got array of shape {np.shape(v)}.")
     _check_finite(arr, name)
-    return check_magnitude(arr, name, small=False)
+    return check_magnitude(arr, name, low=0.0, high=MAX_VECTOR_MAGNITUDE)
 
 
 def check_seed(seed: Any, name: str = "seed") -> int | np.random.SeedSequence | None:
