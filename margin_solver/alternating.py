@@ -185,7 +185,7 @@ def evaluate_phi(form: Form, y: np.ndarray, p: np.ndarray, vstep_solver: str = "
 
 
 def gradient_coefficients(form: Form, point: PhiPoint) -> np.ndarray:
-    """Token coefficients ``G_it = -alpha_i y_i s_it (u_it - f_i)`` of grad phi at a feasible point."""
+    """Token coefficients ``G_it = -alpha_i y_i s_it (u_it - f_i)`` of grad phi at a feasible p."""
     s = point.attention
     u = form.token_values(point.value_coefficients)
     f = np.sum(s * u, axis=1, keepdims=True)

@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-
 #: Largest and smallest accepted ``max |entry|`` of token data (see :func:`check_magnitude`).
 #: Squares stay far from float64's limits (1e+-308); every solver was checked to give
 #: scale-equivariant answers to 1e-12 relative across this range.
