@@ -15,8 +15,9 @@ Four engines solve it:
 ``"ecos"`` / ``"clarabel"``
     The Gram reduction. v lies in span{z_i}, so with K = Z Z^T = B B^T and w = B^T beta
     (v = Z^T beta) the problem becomes minimize ||w|| s.t. diag(y) B w >= 1: n variables
-    instead of d. The cvxpy model is built once per (n, solver) with ``G = diag(y) B`` as a
-    DPP parameter and cached, so re-solves with new features skip canonicalisation.
+    instead of d (ECOS as an SOC, Clarabel with the equivalent objective 1/2 ||w||^2). The
+    cvxpy model is built once per (n, solver) with ``G = diag(y) B`` as a DPP parameter and
+    cached, so re-solves with new features skip canonicalisation.
 ``"ldp"``
     Least-distance programming (Lawson and Hanson 1974, ch. 23): the same reduced problem
     solved exactly by one non-negative least-squares problem (:func:`scipy.optimize.nnls`).
@@ -24,8 +25,9 @@ Four engines solve it:
     The plain SOCP over d variables, kept as a reference.
 
 Every engine hands back a primal point, as coefficients v = Z^T coef, and a dual vector
-alpha. The certificate (norm, smallest margin, duality gap of that primal-dual pair) is
-recomputed here in numpy rather than taken from the solver.
+alpha. The KKT system is then solved exactly on the support the engine found, and the
+certificate (norm, smallest margin, duality gap of the primal-dual pair) is recomputed here in
+numpy rather than taken from the solver.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import dataclasses
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from functools import cached_property, lru_cache, partial
 from typing import Any, NamedTuple
@@ -68,6 +71,8 @@ _FALLBACK_ORDER = ("ecos", "clarabel", "ldp")
 # cvxpy solver name used by each cvxpy-based engine, and the pip package that provides it.
 _CVXPY_SOLVER = {"ecos": "ECOS", "clarabel": "CLARABEL", "primal": "ECOS"}
 _SOLVER_PACKAGE = {"ECOS": "ecos", "CLARABEL": "clarabel"}
+# Solvers given the objective 1/2 ||x||^2 instead of ||x|| (see _objective).
+_QUADRATIC_OBJECTIVE = frozenset({"CLARABEL"})
 
 # A solve counts as "optimal" only when the relative duality gap we recompute is below this
 # multiple of ``tol``; interior-point solvers typically end a few times below their tolerance.
@@ -76,6 +81,10 @@ _GAP_FACTOR = 1e3
 # Two rows are "the same feature" when ||z_i - z_j||^2 <= _SAME_RTOL * (||z_i||^2 + ||z_j||^2);
 # the squared distance is read off K, which is exact only up to rounding of order eps * K_ii.
 _SAME_RTOL = 1e-12
+
+# Margin violation tolerated in the exact KKT solve on the support (_solve_on_support);
+# anything left is removed by the rescaling to smallest margin 1.
+_KKT_RTOL = 1e-9
 
 # LDP declares infeasibility when its NNLS residual norm falls below this. The residual is
 # 1 / sqrt(1 + ||w||^2) on the normalised problem, so this means a margin below 1e-8 of the
@@ -97,7 +106,8 @@ class VStepResult(ResultMixin):
         The min-norm separator, ``Z.T @ coef``; None when only the Gram matrix was given or
         when no solution is present.
     alpha : ndarray of shape (n_samples,) or None
-        Dual variables, non-negative; positive only on support vectors.
+        Dual variables, non-negative; positive only on support vectors (up to solver
+        accuracy when ``refined`` is False).
     coef : ndarray of shape (n_samples,) or None
         v as a combination of the features, v = sum_i coef_i z_i exactly: the form callers
         working with a Gram matrix (token-Gram form) need. It equals ``alpha * y`` at the
@@ -109,8 +119,9 @@ class VStepResult(ResultMixin):
         min_i y_i z_i^T v. Equals 1 up to rounding for a solution (see ``rescale``).
     gap : float
         Relative duality gap (P - D) / P with P = ||v||^2 / 2 and
-        D = sum(alpha) - ||v||^2 / 2, both recomputed from the returned v and alpha. Since v is
-        feasible, P - D >= 0 bounds how far ||v||^2 / 2 is above the optimum.
+        D = sum(alpha) - ||Z^T (alpha * y)||^2 / 2, both recomputed from the returned v and
+        alpha. Since v is feasible, P - D >= 0 bounds how far ||v||^2 / 2 is above the
+        optimum.
     status : str
         ``"optimal"``, ``"optimal_inaccurate"``, ``"infeasible"`` or ``"failed"``.
     message : str
@@ -124,8 +135,11 @@ class VStepResult(ResultMixin):
     n_iter : int or None
         Iterations reported by the engine (None when it does not report them).
     rescale : float
-        The factor 1 / min_margin applied to the engine's alpha so that the returned v is
+        The factor 1 / min_margin applied to the primal point so that the returned v is
         exactly feasible with smallest margin 1 (1.0 means no change; nan without a solution).
+    refined : bool
+        True when the KKT system was solved exactly on the engine's support vectors (see
+        Notes of :func:`solve_vstep`).
     infeasible_samples : list of int
         When infeasible: the samples that together cannot be separated. Empty otherwise.
     """
@@ -143,6 +157,7 @@ class VStepResult(ResultMixin):
     solve_time: float
     n_iter: int | None = None
     rescale: float = float("nan")
+    refined: bool = False
     infeasible_samples: list[int] = dataclasses.field(default_factory=list)
 
 
@@ -271,12 +286,20 @@ def solve_vstep(
     -----
     Every engine produces a primal point v (the Gram engines through w, v = Z^T U
     diag(lambda^-1/2) w; the primal engine's v projected onto span{z_i}, which keeps the
-    margins and cannot increase the norm) and a dual alpha (clipped at 0). The returned v is
-    scaled by ``rescale`` = 1 / min_i y_i z_i^T v so that its smallest margin is exactly 1.
-    At the optimum the smallest margin is 1, so this only removes solver rounding; it makes v
-    feasible, hence ``gap`` (weak duality) a valid bound on its suboptimality. Primal points
-    of interior-point solvers are more accurate than their duals, which is why v is not
-    formed as Z^T (alpha * y).
+    margins and cannot increase the norm) and a dual alpha (clipped at 0). Primal points of
+    interior-point solvers are more accurate than their duals, which is why v is not formed
+    as Z^T (alpha * y).
+
+    Interior-point answers (ECOS, Clarabel, primal) are still accurate in v only to about the
+    square root of their tolerance (about 1e-5 relative for ECOS at the default ``tol``). So
+    the support vectors S are read off the engine's answer and the KKT system is solved
+    exactly on them, ``(G_S G_S^T) a = 1``; when the result satisfies every KKT condition it
+    replaces the engine's answer (``refined=True``) and agrees with the exact LDP answer to
+    rounding. Otherwise the engine's answer stands.
+
+    Finally v is scaled by ``rescale`` = 1 / min_i y_i z_i^T v so that its smallest margin is
+    exactly 1. At the optimum the smallest margin is 1, so this only removes rounding; it
+    makes v feasible, hence ``gap`` (weak duality) a valid bound on its suboptimality.
 
     References
     ----------
@@ -327,7 +350,7 @@ def solve_vstep(
             continue
         result = _polish(data, out, name, tol, fallbacks, start)
         if result is None:
-            _record(fallbacks, name, "its dual alpha does not separate the samples")
+            _record(fallbacks, name, "its answer does not separate the samples")
             continue
         if result.status == OPTIMAL:
             return result
@@ -335,7 +358,10 @@ def solve_vstep(
         if result.status == OPTIMAL_INACCURATE and inaccurate is None:
             inaccurate = result
     if inaccurate is not None:
-        inaccurate.message = f"only an inaccurate solution was found; {'; '.join(fallbacks)}"
+        inaccurate.message = (
+            f"only an inaccurate solution was found (engine {inaccurate.solver}); "
+            + "; ".join(fallbacks)
+        )
         inaccurate.fallbacks = fallbacks
         inaccurate.solve_time = time.perf_counter() - start
         return inaccurate
@@ -410,7 +436,7 @@ def _solve_primal(data: _VStepData, tol: float) -> _EngineOutput:
     solver = _require_installed(_CVXPY_SOLVER["primal"])
     x = cp.Variable(data.Z.shape[1])
     constraint = (data.y[:, None] * data.Z) @ x >= 1
-    problem = cp.Problem(cp.Minimize(cp.norm(x, 2)), [constraint])
+    problem = cp.Problem(cp.Minimize(_objective(x, solver)), [constraint])
     status, v, alpha, n_iter = _solve_cvxpy(problem, x, constraint, solver, tol)
     if v is None:
         return _EngineOutput(status, n_iter=n_iter)
@@ -452,16 +478,31 @@ class _GramModel(NamedTuple):
 
 @lru_cache(maxsize=32)
 def _gram_model(n: int, solver: str) -> _GramModel:
-    """Build (once per (n, solver)) the DPP model minimize ||w|| s.t. G w >= 1.
+    """Build (once per (n, solver)) the DPP model of minimize ||w|| s.t. G w >= 1.
 
-    ``solver`` is part of the key because cvxpy caches one canonicalisation per problem and
-    rebuilds it when a different solver is asked for.
+    ``solver`` is part of the key because cvxpy keeps one canonicalisation per problem and
+    redoes it when asked for another solver, and because the objective differs per solver
+    (see :func:`_objective`).
     """
     G = cp.Parameter((n, n), name="G")
     w = cp.Variable(n, name="w")
     constraint = G @ w >= 1
     logger.debug("building cached v-step model for n=%d, solver=%s", n, solver)
-    return _GramModel(cp.Problem(cp.Minimize(cp.norm(w, 2)), [constraint]), G, w, constraint)
+    problem = cp.Problem(cp.Minimize(_objective(w, solver)), [constraint])
+    return _GramModel(problem, G, w, constraint)
+
+
+def _objective(x: cp.Variable, solver: str) -> cp.Expression:
+    """||x|| as an SOC for ECOS; 1/2 ||x||^2 for solvers with native quadratic objectives.
+
+    Same minimiser. Measured on random instances with tol = 1e-9, Clarabel's duals are
+    accurate to about 1e-10 (relative) on the quadratic form but only about 1e-7 on the SOC
+    form; ECOS has no quadratic objective (cvxpy would rewrite it as an SOC, with duals worse
+    than the plain norm's).
+    """
+    if solver in _QUADRATIC_OBJECTIVE:
+        return cp.sum_squares(x) / 2
+    return cp.norm(x, 2)
 
 
 def _require_installed(solver: str) -> str:
@@ -484,10 +525,15 @@ def _solve_cvxpy(
 ) -> tuple[str, np.ndarray | None, np.ndarray | None, int | None]:
     """Solve minimize ||x|| s.t. A x >= 1; return status, x, the dual alpha and iterations.
 
-    The KKT conditions of minimize ||x|| give x / ||x|| = A^T mu; those of 1/2 ||x||^2 give
-    x = A^T alpha, hence alpha = ||x|| mu.
+    alpha is the dual of the objective 1/2 ||x||^2 (KKT: x = A^T alpha). When the model
+    minimises ||x|| instead, its KKT condition x / ||x|| = A^T mu gives alpha = ||x|| mu.
     """
-    problem.solve(solver=solver, **_solver_options(solver, tol))
+    with warnings.catch_warnings():
+        # cvxpy warns "Solution may be inaccurate"; the status carries that and we act on it.
+        warnings.filterwarnings(
+            "ignore", message="Solution may be inaccurate", category=UserWarning
+        )
+        problem.solve(solver=solver, **_solver_options(solver, tol))
     status = {
         cp.OPTIMAL: OPTIMAL,
         cp.OPTIMAL_INACCURATE: OPTIMAL_INACCURATE,
@@ -497,8 +543,10 @@ def _solve_cvxpy(
     n_iter = problem.solver_stats.num_iters
     if status not in (OPTIMAL, OPTIMAL_INACCURATE) or x.value is None:
         return status, None, None, n_iter
-    mu = np.asarray(constraint.dual_value, dtype=np.float64)
-    return status, x.value, np.linalg.norm(x.value) * mu, n_iter
+    alpha = np.asarray(constraint.dual_value, dtype=np.float64)
+    if solver not in _QUADRATIC_OBJECTIVE:
+        alpha = np.linalg.norm(x.value) * alpha
+    return status, x.value, alpha, n_iter
 
 
 def _ldp(G: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -544,24 +592,28 @@ def _polish(
     fallbacks: list[str],
     start: float,
 ) -> VStepResult | None:
-    """Rescale the engine's primal point to exact feasibility and recompute the certificate.
+    """Refine, rescale to exact feasibility and recompute the certificate of an engine's answer.
 
     Returns None when v = Z^T coef does not separate the samples at all.
     """
+    exact = _solve_on_support(data, out)
+    if exact is not None:
+        out = exact
     margins = data.y * (data.K @ out.coef)
     raw_min = float(margins.min())
     if not np.isfinite(raw_min) or raw_min <= 0:
         return None
     rescale = 1.0 / raw_min
-    coef = out.coef * rescale
-    alpha = np.maximum(out.alpha, 0.0)  # interior-point duals can be -1e-12 on inactive rows
+    coef, margins = out.coef * rescale, margins * rescale
     sq_norm = float(coef @ data.K @ coef)
-    alpha_y = alpha * data.y
-    primal = sq_norm / 2
-    dual = float(alpha.sum()) - float(alpha_y @ data.K @ alpha_y) / 2
-    gap = (primal - dual) / primal
+    alpha = np.maximum(out.alpha, 0.0)  # interior-point duals can be -1e-12 on inactive rows
+    gap = _relative_gap(data, sq_norm, alpha)
     if out.status == OPTIMAL and gap <= _GAP_FACTOR * tol:
         status, message = OPTIMAL, f"optimal (engine {name})"
+        if exact is not None:
+            message += (
+                f", KKT system solved exactly on its {np.count_nonzero(alpha)} support vectors"
+            )
     else:
         status = OPTIMAL_INACCURATE
         message = f"engine status {out.status!r}, relative duality gap {gap:.3g}"
@@ -572,7 +624,7 @@ def _polish(
         alpha=alpha,
         coef=coef,
         norm=float(np.sqrt(sq_norm)),
-        min_margin=float((margins * rescale).min()),
+        min_margin=float(margins.min()),
         gap=gap,
         status=status,
         message=message,
@@ -581,7 +633,48 @@ def _polish(
         solve_time=time.perf_counter() - start,
         n_iter=out.n_iter,
         rescale=rescale,
+        refined=exact is not None,
     )
+
+
+def _solve_on_support(data: _VStepData, out: _EngineOutput) -> _EngineOutput | None:
+    """Solve the KKT conditions exactly on the support vectors the engine identified.
+
+    Interior-point answers are accurate to about the square root of their tolerance in v
+    (1e-5 at tol = 1e-9, worse on ill-conditioned K). Given the support S, the optimum solves
+    a linear system: in the normalised reduced coordinates w = G_S^T a with G_S w = 1, i.e.
+    (G_S G_S^T) a = 1. If a >= 0, G_S w = 1 and G w >= 1 (to _KKT_RTOL), all KKT conditions
+    hold and this is the optimum; otherwise (a wrong support, or one too ill-conditioned to
+    solve accurately) None, and the engine's answer stands.
+
+    S holds the samples whose dual, relative to the largest, exceeds their margin slack: an
+    interior-point dual on a sample just off the margin is of order gap / slack, far below
+    the slack, while one on the margin is of order 1 against a slack of order tol.
+    """
+    margins = data.y * (data.K @ out.coef)
+    alpha = np.maximum(out.alpha, 0.0)
+    if alpha.max() <= 0 or margins.min() <= 0:
+        return None
+    support = alpha / alpha.max() > margins / margins.min() - 1.0
+    if not support.any():
+        return None
+    G_S = data.factor.G[support]
+    a, *_ = np.linalg.lstsq(G_S @ G_S.T, np.ones(G_S.shape[0]), rcond=None)
+    w = G_S.T @ a
+    margins = data.factor.G @ w  # the margins y_i z_i^T v of the candidate
+    on_margin = np.abs(margins[support] - 1.0).max() <= _KKT_RTOL
+    if a.min() < 0 or not on_margin or margins.min() < 1.0 - _KKT_RTOL:
+        return None
+    full = np.zeros(data.n)
+    full[support] = a / data.factor.scale
+    return out._replace(coef=data.coef_from_w(w), alpha=full)
+
+
+def _relative_gap(data: _VStepData, sq_norm: float, alpha: np.ndarray) -> float:
+    """(P - D) / P with P = ||v||^2 / 2 and D(alpha) = sum(alpha) - ||Z^T (alpha y)||^2 / 2."""
+    alpha_y = alpha * data.y
+    dual = float(alpha.sum()) - float(alpha_y @ data.K @ alpha_y) / 2
+    return (sq_norm / 2 - dual) / (sq_norm / 2)
 
 
 def _no_solution(
@@ -589,8 +682,16 @@ def _no_solution(
 ) -> VStepResult:
     nan = float("nan")
     return VStepResult(
-        v=None, alpha=None, coef=None, norm=nan, min_margin=nan, gap=nan,
-        status=status, message=message, solver=solver, fallbacks=list(fallbacks),
+        v=None,
+        alpha=None,
+        coef=None,
+        norm=nan,
+        min_margin=nan,
+        gap=nan,
+        status=status,
+        message=message,
+        solver=solver,
+        fallbacks=list(fallbacks),
         solve_time=time.perf_counter() - start,
     )
 

@@ -1,0 +1,281 @@
+"""The alternating solver of P_R from one start: v-step, then projected gradient steps on p.
+
+P_R (design section 4):  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1,  ||p|| <= R.
+
+For fixed p the v-step (:func:`margin_solver.vstep.solve_vstep`, an SVM on the attended
+features z_i = X_i^T s_i) gives v*(p), its dual alpha and ``coef = alpha * y``. The value
+function phi(p) = 1/2 ||v*(p)||^2 has, where alpha is unique, the envelope gradient
+
+    grad phi(p) = - sum_i coef_i X_i^T [ s_i * (u_i - f_i) ],   u_i = X_i v*,  f_i = s_i^T u_i,
+
+a combination of tokens with coefficients ``G_it = -coef_i s_it (u_it - f_i)``
+(:meth:`_Form.gradient_coefficients`). The p-step is a projected gradient step
+``p <- Proj(p - t pg / ||pg||)`` along the projected gradient pg (g with its blocked outward
+radial part removed when p is on the sphere, :func:`projected_gradient`) and
+``Proj(p) = p min(1, R / ||p||)``, accepted only when phi decreases by at least an Armijo
+fraction of the predicted decrease ``<g, p - p_new>``.
+
+Step schedule: the trial length ``t`` is measured in units of R (the first trial is ``t = R``,
+a move across half the ball), halved until the Armijo test passes, and doubled (up to 2R, the
+ball's diameter) after each accepted step, so no tuning to the scale of R or of the gradient
+is needed.
+
+Stopping rule (first that holds): the relative projected-gradient norm ``||pg|| R / phi``
+falls below ``gtol`` (a first-order stationary point); phi decreased by less than ``rtol``
+(relative) over the last ``window`` accepted steps (first-order methods crawl in the last
+digits: stopping there trades about ``rtol`` of relative accuracy in phi for a several-fold
+shorter run); no step longer than ``1e-12 R`` passes
+the Armijo test (a kink of phi, where alpha is not unique); ``max_iter`` steps.
+
+Two forms of the same computation (design section 4.3): :class:`DenseForm` stores p as a
+vector of R^d; :class:`KernelForm` stores the coefficients c of ``p = sum_it c_it x_it`` and
+works with the token Gram matrix only, so each iteration costs O((nT)^2) whatever d is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from margin_solver.kernel import TokenGram, attended_features, softmax
+from margin_solver.results import INFEASIBLE, MAX_ITER, OPTIMAL
+from margin_solver.vstep import VStepResult, solve_vstep
+
+__all__ = ["DenseForm", "KernelForm", "PhiPoint", "DescentRun", "evaluate_phi", "descend"]
+
+# Armijo fraction of the predicted decrease that a step must achieve.
+_ARMIJO = 1e-4
+# Shortest trial step, relative to R, before declaring that no descent step exists.
+_MIN_STEP = 1e-12
+
+
+class DenseForm:
+    """p and gradients as dense vectors of R^d; per-iteration cost O(n T d + n^2 d)."""
+
+    name = "dense"
+
+    def __init__(self, X: np.ndarray):
+        self.X = X
+        self.n, self.T, self.d = X.shape
+
+    def zeros(self) -> np.ndarray:
+        """The zero attention vector."""
+        return np.zeros(self.d)
+
+    def from_coefficients(self, coef: np.ndarray) -> np.ndarray:
+        """The vector ``sum_it coef_it x_it`` in this form's representation."""
+        return TokenGram.materialize(self.X, coef)
+
+    def scores(self, p: np.ndarray) -> np.ndarray:
+        """Attention scores ``X_i p``; shape (n, T)."""
+        return self.X @ p
+
+    def inner(self, a: np.ndarray, b: np.ndarray) -> float:
+        """Inner product of two vectors in this form's representation."""
+        return float(a @ b)
+
+    def feature_gram(self, s: np.ndarray) -> np.ndarray:
+        """``K_ij = <z_i, z_j>`` for attention ``s``."""
+        Z = attended_features(self.X, s)
+        return Z @ Z.T
+
+    def token_values(self, a: np.ndarray) -> np.ndarray:
+        """``<x_it, sum_jr a_jr x_jr>`` for token coefficients ``a``; shape (n, T)."""
+        return self.X @ TokenGram.materialize(self.X, a)
+
+    def dense(self, p: np.ndarray) -> np.ndarray:
+        """p as a vector of R^d."""
+        return p
+
+
+class KernelForm:
+    """p as token coefficients c (p = X^T c); per-iteration cost O((nT)^2), independent of d."""
+
+    name = "kernel"
+
+    def __init__(self, X: np.ndarray, gram: TokenGram):
+        self.X = X
+        self.gram = gram
+        self.n, self.T, self.d = X.shape
+
+    def zeros(self) -> np.ndarray:
+        """The zero attention vector (all coefficients zero)."""
+        return np.zeros((self.n, self.T))
+
+    def from_coefficients(self, coef: np.ndarray) -> np.ndarray:
+        """Token coefficients are this form's representation."""
+        return np.array(coef, dtype=np.float64)
+
+    def scores(self, c: np.ndarray) -> np.ndarray:
+        """Scores ``X_i p = (H c)_i``; shape (n, T)."""
+        return self.gram.apply(c)
+
+    def inner(self, a: np.ndarray, b: np.ndarray) -> float:
+        """``<X^T a, X^T b> = a^T H b``."""
+        return float(a.reshape(-1) @ (self.gram.H @ b.reshape(-1)))
+
+    def feature_gram(self, s: np.ndarray) -> np.ndarray:
+        """``K_ij = s_i^T H_ij s_j``."""
+        return self.gram.feature_gram(s)
+
+    def token_values(self, a: np.ndarray) -> np.ndarray:
+        """``H a``; shape (n, T)."""
+        return self.gram.apply(a)
+
+    def dense(self, c: np.ndarray) -> np.ndarray:
+        """p = X^T c as a vector of R^d (one O(nTd) product)."""
+        return TokenGram.materialize(self.X, c)
+
+
+Form = DenseForm | KernelForm
+
+
+@dataclass
+class PhiPoint:
+    """phi(p) = 1/2 ||v*(p)||^2 and what the v-step gave at p.
+
+    ``gradient`` is filled only for accepted iterates (trial points need phi alone).
+    """
+
+    p: np.ndarray
+    attention: np.ndarray
+    vstep: VStepResult
+    phi: float
+    gradient: np.ndarray | None = None
+
+    @property
+    def feasible(self) -> bool:
+        """True when some v interpolates the data at this p."""
+        return math.isfinite(self.phi)
+
+    @property
+    def value_coefficients(self) -> np.ndarray:
+        """Token coefficients of v*: ``a_it = coef_i s_it`` (v = sum_i coef_i z_i)."""
+        return self.attention * self.vstep.coef[:, None]
+
+
+def evaluate_phi(form: Form, y: np.ndarray, p: np.ndarray, vstep_solver: str = "ldp") -> PhiPoint:
+    """Solve the v-step at p; phi = inf when the attended features cannot be separated."""
+    s = softmax(form.scores(p))
+    result = solve_vstep(None, y, solver=vstep_solver, K=form.feature_gram(s), fallback=False)
+    phi = 0.5 * result.norm**2 if result.success else math.inf
+    return PhiPoint(p, s, result, phi)
+
+
+def gradient_coefficients(form: Form, point: PhiPoint) -> np.ndarray:
+    """Token coefficients ``G_it = -coef_i s_it (u_it - f_i)`` of grad phi at a feasible point."""
+    s = point.attention
+    u = form.token_values(point.value_coefficients)
+    f = np.sum(s * u, axis=1, keepdims=True)
+    return -point.vstep.coef[:, None] * s * (u - f)
+
+
+def _with_gradient(form: Form, point: PhiPoint) -> PhiPoint:
+    point.gradient = form.from_coefficients(gradient_coefficients(form, point))
+    return point
+
+
+def project(form: Form, p: np.ndarray, R: float) -> np.ndarray:
+    """``Proj(p) = p min(1, R / ||p||)``, the projection on the ball of radius R."""
+    norm = math.sqrt(max(form.inner(p, p), 0.0))
+    return p if norm <= R else p * (R / norm)
+
+
+def projected_gradient(form: Form, p: np.ndarray, g: np.ndarray, R: float) -> np.ndarray:
+    """The minimum-norm element of ``g + N(p)``, N the ball's normal cone at p.
+
+    Inside the ball it is g; on the sphere the outward radial part of -g (which the
+    constraint blocks) is removed: ``pg = g + max(0, -<g, p_hat>) p_hat``. Its norm is zero
+    exactly at first-order stationary points of phi on the ball.
+    """
+    pp = form.inner(p, p)
+    if pp < (R * (1 - 1e-9)) ** 2:
+        return g
+    radial = form.inner(g, p) / math.sqrt(pp)
+    return g if radial >= 0 else g - radial * p / math.sqrt(pp)
+
+
+@dataclass
+class DescentRun:
+    """Outcome of :func:`descend` from one start."""
+
+    point: PhiPoint
+    status: str
+    reason: str
+    n_iter: int
+    norm_history: list[float] = field(default_factory=list)
+    pg_history: list[float] = field(default_factory=list)
+
+    @property
+    def norm(self) -> float:
+        """``||v*||`` at the final p (inf when infeasible)."""
+        return math.sqrt(2 * self.point.phi)
+
+
+def descend(
+    form: Form,
+    y: np.ndarray,
+    p0: np.ndarray,
+    R: float,
+    *,
+    max_iter: int = 500,
+    gtol: float = 1e-6,
+    rtol: float = 1e-7,
+    window: int = 10,
+    vstep_solver: str = "ldp",
+) -> DescentRun:
+    """Projected (sub)gradient descent on phi(p) over ``||p|| <= R`` from ``p0``.
+
+    See the module docstring for the step schedule and the stopping rule.
+
+    Returns
+    -------
+    DescentRun
+        Status ``"optimal"`` (a stopping test held; a local, not global, statement),
+        ``"max_iter"`` or ``"infeasible"`` (the v-step is infeasible at ``p0``).
+    """
+    point = evaluate_phi(form, y, project(form, p0, R), vstep_solver)
+    if not point.feasible:
+        return DescentRun(point, INFEASIBLE, point.vstep.message, 0)
+    point = _with_gradient(form, point)
+    run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
+    step = R
+    phis = [point.phi]
+    for it in range(max_iter):
+        g = point.gradient
+        pg = projected_gradient(form, point.p, g, R)
+        pg_norm = math.sqrt(max(form.inner(pg, pg), 0.0))
+        run.norm_history.append(math.sqrt(2 * point.phi))
+        run.pg_history.append(pg_norm)
+        if pg_norm * R <= gtol * point.phi:
+            run.status, run.reason = OPTIMAL, f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
+            break
+        direction = pg / pg_norm
+        trial = None
+        while step >= _MIN_STEP * R:
+            q = project(form, point.p - step * direction, R)
+            predicted = form.inner(g, point.p - q)
+            candidate = evaluate_phi(form, y, q, vstep_solver)
+            if candidate.phi <= point.phi - _ARMIJO * predicted:
+                trial = candidate
+                break
+            step *= 0.5
+        if trial is None:
+            run.status = OPTIMAL
+            run.reason = "no step passes the Armijo test (a kink of phi or a stationary point)"
+            break
+        point = _with_gradient(form, trial)
+        run.point, run.n_iter = point, it + 1
+        step = min(2 * step, 2 * R)
+        phis.append(point.phi)
+        if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
+            run.status = OPTIMAL
+            run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
+            break
+    if len(run.norm_history) == run.n_iter:
+        run.norm_history.append(math.sqrt(2 * point.phi))
+        pg = projected_gradient(form, point.p, point.gradient, R)
+        run.pg_history.append(math.sqrt(max(form.inner(pg, pg), 0.0)))
+    return run

@@ -1,0 +1,328 @@
+"""The min-norm interpolator P_R of single-head attention, from several starts, with a certificate.
+
+    (P_R)  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1 for all i,  ||p|| <= R,
+
+with f(X; v, p) = v^T X^T softmax(X p) (design section 4). P_R is non-convex in p, so
+:func:`solve_min_norm` runs the alternating solver (:func:`margin_solver.alternating.descend`)
+from several starts (design section 4.4) and keeps the smallest feasible norm:
+
+``"zero"``
+    p = 0 (uniform attention).
+``"first_step"``
+    The token selection induced by the first GD step's v, ``v_1 ∝ sum_i y_i xbar_i`` (each
+    sample's token with the largest ``y_i <v_1, x_it>``), realised by the attention-SVM p of
+    norm R (:func:`margin_solver.selection.attention_svm`).
+``"hard_selection"``
+    The hard-selection alternation from that selection (best token for v, SVM on those
+    tokens, repeat), realised the same way.
+``"lb_selection"``
+    With ``certify=True``: the selection of the lower bound LB, realised the same way; as R
+    grows P_R approaches LB through it whenever the selection is linearly separable.
+``"random_k"``
+    ``n_random_starts`` seeded random p of norm R in the span of the tokens.
+
+Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
+hard-selection bound LB (:func:`margin_solver.bounds.global_lower_bound`) gives a lower bound
+valid for every R and the relative ``gap = (norm - lower_bound) / norm``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from margin_solver.alternating import DenseForm, DescentRun, KernelForm, descend
+from margin_solver.blas import single_threaded_blas
+from margin_solver.bounds import LowerBoundResult, first_step_margins, global_lower_bound
+from margin_solver.data import Dataset
+from margin_solver.kernel import TokenGram, margins
+from margin_solver.results import INFEASIBLE, ResultMixin
+from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
+from margin_solver.validation import InvalidInputError, check_labels, check_positive, check_tokens
+
+__all__ = ["MinNormResult", "solve_min_norm", "FORMS"]
+
+logger = logging.getLogger("margin_solver")
+
+FORMS = ("auto", "kernel", "dense")
+
+
+@dataclass(repr=False)
+class MinNormResult(ResultMixin):
+    """Approximate solution of P_R with its certificate.
+
+    Attributes
+    ----------
+    v, p : ndarray of shape (n_features,) or None
+        The value head and attention vector (dense); None when infeasible.
+    norm : float
+        ``||v||`` (an upper bound on the optimal value of P_R); inf when infeasible.
+    margin : float
+        ``1 / norm``, the margin of the equivalent max-margin problem (``||v|| <= 1``).
+    lower_bound : float or None
+        The certified global lower bound LB on the optimal value (``certify=True``), else None.
+    gap : float
+        ``(norm - lower_bound) / norm``; NaN without certification.
+    status : str
+        ``"optimal"`` (the best start met a stopping test: a stationary point, globally within
+        ``gap`` when certified), ``"max_iter"`` or ``"infeasible"``.
+    message : str
+    R : float
+        The radius of the ball on p.
+    p_norm : float
+        ``||p||`` (at most R).
+    min_margin : float
+        ``min_i y_i f(X_i; v, p)`` recomputed in dense form (1 up to rounding).
+    attention : ndarray of shape (n_samples, n_tokens) or None
+        ``softmax(X_i p)``.
+    selected_token : ndarray of int, shape (n_samples,) or None
+        Argmax of each sample's attention.
+    start : str or None
+        Name of the winning start.
+    start_norms : dict
+        Final ``||v||`` of every start (inf when infeasible there).
+    n_iter : int
+        Accepted p-steps of the winning start.
+    history : dict
+        Per iteration of the winning start: ``"norm"`` (``||v*(p)||``) and ``"pg_norm"``
+        (projected gradient norm of phi).
+    form : str
+        ``"kernel"`` or ``"dense"``.
+    solve_time : float
+        Wall-clock seconds, including certification.
+    bound : LowerBoundResult or None
+        The full lower-bound result when certified.
+    """
+
+    v: np.ndarray | None
+    p: np.ndarray | None
+    norm: float
+    margin: float
+    lower_bound: float | None
+    gap: float
+    status: str
+    message: str
+    R: float
+    p_norm: float
+    min_margin: float
+    attention: np.ndarray | None
+    selected_token: np.ndarray | None
+    start: str | None
+    start_norms: dict[str, float]
+    n_iter: int
+    history: dict[str, list[float]] = field(default_factory=dict)
+    form: str = "kernel"
+    solve_time: float = 0.0
+    bound: LowerBoundResult | None = None
+
+
+def solve_min_norm(
+    X: Any,
+    y: Any = None,
+    R: Any = None,
+    *,
+    certify: bool = False,
+    form: str = "auto",
+    n_random_starts: int = 2,
+    seed: int | None = 0,
+    max_iter: int = 500,
+    gtol: float = 1e-6,
+    rtol: float = 1e-7,
+    bound_method: str = "auto",
+    bound_time_limit: float = 30.0,
+) -> MinNormResult:
+    """Approximately solve P_R by alternating v-steps and projected gradient p-steps.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_tokens, n_features) or Dataset
+        Training tokens; a :class:`~margin_solver.data.Dataset` supplies its own ``y``
+        (then leave ``y`` as None).
+    y : array-like of shape (n_samples,), optional
+        Labels in {-1, +1}; required unless ``X`` is a Dataset.
+    R : float
+        Radius of the ball ``||p|| <= R`` (positive, finite). Scores ``X_i p`` are of order
+        ``R * ||x||``; for the paper's data (noise tokens of norm about ``sigma sqrt(d)``)
+        ``R = 1 / sqrt(d)`` gives soft attention and ``R = 100 / sqrt(d)`` nearly hard
+        selection.
+    certify : bool, default=False
+        Also compute the global lower bound LB and the relative gap.
+    form : {"auto", "kernel", "dense"}, default="auto"
+        ``"kernel"`` works on the token Gram matrix (per-iteration cost independent of d),
+        ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``.
+    n_random_starts : int, default=2
+        Random starts in addition to the deterministic ones.
+    seed : int or None, default=0
+        Seed of the random starts (numpy Generator).
+    max_iter : int, default=500
+        Cap on accepted p-steps per start.
+    gtol, rtol : float, default=1e-6, 1e-7
+        Stopping tolerances of :func:`margin_solver.alternating.descend`: relative projected
+        gradient norm, and relative decrease of phi = ||v||^2 / 2 over 10 steps.
+    bound_method : {"auto", "enumerate", "bnb"}, default="auto"
+        Method of the lower bound (with ``certify``).
+    bound_time_limit : float, default=30.0
+        Seconds for the branch-and-bound (with ``certify``); on time-out the bound proven so
+        far is used.
+
+    Returns
+    -------
+    MinNormResult
+
+    Raises
+    ------
+    InvalidInputError
+        On malformed X or y, a missing, non-positive or non-finite R, or bad options.
+
+    Examples
+    --------
+    >>> from margin_solver.data import PaperDistribution
+    >>> ds = PaperDistribution(d=100, snr=0.5, eta=0.0).sample(8, seed=0)
+    >>> res = solve_min_norm(ds, R=10.0, certify=True)
+    >>> res.status, res.min_margin >= 1 - 1e-7, res.gap < 1e-3
+    ('optimal', True, True)
+    """
+    start_time = time.perf_counter()
+    X, y = _inputs(X, y)
+    if R is None:
+        raise InvalidInputError("R (the radius of the ball ||p|| <= R) is required.")
+    R = check_positive(R, "R")
+    _check_options(form, n_random_starts, max_iter)
+    gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")
+    n, T, d = X.shape
+    use_kernel = form == "kernel" or (form == "auto" and d > n * T)
+    gram = TokenGram(X)
+    solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
+    options = {"max_iter": max_iter, "gtol": gtol, "rtol": rtol}
+    with single_threaded_blas():
+        bound = None
+        if certify:
+            bound = global_lower_bound(
+                X, y, method=bound_method, time_limit=bound_time_limit, gram=gram
+            )
+            if bound.status == INFEASIBLE:
+                return _infeasible(R, solver_form.name, bound.message, bound, start_time)
+        starts = _starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound)
+        runs, start_norms = _run_starts(solver_form, y, R, starts, options)
+    feasible = {k: r for k, r in runs.items() if r.point.feasible}
+    if not feasible:
+        why = next(iter(runs.values())).reason if runs else "no start could be built"
+        return _infeasible(
+            R, solver_form.name, f"infeasible: the v-step fails at every start; {why}",
+            bound, start_time, start_norms,
+        )
+    name = min(feasible, key=lambda k: feasible[k].norm)
+    return _result(X, y, R, solver_form, name, feasible[name], start_norms, bound, start_time)
+
+
+def _run_starts(form, y, R, starts, options) -> tuple[dict[str, DescentRun], dict[str, float]]:
+    """Descend from every start; a start repeating an earlier selection reuses its norm."""
+    runs: dict[str, DescentRun] = {}
+    start_norms: dict[str, float] = {}
+    seen: dict[tuple[int, ...], str] = {}
+    for name, p0, selection in starts:
+        if p0 is None:
+            start_norms[name] = math.inf
+            continue
+        if selection is not None:
+            key = tuple(int(t) for t in selection)
+            if key in seen:
+                start_norms[name] = start_norms[seen[key]]
+                continue
+            seen[key] = name
+        run = descend(form, y, p0, R, **options)
+        runs[name] = run
+        start_norms[name] = run.norm
+        logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm, run.reason, run.n_iter)
+    return runs, start_norms
+
+
+def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(X, Dataset):
+        if y is not None:
+            raise InvalidInputError("Give either a Dataset or (X, y), not a Dataset and y.")
+        return X.X, X.y.astype(np.float64)
+    if y is None:
+        raise InvalidInputError("y is required when X is an array (or pass a Dataset as X).")
+    X = check_tokens(X)
+    return X, check_labels(y, X.shape[0])
+
+
+def _check_options(form: str, n_random_starts: Any, max_iter: Any) -> None:
+    if form not in FORMS:
+        raise InvalidInputError(f"Unknown form {form!r}; expected one of {list(FORMS)}.")
+    for value, name, minimum in ((n_random_starts, "n_random_starts", 0), (max_iter, "max_iter", 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+
+
+def _starts(form, H, y, T, R, n_random, seed, bound):
+    """Yield ``(name, p0, selection)``; p0 is None when a selection cannot be realised."""
+    yield "zero", form.zeros(), None
+    margins0 = first_step_margins(H, y, T)
+    first = best_tokens(margins0)
+    yield "first_step", _realise(form, H, T, first, R), first
+    hard = hard_selection_alternation(H, y, T, margins0)
+    if hard.feasible:
+        yield "hard_selection", _realise(form, H, T, hard.tokens, R), hard.tokens
+    if bound is not None and bound.selection is not None:
+        yield "lb_selection", _realise(form, H, T, bound.selection, R), bound.selection
+    n = len(y)
+    rng = np.random.default_rng(seed)
+    for k in range(n_random):
+        p = form.from_coefficients(rng.standard_normal((n, T)))
+        yield f"random_{k}", p * (R / math.sqrt(form.inner(p, p))), None
+
+
+def _realise(form, H, T, selection, R):
+    c = attention_svm(H, T, selection, R)
+    return None if c is None else form.from_coefficients(c)
+
+
+def _result(X, y, R, form, name, run, start_norms, bound, start_time) -> MinNormResult:
+    point = run.point
+    v = TokenGram.materialize(X, point.value_coefficients)
+    p = form.dense(point.p)
+    norm = run.norm
+    lower = None if bound is None else bound.value
+    gap = math.nan if lower is None else (norm - lower) / norm
+    message = f"best of {len(start_norms)} starts: {name!r}, ||v|| = {norm:.6g} ({run.reason})"
+    if bound is not None:
+        message += f"; lower bound {lower:.6g} ({bound.status}), gap {gap:.3g}"
+    return MinNormResult(
+        v=v,
+        p=p,
+        norm=norm,
+        margin=1.0 / norm,
+        lower_bound=lower,
+        gap=gap,
+        status=run.status,
+        message=message,
+        R=R,
+        p_norm=float(np.linalg.norm(p)),
+        min_margin=float(np.min(margins(X, y, v, p))),
+        attention=point.attention,
+        selected_token=np.argmax(point.attention, axis=1),
+        start=name,
+        start_norms=start_norms,
+        n_iter=run.n_iter,
+        history={"norm": run.norm_history, "pg_norm": run.pg_history},
+        form=form.name,
+        solve_time=time.perf_counter() - start_time,
+        bound=bound,
+    )
+
+
+def _infeasible(R, form_name, message, bound, start_time, start_norms=None) -> MinNormResult:
+    return MinNormResult(
+        v=None, p=None, norm=math.inf, margin=0.0,
+        lower_bound=None if bound is None else bound.value, gap=math.nan,
+        status=INFEASIBLE, message=message, R=R, p_norm=math.nan, min_margin=math.nan,
+        attention=None, selected_token=None, start=None, start_norms=start_norms or {},
+        n_iter=0, form=form_name, solve_time=time.perf_counter() - start_time, bound=bound,
+    )

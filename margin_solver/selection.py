@@ -1,0 +1,212 @@
+"""Hard token selections: one chosen token per sample (design section 4.4).
+
+Three small tools shared by the min-norm solver's starts (:mod:`margin_solver.minnorm`) and
+the global lower bound (:mod:`margin_solver.bounds`), all in token-Gram form (they read only
+``H[i, t, j, r] = <x_it, x_jr>``, flattened to shape (nT, nT)):
+
+* :func:`selection_svm` -- the hard-margin SVM on the selected tokens, ``minimize ||v|| s.t.
+  y_i <v, x_{i, sel_i}> >= 1`` over some or all samples (the node bound of branch-and-bound
+  and, over all samples, the value of one selection in LB);
+* :func:`hard_selection_alternation` -- select each sample's best token for the current v,
+  solve the SVM on the selected tokens, repeat; the norm never increases;
+* :func:`attention_svm` -- the attention vector ``p`` of norm ``R`` that singles a selection
+  out: ``minimize ||p|| s.t. <p, x_{i, sel_i} - x_it> >= 1`` for every ``t != sel_i``, rescaled.
+
+All SVMs go through :func:`margin_solver.vstep.solve_vstep` with the exact LDP engine and a
+precomputed Gram matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from margin_solver.vstep import solve_vstep
+
+__all__ = [
+    "SelectionSVM",
+    "selection_rows",
+    "selection_svm",
+    "token_margins",
+    "best_tokens",
+    "hard_selection_alternation",
+    "attention_svm",
+]
+
+# Token differences with squared norm below this fraction of the mean squared token norm are
+# treated as zero: both tokens get the same score for every p, so the choice between them is
+# irrelevant and the constraint is dropped instead of making the attention SVM infeasible.
+_SAME_TOKEN_RTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class SelectionSVM:
+    """The min-norm v for a fixed token selection on a set of samples.
+
+    Attributes
+    ----------
+    samples : ndarray of int, shape (m,)
+        Samples whose constraint is imposed.
+    tokens : ndarray of int, shape (m,)
+        Token selected for each of them.
+    norm : float
+        ``||v||``; ``inf`` when no v satisfies the constraints.
+    coef : ndarray of shape (m,) or None
+        ``v = sum_k coef_k x_{samples_k, tokens_k}``; None when infeasible.
+    """
+
+    samples: np.ndarray
+    tokens: np.ndarray
+    norm: float
+    coef: np.ndarray | None
+
+    @property
+    def feasible(self) -> bool:
+        """True when some v satisfies every selected constraint."""
+        return self.coef is not None
+
+
+def selection_rows(samples: np.ndarray, tokens: np.ndarray, T: int) -> np.ndarray:
+    """Rows of the flattened (nT, nT) token Gram matrix for tokens ``x_{samples_k, tokens_k}``."""
+    return np.asarray(samples, dtype=np.int64) * T + np.asarray(tokens, dtype=np.int64)
+
+
+def selection_svm(
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    tokens: np.ndarray,
+    samples: np.ndarray | None = None,
+) -> SelectionSVM:
+    """Solve ``minimize ||v|| s.t. y_i <v, x_{i, tokens_i}> >= 1`` for ``i`` in ``samples``.
+
+    Parameters
+    ----------
+    H : ndarray of shape (n*T, n*T)
+        Token Gram matrix (:attr:`margin_solver.kernel.TokenGram.H`).
+    y : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    T : int
+        Tokens per sample.
+    tokens : ndarray of int, shape (m,)
+        Selected token of each sample in ``samples``.
+    samples : ndarray of int, shape (m,), optional
+        Samples to constrain; all ``n`` samples (in order) when omitted.
+
+    Returns
+    -------
+    SelectionSVM
+    """
+    samples = np.arange(len(y)) if samples is None else np.asarray(samples, dtype=np.int64)
+    tokens = np.asarray(tokens, dtype=np.int64)
+    if samples.size == 0:
+        return SelectionSVM(samples, tokens, 0.0, np.zeros(0))
+    rows = selection_rows(samples, tokens, T)
+    result = solve_vstep(None, y[samples], solver="ldp", K=H[np.ix_(rows, rows)], fallback=False)
+    if not result.success:
+        return SelectionSVM(samples, tokens, float("inf"), None)
+    return SelectionSVM(samples, tokens, result.norm, result.coef)
+
+
+def token_margins(H: np.ndarray, y: np.ndarray, T: int, svm: SelectionSVM) -> np.ndarray:
+    """``y_i <v, x_it>`` for every sample and token, where v is ``svm``'s; shape (n, T)."""
+    rows = selection_rows(svm.samples, svm.tokens, T)
+    values = H[:, rows] @ svm.coef
+    return y[:, None] * values.reshape(len(y), T)
+
+
+def best_tokens(margins: np.ndarray) -> np.ndarray:
+    """Each sample's token with the largest margin ``y_i <v, x_it>``; shape (n,)."""
+    return np.argmax(margins, axis=1)
+
+
+def hard_selection_alternation(
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    margins: np.ndarray,
+    max_iter: int = 100,
+) -> SelectionSVM:
+    """Improve a token selection by alternating "best token for v" and "SVM on those tokens".
+
+    Parameters
+    ----------
+    H : ndarray of shape (n*T, n*T)
+        Token Gram matrix.
+    y : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    T : int
+        Tokens per sample.
+    margins : ndarray of shape (n, T)
+        ``y_i <v0, x_it>`` for the starting v0 (e.g. the first GD step's v).
+    max_iter : int, default=100
+        Cap on SVM solves.
+
+    Returns
+    -------
+    SelectionSVM
+        The last selection's SVM over all samples (the norm is non-increasing: the current v
+        satisfies the next selection's constraints, since each sample's new token has at
+        least the margin of its old one). Infeasible when the first selection is.
+    """
+    selection = best_tokens(margins)
+    svm = selection_svm(H, y, T, selection)
+    for _ in range(max_iter - 1):
+        if not svm.feasible:
+            break
+        new = best_tokens(token_margins(H, y, T, svm))
+        if np.array_equal(new, selection):
+            break
+        selection = new
+        svm = selection_svm(H, y, T, selection)
+    return svm
+
+
+def attention_svm(H: np.ndarray, T: int, selection: np.ndarray, R: float) -> np.ndarray | None:
+    """Token coefficients of the norm-``R`` attention vector that best singles out ``selection``.
+
+    Solves ``minimize ||p|| s.t. <p, x_{i, sel_i} - x_it> >= 1`` for all ``i`` and ``t != sel_i``
+    (the p maximising the smallest score gap between each selected token and the other tokens of
+    its sample), then rescales p to norm R. p lies in the span of the token differences, so it is
+    returned as coefficients c of shape (n, T) with ``p = sum_it c_it x_it``.
+
+    Parameters
+    ----------
+    H : ndarray of shape (n*T, n*T)
+        Token Gram matrix.
+    T : int
+        Tokens per sample.
+    selection : ndarray of int, shape (n,)
+        Selected token per sample.
+    R : float
+        Norm of the returned p.
+
+    Returns
+    -------
+    ndarray of shape (n, T) or None
+        None when no p realises the selection (its SVM is infeasible). With T = 1, or when
+        every sample's tokens coincide, every p realises it and the zero vector is returned.
+    """
+    n = H.shape[0] // T
+    selection = np.asarray(selection, dtype=np.int64)
+    # One row of the difference operator E per (sample, other token): +1 on the selected
+    # token, -1 on the other; the differences' Gram matrix is E H E^T.
+    pairs = [(i, t) for i in range(n) for t in range(T) if t != selection[i]]
+    if not pairs:
+        return np.zeros((n, T))
+    E = np.zeros((len(pairs), n * T))
+    for k, (i, t) in enumerate(pairs):
+        E[k, i * T + selection[i]] = 1.0
+        E[k, i * T + t] = -1.0
+    K = E @ H @ E.T
+    scale = max(float(np.mean(np.diag(H))), np.finfo(np.float64).tiny)
+    keep = np.diag(K) > _SAME_TOKEN_RTOL * scale
+    if not keep.any():
+        return np.zeros((n, T))
+    E, K = E[keep], K[np.ix_(keep, keep)]
+    result = solve_vstep(None, np.ones(len(K)), solver="ldp", K=K, fallback=False)
+    if not result.success:
+        return None
+    c = (E.T @ result.coef).reshape(n, T)
+    return c * (R / result.norm)

@@ -1,0 +1,60 @@
+"""``margin-solver solve``: output, JSON, and one-line errors with exit status 2."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from margin_solver.cli import main
+from margin_solver.data import Dataset, PaperDistribution
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    ds = PaperDistribution(d=100, T=2, snr=math.sqrt(4 / 10), eta=0.15).sample(10, seed=0)
+    return ds.save(tmp_path / "train.npz")
+
+
+def test_solve_prints_and_writes_json(data_file, tmp_path, capsys):
+    out = tmp_path / "res.json"
+    status = main(["solve", str(data_file), "--R", "3", "--certify", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert status == 0
+    assert "lower bound" in printed and "gap" in printed
+    assert "attention on signal: clean" in printed
+    result = json.loads(out.read_text())
+    assert result["status"] == "optimal" and result["success"] is True
+    assert len(result["v"]) == len(result["p"]) == 100
+    assert result["norm"] >= result["lower_bound"] * (1 - 1e-9)
+    assert f"||v||       {result['norm']:.6g}" in printed
+
+
+@pytest.mark.parametrize(
+    ("R", "match"), [("-1", "R must be a positive"), ("nan", "R must be a positive"), ("0", "R must")]
+)
+def test_bad_R_is_one_line(data_file, capsys, R, match):
+    assert main(["solve", str(data_file), "--R", R]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert match in err
+
+
+def test_missing_and_bad_files(tmp_path, capsys):
+    assert main(["solve", str(tmp_path / "nope.npz"), "--R", "1"]) == 2
+    assert "No dataset file" in capsys.readouterr().err
+    bad = tmp_path / "bad.npz"
+    bad.write_text("not a zip")
+    assert main(["solve", str(bad), "--R", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Cannot read bad.npz" in err
+
+
+def test_infeasible_data_is_one_line(tmp_path, capsys):
+    X = np.array([[[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.0]]])
+    path = Dataset(X, [1, -1]).save(tmp_path / "clash.npz")
+    out = tmp_path / "clash.json"
+    assert main(["solve", str(path), "--R", "1", "--json", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "infeasible" in err
+    assert json.loads(out.read_text())["status"] == "infeasible"

@@ -1,0 +1,174 @@
+"""The P_R solver: feasibility of its answer, the certificate, both forms, starts, errors."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from margin_solver.alternating import DenseForm, KernelForm, evaluate_phi, gradient_coefficients
+from margin_solver.data import Dataset, PaperDistribution
+from margin_solver.kernel import TokenGram, margins
+from margin_solver.metrics import evaluate
+from margin_solver.minnorm import solve_min_norm
+from margin_solver.validation import InvalidInputError
+
+
+def paper(n, kappa, d, T=2, seed=0, n_test=None):
+    dist = PaperDistribution(d=d, T=T, snr=math.sqrt(kappa / n), eta=0.15)
+    if n_test is None:
+        return dist.sample(n, seed=seed)
+    return dist.sample_train_test(n, n_test, seed=seed)
+
+
+@pytest.mark.parametrize("kappa", [4.0, 0.1])
+@pytest.mark.parametrize("R_scale", [1.0, 30.0, 1000.0])
+def test_answer_is_feasible(kappa, R_scale):
+    ds = paper(16, kappa, d=150, seed=1)
+    R = R_scale / math.sqrt(ds.d)
+    res = solve_min_norm(ds, R=R)
+    assert res.status == "optimal"
+    m = margins(ds.X, ds.y.astype(float), res.v, res.p)
+    assert m.min() >= 1 - 1e-7
+    assert res.min_margin == pytest.approx(m.min(), rel=1e-12)
+    assert np.linalg.norm(res.p) <= R * (1 + 1e-12)
+    assert np.linalg.norm(res.v) == pytest.approx(res.norm, rel=1e-9)
+    assert res.margin == pytest.approx(1 / res.norm)
+    assert res.attention.shape == (16, 2)
+    assert np.array_equal(res.selected_token, np.argmax(ds.X @ res.p, axis=1))
+    assert len(res.history["norm"]) == len(res.history["pg_norm"]) == res.n_iter + 1
+    assert res.history["norm"][-1] == pytest.approx(res.norm)
+    assert np.all(np.diff(res.history["norm"]) <= 1e-12)  # accepted steps only decrease phi
+    assert res.norm == min(res.start_norms.values())
+    assert res.lower_bound is None and math.isnan(res.gap)
+
+
+@pytest.mark.parametrize("kappa", [4.0, 0.1])
+def test_large_R_reaches_the_certified_bound(kappa):
+    ds = paper(12, kappa, d=300, seed=2)
+    res = solve_min_norm(ds, R=1000 / math.sqrt(ds.d), certify=True)
+    assert res.bound.status == "optimal"
+    assert res.lower_bound == res.bound.value
+    assert 0 <= res.gap <= 1e-3
+    assert res.gap == pytest.approx((res.norm - res.lower_bound) / res.norm)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_never_below_the_bound(seed):
+    rng = np.random.default_rng(seed)
+    kappa = float(rng.choice([0.1, 1.0, 4.0]))
+    ds = paper(10, kappa, d=int(rng.integers(20, 200)), T=int(rng.integers(2, 4)), seed=seed)
+    for R_scale in (0.3, 3.0, 30.0):
+        res = solve_min_norm(ds, R=R_scale / math.sqrt(ds.d), certify=True, n_random_starts=1)
+        assert res.norm >= res.lower_bound * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("R_scale", [1.0, 10.0, 100.0])
+def test_kernel_and_dense_forms_agree(R_scale):
+    ds = paper(10, 1.0, d=40, seed=5)  # d > nT: auto would pick kernel
+    R = R_scale / math.sqrt(ds.d)
+    kernel = solve_min_norm(ds, R=R, form="kernel")
+    dense = solve_min_norm(ds, R=R, form="dense")
+    assert kernel.form == "kernel" and dense.form == "dense"
+    assert dense.norm == pytest.approx(kernel.norm, rel=1e-8)
+    assert dense.start == kernel.start
+    np.testing.assert_allclose(dense.p, kernel.p, rtol=1e-6, atol=1e-9 * R)
+
+
+def test_kernel_identities_at_a_fixed_p():
+    ds = paper(8, 1.0, d=30, T=3, seed=6)
+    y = ds.y.astype(float)
+    dense, kernel = DenseForm(ds.X), KernelForm(ds.X, TokenGram(ds.X))
+    c = np.random.default_rng(0).standard_normal((8, 3)) * 0.05
+    pd = evaluate_phi(dense, y, dense.from_coefficients(c))
+    pk = evaluate_phi(kernel, y, c)
+    assert pk.phi == pytest.approx(pd.phi, rel=1e-10)
+    gd = dense.from_coefficients(gradient_coefficients(dense, pd))
+    gk = TokenGram.materialize(ds.X, gradient_coefficients(kernel, pk))
+    np.testing.assert_allclose(gk, gd, rtol=1e-8, atol=1e-12)
+
+
+def test_gradient_matches_finite_differences():
+    ds = paper(8, 1.0, d=12, seed=7)
+    y = ds.y.astype(float)
+    form = DenseForm(ds.X)
+    p = np.random.default_rng(1).standard_normal(12) * 0.1
+    point = evaluate_phi(form, y, p)
+    grad = form.from_coefficients(gradient_coefficients(form, point))
+    h = 1e-6
+    for k in range(12):
+        e = np.zeros(12)
+        e[k] = h
+        fd = (evaluate_phi(form, y, p + e).phi - evaluate_phi(form, y, p - e).phi) / (2 * h)
+        assert fd == pytest.approx(grad[k], rel=1e-4, abs=1e-8)
+
+
+def test_benign_and_harmful_regimes_end_to_end():
+    benign_train, benign_test = paper(40, 4.0, d=2000, seed=2, n_test=500)
+    harmful_train, harmful_test = paper(40, 0.1, d=2000, seed=2, n_test=500)
+    R = 100 / math.sqrt(2000)
+    benign = evaluate(*_vp(solve_min_norm(benign_train, R=R)), benign_test)
+    harmful = evaluate(*_vp(solve_min_norm(harmful_train, R=R)), harmful_test)
+    assert benign.error_clean < 0.05 < 0.3 < harmful.error_clean
+    assert benign.attn_signal_clean > 0.9 > 0.6 > harmful.attn_signal_clean
+
+
+def _vp(res):
+    return res.v, res.p
+
+
+def test_arrays_and_dataset_give_the_same_answer():
+    ds = paper(8, 1.0, d=30, seed=8)
+    a = solve_min_norm(ds.X, ds.y, 0.5)
+    b = solve_min_norm(ds, R=0.5)
+    assert a.norm == b.norm
+
+
+def test_random_starts_are_seeded():
+    ds = paper(8, 1.0, d=30, seed=9)
+    a = solve_min_norm(ds, R=0.5, n_random_starts=3, seed=4)
+    b = solve_min_norm(ds, R=0.5, n_random_starts=3, seed=4)
+    assert a.start_norms == b.start_norms
+    assert {"zero", "first_step", "random_0", "random_1", "random_2"} <= set(a.start_norms)
+
+
+def test_infeasible_data_is_a_status():
+    X = np.array([[[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.0]], [[0.0, 1.0], [1.0, 0.0]]])
+    for certify in (False, True):
+        res = solve_min_norm(X, [1, -1, 1], 1.0, certify=certify)
+        assert res.status == "infeasible"
+        assert not res.success
+        assert res.v is None and res.norm == math.inf
+        assert "infeasible" in res.message
+        json.loads(res.to_json())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"R": 0.0}, "R must be a positive finite number"),
+        ({"R": -1.0}, "R must be a positive finite number"),
+        ({"R": float("nan")}, "R must be a positive finite number"),
+        ({"R": float("inf")}, "R must be a positive finite number"),
+        ({"R": None}, "R .* is required"),
+        ({"R": 1.0, "form": "sparse"}, "Unknown form 'sparse'"),
+        ({"R": 1.0, "n_random_starts": -1}, "n_random_starts must be an integer >= 0"),
+        ({"R": 1.0, "max_iter": 0}, "max_iter must be an integer >= 1"),
+    ],
+)
+def test_bad_options(kwargs, match):
+    ds = paper(4, 1.0, d=10)
+    with pytest.raises(InvalidInputError, match=match):
+        solve_min_norm(ds, **kwargs)
+
+
+def test_bad_shapes():
+    with pytest.raises(InvalidInputError, match=r"Expected X of shape \(n_samples, n_tokens"):
+        solve_min_norm(np.ones((4, 5)), [1, -1, 1, -1], 1.0)
+    with pytest.raises(InvalidInputError, match="y has 3 labels but X has 4 samples"):
+        solve_min_norm(np.ones((4, 2, 5)), [1, -1, 1], 1.0)
+    with pytest.raises(InvalidInputError, match="y is required"):
+        solve_min_norm(np.ones((4, 2, 5)), R=1.0)
+    ds = Dataset(np.ones((2, 2, 3)), [1, -1])
+    with pytest.raises(InvalidInputError, match="not a Dataset and y"):
+        solve_min_norm(ds, ds.y, 1.0)
