@@ -33,6 +33,7 @@ __all__ = [
     "logistic_loss_derivative",
     "output_grad_p",
     "loss_and_grads",
+    "token_loss_and_grads",
     "LossGrads",
     "TokenGram",
 ]
@@ -152,6 +153,33 @@ def loss_and_grads(X: np.ndarray, y: np.ndarray, v: np.ndarray, p: np.ndarray) -
     return LossGrads(float(np.mean(logistic_loss(m))), grad_v, grad_p, m, s)
 
 
+def token_loss_and_grads(y: np.ndarray, token_scores: np.ndarray, values: np.ndarray) -> LossGrads:
+    """Mean logistic loss and its gradients as token coefficients, from scores and values.
+
+    Any representation of ``v`` and ``p`` (dense vectors, token coefficients, token
+    coefficients plus extra basis vectors) reduces to the scores ``a_it = <x_it, p>``
+    and token values ``u_it = <x_it, v>``; the gradients are then ``X^T grad_v`` and
+    ``X^T grad_p`` with the (n, T) coefficients returned here.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_samples,)
+    token_scores, values : ndarray of shape (n_samples, n_tokens)
+
+    Returns
+    -------
+    LossGrads
+        ``grad_v`` and ``grad_p`` of shape (n_samples, n_tokens) are token coefficients.
+    """
+    s = softmax(token_scores)
+    f = np.sum(s * values, axis=1)
+    m = y * f
+    w = _loss_weights(y, m)
+    grad_v = s * w[:, None]
+    grad_p = s * (values - f[:, None]) * w[:, None]
+    return LossGrads(float(np.mean(logistic_loss(m))), grad_v, grad_p, m, s)
+
+
 class TokenGram:
     """Token-Gram (kernel) form of the model for vectors in the span of given tokens.
 
@@ -215,14 +243,7 @@ class TokenGram:
         The returned ``grad_v`` and ``grad_p`` (shape (n, T)) are coefficients: the
         dense gradients are ``X^T grad_v`` and ``X^T grad_p``.
         """
-        s = self.attention(c)
-        u = self.apply(a)
-        f = np.sum(s * u, axis=1)
-        m = y * f
-        w = _loss_weights(y, m)
-        grad_v = s * w[:, None]
-        grad_p = s * (u - f[:, None]) * w[:, None]
-        return LossGrads(float(np.mean(logistic_loss(m))), grad_v, grad_p, m, s)
+        return token_loss_and_grads(y, self.apply(c), self.apply(a))
 
     @staticmethod
     def materialize(X: np.ndarray, coef: np.ndarray) -> np.ndarray:

@@ -1,0 +1,596 @@
+"""Gradient-descent endpoints of the single-head attention model (design section 5).
+
+Full-batch GD on the mean logistic loss ``L(v, p) = mean_i log(1 + exp(-y_i f(X_i; v, p)))``
+over both the value head ``v`` and the attention vector ``p``, optionally with weight decay
+``(lam / 2)(||v||^2 + ||p||^2)`` and a norm cap ``||p|| <= R`` (projection after each step).
+
+Schedules
+---------
+``"two-step"``
+    Two full-batch steps of sizes ``beta0`` then ``beta1`` from zero initialisation, the
+    setting of Theorem 3.3 of Magen et al. (arXiv:2410.07746). Step 1 moves only ``v``
+    (``df/dp = 0`` at ``v = 0``): ``v_1 = (beta0 / (2n)) sum_i y_i xbar_i`` with ``xbar_i``
+    the token mean of sample ``i``, and ``p_1 = 0``; ``p`` moves at step 2.
+``"constant"``
+    ``steps`` steps of one fixed size.
+``"normalized"``
+    ``steps`` steps of fixed length along the normalised gradient of the objective.
+
+The paper's exact step sizes are not in the text available to this project; the defaults
+of :func:`default_step_sizes` are our own scaling (derived in ``docs/theory.md`` and
+checked by ``benchmarks/gd_defaults.py``), not the authors' constants.
+
+Two numerical forms give the same iterates: the dense form keeps ``v, p`` in R^d; the
+kernel form keeps coefficients on the training tokens and works with their Gram matrix
+only (design section 4.3). Gradients always lie in the token span, so from zero
+initialisation the iterates stay there. A random initialisation is not in the token span:
+the kernel form then appends the two initial vectors ``v0`` and ``p0`` to the basis (their
+inner products with the tokens and each other extend the Gram matrix), which keeps the two
+forms exactly equivalent.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from margin_solver.data import Dataset
+from margin_solver.kernel import LossGrads, token_loss_and_grads
+from margin_solver.metrics import evaluate
+from margin_solver.results import DIVERGED, MAX_ITER, OPTIMAL, ResultMixin
+from margin_solver.validation import InvalidInputError, check_positive
+
+__all__ = [
+    "GDResult",
+    "gradient_descent",
+    "default_step_sizes",
+    "token_scale",
+    "TRAJECTORY_COLUMNS",
+    "FIRST_STEP_SCALE",
+    "SCORE_GAP_PER_LOG_N",
+]
+
+logger = logging.getLogger("margin_solver")
+
+SCHEDULES = ("two-step", "constant", "normalized")
+INITS = ("zero", "random")
+FORMS = ("auto", "dense", "kernel")
+
+#: Target own-token value ``c0 = beta0 nu^2 / (2 n T)`` after the first step (docs/theory.md).
+FIRST_STEP_SCALE = 0.1
+#: The second step targets an own-token score gap of ``SCORE_GAP_PER_LOG_N * log(n)``.
+SCORE_GAP_PER_LOG_N = 0.5
+#: The kernel form stores an (nT)^2 Gram matrix; above this many tokens "auto" stays dense.
+MAX_KERNEL_TOKENS = 6000
+
+#: Quantities recorded along the trajectory (NaN where not available, e.g. no test set).
+TRAJECTORY_COLUMNS = (
+    "step",
+    "loss",
+    "objective",
+    "train_error",
+    "train_error_clean",
+    "test_error",
+    "test_error_clean",
+    "attn_signal_clean",
+    "attn_signal_noisy",
+    "norm_v",
+    "norm_p",
+    "min_margin",
+    "normalized_margin",
+)
+
+
+@dataclass(repr=False)
+class GDResult(ResultMixin):
+    """Endpoint and trajectory of :func:`gradient_descent`.
+
+    Attributes
+    ----------
+    v, p : ndarray of shape (n_features,)
+        Final iterate (the last finite one when the run diverged).
+    trajectory : dict of str to ndarray
+        One array per name in :data:`TRAJECTORY_COLUMNS`, one entry per recorded step.
+        ``loss`` is the mean logistic loss, ``objective`` adds the weight decay term;
+        errors and attention come from :func:`margin_solver.metrics.evaluate`;
+        ``normalized_margin = min_i y_i f_i / ||v||`` (f is 1-homogeneous in ``v``; ``p``
+        enters only through the attention, bounded by ``R`` when a cap is set).
+    status : str
+        ``"max_iter"`` (all requested steps done), ``"optimal"`` (objective gradient norm
+        fell below ``tol``) or ``"diverged"`` (a non-finite value appeared).
+    message : str
+    schedule : str
+    step_sizes : list of float
+        ``[beta0, beta1]`` for ``"two-step"``, ``[step]`` otherwise.
+    steps : int
+        Steps taken.
+    weight_decay : float
+    R : float or None
+    init : str
+    form : {"dense", "kernel"}
+    loss : float
+        Final mean logistic loss on the training set.
+    margin : float
+        Final ``min_i y_i f_i``.
+    norm : float
+        Final ``||v||``.
+    norm_p : float
+        Final ``||p||``.
+    normalized_margin : float
+        ``margin / norm``.
+    attention : ndarray of shape (n_samples, n_tokens)
+        Final training attention.
+    selected_token : ndarray of shape (n_samples,)
+        Argmax of each training sample's attention.
+    solve_time : float
+        Seconds spent in the loop (setup, e.g. the Gram matrix, included).
+    """
+
+    v: np.ndarray
+    p: np.ndarray
+    trajectory: dict[str, np.ndarray]
+    status: str
+    message: str
+    schedule: str
+    step_sizes: list[float]
+    steps: int
+    weight_decay: float
+    R: float | None
+    init: str
+    form: str
+    loss: float
+    margin: float
+    norm: float
+    norm_p: float
+    normalized_margin: float
+    attention: np.ndarray
+    selected_token: np.ndarray
+    solve_time: float = field(default=0.0)
+
+    @property
+    def interpolates(self) -> bool:
+        """True when every training sample has a positive margin."""
+        return self.margin > 0
+
+
+def token_scale(X: np.ndarray) -> float:
+    """Mean squared token norm ``nu^2 = mean_{i,t} ||x_it||^2`` (about ``sigma^2 d``)."""
+    return float(np.mean(np.einsum("ntd,ntd->nt", X, X)))
+
+
+def default_step_sizes(
+    X: np.ndarray,
+    first_step_scale: float = FIRST_STEP_SCALE,
+    gap_per_log_n: float = SCORE_GAP_PER_LOG_N,
+) -> tuple[float, float]:
+    """Default ``(beta0, beta1)`` of the two-step schedule, scaled by n, T and the tokens.
+
+    With ``nu^2`` the mean squared token norm (:func:`token_scale`):
+
+    * ``beta0 = c0 * 2 n T / nu^2`` makes the first step's own-token value
+      ``<x_it, v_1> ~ (beta0 / (2 n T)) y_i ||x_it||^2`` equal to ``c0 y_i``;
+    * ``beta1 = G * 2 n T / (c0 nu^2)`` with ``G = gap_per_log_n * log(n)`` makes the
+      own-token score after step 2, ``(beta1 / (n T)) (-l'(m_i)) y_i (u_it - f_i) ||x_it||^2``
+      with ``-l' ~ 1/2`` and ``y_i (u_it - f_i) ~ c0``, of order ``G``: attention gaps of
+      order ``log n`` concentrate the softmax on one token per sample.
+
+    These are this package's choices, not the paper's constants (unknown here); see
+    ``docs/theory.md`` and ``benchmarks/gd_defaults.py``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_tokens, n_features)
+    first_step_scale : float, default=FIRST_STEP_SCALE
+        ``c0``.
+    gap_per_log_n : float, default=SCORE_GAP_PER_LOG_N
+        ``G / log(n)``.
+
+    Returns
+    -------
+    (beta0, beta1) : tuple of float
+    """
+    n, T, _ = X.shape
+    nu2 = token_scale(X)
+    if nu2 <= 0:
+        raise InvalidInputError("All tokens are zero; GD has nothing to learn from.")
+    c0 = check_positive(first_step_scale, "first_step_scale")
+    gap = check_positive(gap_per_log_n, "gap_per_log_n") * math.log(max(n, 2))
+    beta0 = c0 * 2 * n * T / nu2
+    beta1 = gap * 2 * n * T / (c0 * nu2)
+    return beta0, beta1
+
+
+class _DenseForm:
+    """Parameters as a (2, d) array: row 0 is ``v``, row 1 is ``p``."""
+
+    name = "dense"
+
+    def __init__(self, X: np.ndarray, W0: np.ndarray):
+        n, T, d = X.shape
+        self.shape = (n, T)
+        self.flat = X.reshape(n * T, d)
+        self.W0 = W0
+
+    def token_products(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Token values ``X v`` and scores ``X p``, each (n, T), in one product."""
+        P = self.flat @ W.T
+        return P[:, 0].reshape(self.shape), P[:, 1].reshape(self.shape)
+
+    def from_token_coef(self, gv: np.ndarray, gp: np.ndarray) -> np.ndarray:
+        return np.stack([gv.reshape(-1), gp.reshape(-1)]) @ self.flat
+
+    def sq_norms(self, W: np.ndarray) -> np.ndarray:
+        return np.einsum("kd,kd->k", W, W)
+
+    def dense(self, W: np.ndarray) -> np.ndarray:
+        return W
+
+
+class _KernelForm:
+    """Parameters as coefficients on a basis of the training tokens (plus the initial vectors).
+
+    ``B`` stacks the nT training tokens and, for a random initialisation, ``v0`` and ``p0``;
+    ``G = B B^T``. Row ``k`` of ``W`` holds coefficients ``w`` with vector ``B^T w``.
+    """
+
+    name = "kernel"
+
+    def __init__(self, X: np.ndarray, W0: np.ndarray):
+        n, T, d = X.shape
+        self.shape = (n, T)
+        self.nT = n * T
+        flat = X.reshape(self.nT, d)
+        extra = W0 if np.any(W0) else np.zeros((0, d))
+        self.basis = np.concatenate([flat, extra]) if len(extra) else flat
+        self.G = self.basis @ self.basis.T
+        self.W0 = np.zeros((2, len(self.basis)))
+        if len(extra):
+            self.W0[0, self.nT] = self.W0[1, self.nT + 1] = 1.0
+        self._token_rows = self.G[: self.nT]
+
+    def token_products(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        P = self._token_rows @ W.T
+        return P[:, 0].reshape(self.shape), P[:, 1].reshape(self.shape)
+
+    def from_token_coef(self, gv: np.ndarray, gp: np.ndarray) -> np.ndarray:
+        out = np.zeros((2, len(self.basis)))
+        out[0, : self.nT] = gv.reshape(-1)
+        out[1, : self.nT] = gp.reshape(-1)
+        return out
+
+    def sq_norms(self, W: np.ndarray) -> np.ndarray:
+        return np.maximum(np.einsum("km,km->k", W @ self.G, W), 0.0)
+
+    def dense(self, W: np.ndarray) -> np.ndarray:
+        return W @ self.basis
+
+
+def gradient_descent(
+    X: Any,
+    y: Any = None,
+    *,
+    schedule: Literal["two-step", "constant", "normalized"] = "two-step",
+    steps: int | None = None,
+    step_size: float | None = None,
+    beta0: float | None = None,
+    beta1: float | None = None,
+    weight_decay: float = 0.0,
+    R: float | None = None,
+    init: Literal["zero", "random"] = "zero",
+    init_scale: float = 1e-2,
+    seed: int | np.random.SeedSequence | None = None,
+    form: Literal["auto", "dense", "kernel"] = "auto",
+    test: Dataset | None = None,
+    record_steps: Iterable[int] | None = None,
+    record_every: int | None = None,
+    tol: float = 0.0,
+    callback: Callable[[dict[str, float]], None] | None = None,
+) -> GDResult:
+    """Full-batch gradient descent on the mean logistic loss over ``(v, p)``.
+
+    Parameters
+    ----------
+    X : Dataset or array-like of shape (n_samples, n_tokens, n_features)
+        Training tokens; a :class:`~margin_solver.data.Dataset` also supplies ``y``
+        and the clean labels / signal index used for the trajectory's metrics.
+    y : array-like of shape (n_samples,), optional
+        Labels in {-1, +1}; required unless ``X`` is a Dataset.
+    schedule : {"two-step", "constant", "normalized"}, default="two-step"
+    steps : int, optional
+        Number of steps; fixed at 2 for ``"two-step"``, default 1000 otherwise.
+    step_size : float, optional
+        Step of ``"constant"`` (default: the default ``beta0``) or the length of each
+        ``"normalized"`` step in the joint (v, p) norm (default ``1 / nu``, so token
+        values move by O(1) per step; ``nu^2`` is the mean squared token norm).
+    beta0, beta1 : float, optional
+        Steps of ``"two-step"``; defaults from :func:`default_step_sizes`.
+    weight_decay : float, default=0.0
+        ``lam`` in the objective ``L + (lam / 2)(||v||^2 + ||p||^2)``. The authors relate
+        the min-norm interpolator to GD with small weight decay (seed reply, W2 and Q1).
+    R : float, optional
+        Norm cap: after each step ``p <- p * min(1, R / ||p||)``.
+    init : {"zero", "random"}, default="zero"
+        ``"random"`` draws ``v0, p0`` with i.i.d. ``N(0, (init_scale / nu)^2)``
+        coordinates, so initial token values and scores are O(init_scale).
+    init_scale : float, default=1e-2
+    seed : int or SeedSequence, optional
+        Seed of the random initialisation.
+    form : {"auto", "dense", "kernel"}, default="auto"
+        ``"auto"`` takes the kernel form when ``d > nT``, the run is long enough to repay
+        the one-off Gram product (``steps > nT / 4``) and ``nT <= MAX_KERNEL_TOKENS``.
+    test : Dataset, optional
+        Held-out data for the trajectory's test errors.
+    record_steps : iterable of int, optional
+        Steps (0 = initialisation) at which to record the trajectory.
+    record_every : int, optional
+        Record every so many steps (and the last step). Default: every step for
+        ``"two-step"``, about 100 points otherwise.
+    tol : float, default=0.0
+        Stop with status ``"optimal"`` when the objective's gradient norm is <= tol.
+    callback : callable, optional
+        Called with each recorded row (a dict) as soon as it is recorded, e.g. to
+        write progress to disk.
+
+    Returns
+    -------
+    GDResult
+
+    Raises
+    ------
+    InvalidInputError
+        Bad shapes or labels, unknown options, non-positive step sizes, record steps
+        outside ``[0, steps]``, a test set of another dimension.
+
+    Examples
+    --------
+    >>> from margin_solver.data import PaperDistribution
+    >>> train = PaperDistribution(d=2000, snr=0.35, eta=0.1).sample(20, seed=0)
+    >>> res = gradient_descent(train)
+    >>> res.status, res.steps, bool(res.interpolates)
+    ('max_iter', 2, True)
+    """
+    start = time.perf_counter()
+    train = _as_dataset(X, y)
+    n, T, d = train.X.shape
+    Xtr = train.X
+    yf = train.y.astype(np.float64)
+    if schedule not in SCHEDULES:
+        raise InvalidInputError(f"schedule must be one of {SCHEDULES}, got {schedule!r}.")
+    if init not in INITS:
+        raise InvalidInputError(f"init must be one of {INITS}, got {init!r}.")
+    if form not in FORMS:
+        raise InvalidInputError(f"form must be one of {FORMS}, got {form!r}.")
+    if test is not None:
+        test = _as_dataset(test, None, name="test")
+        if test.d != d:
+            raise InvalidInputError(f"test has d={test.d} features but the training set has d={d}.")
+    steps = _check_steps(schedule, steps)
+    sizes = _step_sizes(Xtr, schedule, steps, step_size, beta0, beta1)
+    lam = _check_nonnegative(weight_decay, "weight_decay")
+    if R is not None:
+        R = check_positive(R, "R")
+    tol = _check_nonnegative(tol, "tol")
+    recorded = _record_set(schedule, steps, record_steps, record_every)
+
+    W0 = np.zeros((2, d))
+    if init == "random":
+        scale = check_positive(init_scale, "init_scale") / math.sqrt(token_scale(Xtr))
+        W0 = np.random.default_rng(seed).normal(0.0, scale, size=(2, d))
+    chosen = _choose_form(form, n * T, d, steps)
+    state = (_KernelForm if chosen == "kernel" else _DenseForm)(Xtr, W0)
+    W = state.W0.copy()
+    if R is not None:
+        W[1] *= min(1.0, R / max(math.sqrt(state.sq_norms(W)[1]), 1e-300))
+
+    rows: list[dict[str, float]] = []
+    status, message, lg = MAX_ITER, "", None
+    last_good = (W, None)
+    t = 0
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for t in range(steps + 1):
+            values, sc = state.token_products(W)
+            lg = token_loss_and_grads(yf, sc, values)
+            sq = state.sq_norms(W)
+            if not (np.isfinite(lg.loss) and np.all(np.isfinite(W)) and np.all(np.isfinite(sq))):
+                status = DIVERGED
+                message = (
+                    f"diverged at step {t}: non-finite parameters or loss; the step sizes "
+                    f"{sizes} are too large for this data. Returned the last finite iterate "
+                    f"(step {t - 1})."
+                )
+                break
+            last_good = (W, lg)
+            if t in recorded:
+                row = _record(t, state.dense(W), lg, sq, lam, train, test)
+                rows.append(row)
+                if callback is not None:
+                    callback(row)
+            if t == steps:
+                break
+            grads = state.from_token_coef(lg.grad_v, lg.grad_p)
+            if lam:
+                grads = grads + lam * W
+            if tol and math.sqrt(float(state.sq_norms(grads).sum())) <= tol:
+                status = OPTIMAL
+                message = f"objective gradient norm <= tol={tol:g} at step {t}."
+                if t not in recorded:
+                    rows.append(_record(t, state.dense(W), lg, sq, lam, train, test))
+                break
+            W = _update(state, W, grads, schedule, sizes, t)
+            if R is not None:
+                W[1] *= min(1.0, R / max(math.sqrt(state.sq_norms(W)[1]), 1e-300))
+
+    W, lg = last_good
+    if lg is None:  # diverged at step 0: only possible with a non-finite random init
+        raise InvalidInputError("The initial point is not finite; lower init_scale.")
+    steps_done = t if status != DIVERGED else max(t - 1, 0)
+    v, p = state.dense(W)
+    sq = state.sq_norms(W)
+    margin = float(np.min(lg.margins))
+    norm_v, norm_p = math.sqrt(sq[0]), math.sqrt(sq[1])
+    if status == MAX_ITER:
+        message = (
+            f"ran all {steps} steps ({schedule}); final loss {lg.loss:.4g}, "
+            f"{'interpolates' if margin > 0 else 'does not interpolate'} the training set."
+        )
+    logger.info("gradient_descent: %s", message)
+    return GDResult(
+        v=v,
+        p=p,
+        trajectory=_columns(rows),
+        status=status,
+        message=message,
+        schedule=schedule,
+        step_sizes=list(sizes),
+        steps=steps_done,
+        weight_decay=lam,
+        R=R,
+        init=init,
+        form=state.name,
+        loss=lg.loss,
+        margin=margin,
+        norm=norm_v,
+        norm_p=norm_p,
+        normalized_margin=margin / norm_v if norm_v > 0 else float("nan"),
+        attention=lg.attention,
+        selected_token=np.argmax(lg.attention, axis=1),
+        solve_time=time.perf_counter() - start,
+    )
+
+
+def _update(state: Any, W: np.ndarray, grads: np.ndarray, schedule: str, sizes: tuple, t: int) -> np.ndarray:
+    if schedule == "two-step":
+        return W - sizes[t] * grads
+    if schedule == "constant":
+        return W - sizes[0] * grads
+    norm = math.sqrt(float(state.sq_norms(grads).sum()))
+    return W if norm == 0 else W - (sizes[0] / norm) * grads
+
+
+def _record(
+    t: int,
+    dense: np.ndarray,
+    lg: LossGrads,
+    sq: np.ndarray,
+    lam: float,
+    train: Dataset,
+    test: Dataset | None,
+) -> dict[str, float]:
+    v, p = dense
+    tr = evaluate(v, p, train)
+    te = evaluate(v, p, test) if test is not None else None
+    norm_v = math.sqrt(sq[0])
+    return {
+        "step": t,
+        "loss": lg.loss,
+        "objective": lg.loss + 0.5 * lam * float(sq.sum()),
+        "train_error": tr.error,
+        "train_error_clean": _nan(tr.error_clean),
+        "test_error": _nan(te.error if te else None),
+        "test_error_clean": _nan(te.error_clean if te else None),
+        "attn_signal_clean": _nan(tr.attn_signal_clean),
+        "attn_signal_noisy": _nan(tr.attn_signal_noisy),
+        "norm_v": norm_v,
+        "norm_p": math.sqrt(sq[1]),
+        "min_margin": tr.min_margin,
+        "normalized_margin": tr.min_margin / norm_v if norm_v > 0 else float("nan"),
+    }
+
+
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _columns(rows: list[dict[str, float]]) -> dict[str, np.ndarray]:
+    out = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in TRAJECTORY_COLUMNS}
+    out["step"] = out["step"].astype(np.int64)
+    return out
+
+
+def _as_dataset(X: Any, y: Any, name: str = "X") -> Dataset:
+    if isinstance(X, Dataset):
+        if y is not None:
+            raise InvalidInputError(f"{name} is a Dataset, which carries its labels; do not pass y.")
+        return X
+    if y is None:
+        raise InvalidInputError(f"y is required when {name} is an array (or pass a Dataset).")
+    return Dataset(X, y)
+
+
+def _check_steps(schedule: str, steps: int | None) -> int:
+    if schedule == "two-step":
+        if steps not in (None, 2):
+            raise InvalidInputError(
+                f"The two-step schedule takes exactly 2 steps, got steps={steps!r}; "
+                "use schedule='constant' for longer runs."
+            )
+        return 2
+    if steps is None:
+        return 1000
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise InvalidInputError(f"steps must be a positive integer, got {steps!r}.")
+    return int(steps)
+
+
+def _step_sizes(
+    X: np.ndarray,
+    schedule: str,
+    steps: int,
+    step_size: float | None,
+    beta0: float | None,
+    beta1: float | None,
+) -> tuple[float, ...]:
+    if schedule == "two-step":
+        if step_size is not None:
+            raise InvalidInputError("The two-step schedule takes beta0 and beta1, not step_size.")
+        d0, d1 = default_step_sizes(X) if beta0 is None or beta1 is None else (beta0, beta1)
+        b0 = d0 if beta0 is None else check_positive(beta0, "beta0")
+        b1 = d1 if beta1 is None else check_positive(beta1, "beta1")
+        return (b0, b1)
+    if beta0 is not None or beta1 is not None:
+        raise InvalidInputError(f"beta0/beta1 belong to the two-step schedule; use step_size for {schedule!r}.")
+    if step_size is not None:
+        return (check_positive(step_size, "step_size"),)
+    if schedule == "constant":
+        return (default_step_sizes(X)[0],)
+    return (1.0 / math.sqrt(token_scale(X)),)
+
+
+def _check_nonnegative(value: Any, name: str) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name} must be a number >= 0, got {value!r}.") from None
+    if not math.isfinite(out) or out < 0:
+        raise InvalidInputError(f"{name} must be a finite number >= 0, got {value!r}.")
+    return out
+
+
+def _record_set(
+    schedule: str, steps: int, record_steps: Iterable[int] | None, record_every: int | None
+) -> set[int]:
+    if record_steps is not None and record_every is not None:
+        raise InvalidInputError("Give record_steps or record_every, not both.")
+    if record_steps is not None:
+        out = {int(s) for s in record_steps}
+        bad = sorted(s for s in out if not 0 <= s <= steps)
+        if bad:
+            raise InvalidInputError(f"record_steps must lie in [0, {steps}], got {bad[:5]}.")
+        return out
+    if record_every is None:
+        record_every = 1 if schedule == "two-step" else max(1, steps // 100)
+    if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
+        raise InvalidInputError(f"record_every must be a positive integer, got {record_every!r}.")
+    return set(range(0, steps + 1, int(record_every))) | {steps}
+
+
+def _choose_form(form: str, nT: int, d: int, steps: int) -> str:
+    if form != "auto":
+        return form
+    return "kernel" if d > nT and steps > nT / 4 and nT <= MAX_KERNEL_TOKENS else "dense"

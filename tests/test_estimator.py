@@ -1,0 +1,91 @@
+"""SingleHeadAttentionClassifier: scikit-learn conventions, GD and min-norm methods."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from margin_solver.data import PaperDistribution
+from margin_solver.estimator import NotFittedError, SingleHeadAttentionClassifier
+from margin_solver.gd import gradient_descent
+from margin_solver.kernel import outputs
+from margin_solver.validation import InvalidInputError
+
+HAS_MINNORM = importlib.util.find_spec("margin_solver.minnorm") is not None
+
+
+@pytest.fixture(scope="module")
+def data():
+    dist = PaperDistribution(d=2000, T=2, snr=np.sqrt(4 / 30), eta=0.1)
+    return dist.sample_train_test(30, 100, seed=4)
+
+
+def test_init_only_stores_and_params_round_trip():
+    clf = SingleHeadAttentionClassifier(method="bogus", steps=-3)  # validated in fit
+    params = clf.get_params()
+    assert params["method"] == "bogus" and params["steps"] == -3
+    assert set(params) == {"method", "R", "schedule", "steps", "step_size", "weight_decay",
+                           "random_state", "solver_options"}
+    assert clf.set_params(method="gd", steps=None) is clf and clf.method == "gd"
+    with pytest.raises(InvalidInputError, match="Invalid parameter 'alpha'"):
+        clf.set_params(alpha=1.0)
+    assert repr(SingleHeadAttentionClassifier(method="gd")) == "SingleHeadAttentionClassifier(method='gd')"
+
+
+def test_gd_fit_predict_score(data):
+    train, test = data
+    clf = SingleHeadAttentionClassifier(method="gd")
+    assert clf.fit(train.X, train.y) is clf
+    ref = gradient_descent(train)
+    np.testing.assert_array_equal(clf.v_, ref.v)
+    np.testing.assert_array_equal(clf.p_, ref.p)
+    assert clf.result_.status == "max_iter" and clf.n_features_in_ == train.d
+    np.testing.assert_allclose(clf.decision_function(test.X), outputs(test.X, ref.v, ref.p))
+    assert set(np.unique(clf.predict(test.X))) <= {-1, 1}
+    assert clf.score(train.X, train.y) == 1.0  # two-step GD interpolates here
+    assert clf.score(test.X, test.clean_y) >= 0.9
+
+
+def test_not_fitted_and_bad_inputs(data):
+    train, _ = data
+    clf = SingleHeadAttentionClassifier(method="gd")
+    with pytest.raises(NotFittedError, match="not fitted yet"):
+        clf.predict(train.X)
+    assert isinstance(NotFittedError("x"), (ValueError, AttributeError))
+    with pytest.raises(InvalidInputError, match="method must be one of"):
+        SingleHeadAttentionClassifier(method="svm").fit(train.X, train.y)
+    with pytest.raises(InvalidInputError, match="Expected X of shape"):
+        clf.fit(train.X[:, 0, :], train.y)
+    with pytest.raises(InvalidInputError, match="Use 2 \\* y - 1"):
+        clf.fit(train.X, (train.y + 1) // 2)
+    clf.fit(train.X, train.y)
+    with pytest.raises(InvalidInputError, match="fitted with 2000"):
+        clf.predict(train.X[:, :, :10])
+
+
+def test_sklearn_clone_and_cross_val_score(data):
+    sklearn_base = pytest.importorskip("sklearn.base")  # sklearn is a test dependency
+    from sklearn.model_selection import cross_val_score
+
+    train, _ = data
+    clf = SingleHeadAttentionClassifier(method="gd", schedule="constant", steps=30, weight_decay=1e-3)
+    twin = sklearn_base.clone(clf)
+    assert twin is not clf and twin.get_params() == clf.get_params()
+    assert not hasattr(twin, "v_")
+    scores = cross_val_score(SingleHeadAttentionClassifier(method="gd"), train.X, train.y, cv=3)
+    assert scores.shape == (3,) and np.all((0 <= scores) & (scores <= 1))
+    assert scores.mean() >= 0.6
+
+
+@pytest.mark.skipif(not HAS_MINNORM, reason="margin_solver.minnorm is not merged on this branch yet")
+def test_min_norm_method(data):
+    from margin_solver.minnorm import solve_min_norm
+
+    train, test = data
+    clf = SingleHeadAttentionClassifier(method="min-norm", R=5.0).fit(train.X, train.y)
+    ref = solve_min_norm(train.X, train.y.astype(float), 5.0)
+    np.testing.assert_allclose(clf.v_, ref.v, rtol=1e-6, atol=1e-9)
+    assert clf.score(train.X, train.y) == 1.0  # an interpolator
+    assert np.linalg.norm(clf.p_) <= 5.0 * (1 + 1e-9)
