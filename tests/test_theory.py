@@ -1,0 +1,308 @@
+"""Theorem-condition checker: regime predictions, estimators on raw arrays, observed verdicts."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from margin_solver.data import Dataset, PaperDistribution
+from margin_solver.estimation import estimate_signal_noise
+from margin_solver.theory import (
+    BENIGN,
+    HARMFUL,
+    NO_INTERPOLATION,
+    OUTSIDE,
+    REGIMES,
+    Constants,
+    check_conditions,
+)
+from margin_solver.validation import InvalidInputError
+
+ROWS = {
+    "tokens_per_sample",
+    "T_bounded",
+    "snr_benign",
+    "snr_harmful",
+    "label_noise_rate",
+    "noisy_samples",
+    "dimension_theorem",
+    "dimension_experiment",
+    "noise_orthogonality",
+    "noise_crosstalk",
+    "noise_norm_concentration",
+    "signal_noise_orthogonality",
+}
+
+
+def _sample(kappa: float, n: int = 40, d: int = 600, eta: float = 0.1, seed: int = 2, **kw):
+    dist = PaperDistribution(d=d, snr=math.sqrt(kappa / n), eta=eta, **kw)
+    return dist, *dist.sample_train_test(n, 400, seed=seed)
+
+
+def _benign_solution(dist: PaperDistribution, train: Dataset):
+    """Clean samples attend to the signal, noisy ones to their noise token, which v memorises."""
+    mu, rho = dist.signal_vectors(), dist.signal_norm
+    xi = train.X[:, 1]
+    noisy = np.flatnonzero(train.flipped)
+    v = (mu[0] - mu[1]) / rho**2
+    p = 10 * (mu[0] + mu[1]) / rho**2
+    for i in noisy:
+        v = v + 2 * train.y[i] * xi[i] / (xi[i] @ xi[i])
+        p = p + 30 * xi[i] / (xi[i] @ xi[i])
+    return v, p
+
+
+def _memorising_solution(train: Dataset):
+    """Every sample attends to its noise token and v memorises every label (no signal)."""
+    xi = train.X[:, 1]
+    w = xi / np.einsum("ij,ij->i", xi, xi)[:, None]
+    return 2 * (train.y[:, None] * w).sum(axis=0), 30 * w.sum(axis=0)
+
+
+def test_prediction_flips_across_the_snr_threshold():
+    _, low, _ = _sample(kappa=0.2)
+    _, high, _ = _sample(kappa=8.0)
+    assert low.flipped.sum() >= 1 and high.flipped.sum() >= 1
+    r_low, r_high = check_conditions(low), check_conditions(high)
+    assert r_low.predicted_regime == HARMFUL
+    assert r_high.predicted_regime == BENIGN
+    assert r_low.condition("snr_harmful").holds and not r_low.condition("snr_benign").holds
+    assert r_high.condition("snr_benign").holds and not r_high.condition("snr_harmful").holds
+    assert r_high.condition("snr_benign").value == pytest.approx(8.0)
+    # Same predictions from the raw arrays alone (SNR estimated).
+    assert check_conditions(Dataset(low.X, low.y)).predicted_regime == HARMFUL
+    assert check_conditions(Dataset(high.X, high.y)).predicted_regime == BENIGN
+
+
+def test_transition_band_gives_no_prediction():
+    _, train, _ = _sample(kappa=2.0)
+    report = check_conditions(train)
+    assert report.predicted_regime == OUTSIDE
+    assert "transition band" in report.regime_reason
+    # Moving the constants moves the verdict: the thresholds are parameters, not hard-coded.
+    assert check_conditions(train, constants=Constants(kappa_benign=1.5)).predicted_regime == BENIGN
+
+
+def test_correlated_noise_tokens_predict_no_interpolation():
+    # N = n (T-1) = 800 noise tokens in d = 200: cross-talk ~ sqrt(800/200) = 2 > 1.
+    dist = PaperDistribution(d=200, T=5, snr=0.5, eta=0.1)
+    train = dist.sample(200, seed=0)
+    report = check_conditions(train)
+    crosstalk = report.condition("noise_crosstalk")
+    assert crosstalk.value == pytest.approx(2.0, rel=0.15)
+    assert crosstalk.holds is False
+    assert report.condition("noise_norm_concentration").holds
+    assert report.predicted_regime == NO_INTERPOLATION
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "failing"),
+    [
+        (dict(eta=0.4), "label_noise_rate"),
+        (dict(eta=0.0), "noisy_samples"),
+    ],
+)
+def test_failed_assumption_is_outside_the_theory(kwargs, failing):
+    _, train, _ = _sample(kappa=8.0, **kwargs)
+    report = check_conditions(train)
+    assert report.condition(failing).holds is False
+    assert report.predicted_regime == OUTSIDE
+    assert failing in report.regime_reason
+
+
+def test_one_token_per_sample_is_outside_the_theory():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 1, 50))
+    y = np.where(X[:, 0, 0] > 0, 1, -1)
+    report = check_conditions(Dataset(X, y))
+    assert report.condition("tokens_per_sample").holds is False
+    assert report.condition("noise_crosstalk").value is None
+    assert report.predicted_regime == OUTSIDE
+    json.dumps(report.to_dict())
+
+
+def test_large_T_only_warns():
+    dist = PaperDistribution(d=2000, T=12, snr=math.sqrt(8 / 40), eta=0.1)
+    report = check_conditions(dist.sample(40, seed=1))
+    assert report.condition("T_bounded").holds is False
+    assert any(w.startswith("T_bounded") for w in report.warnings)
+    assert report.predicted_regime == BENIGN
+
+
+def test_noise_correlated_with_signal_fails_orthogonality():
+    _, train, _ = _sample(kappa=8.0, noise="isotropic")
+    assert check_conditions(train).condition("signal_noise_orthogonality").holds
+    X = train.X.copy()
+    X[:, 1, 0] += 0.5 * np.linalg.norm(X[:, 1], axis=1)  # noise leaning on mu_+ = rho e_1
+    report = check_conditions(Dataset(X, train.y, train.clean_y, train.signal_index, train.params))
+    assert report.condition("signal_noise_orthogonality").holds is False
+    assert report.predicted_regime == OUTSIDE
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(T=2),
+        dict(T=4, signal_position="random"),
+        dict(T=3, signal="antipodal", noise="isotropic", signal_position="random"),
+        dict(T=3, signal="random"),
+    ],
+)
+@pytest.mark.parametrize("given", ["nothing", "signal_index", "clean_y"])
+def test_estimates_from_raw_arrays_match_generating_values(kw, given):
+    snr = 0.08
+    dist = PaperDistribution(d=400, snr=snr, eta=0.15, **kw)
+    ds = dist.sample(100, seed=7)
+    extra = {"signal_index": ds.signal_index} if given == "signal_index" else {}
+    if given == "clean_y":
+        extra = {"clean_y": ds.clean_y}
+    raw = Dataset(ds.X, ds.y, **extra)
+    est = estimate_signal_noise(raw)
+    assert est.snr == pytest.approx(snr, rel=0.1)
+    assert est.sigma == pytest.approx(1.0, rel=0.05)
+    assert est.signal_rank == (1 if kw.get("signal") == "antipodal" else 2)
+    assert np.array_equal(est.signal_index, ds.signal_index)
+    realised = ds.flipped.mean()
+    if given == "clean_y":
+        assert est.eta == realised
+    else:
+        assert abs(est.eta - realised) <= 0.03
+    report = check_conditions(raw)
+    assert report.condition("snr_benign").estimated
+    assert report.condition("label_noise_rate").estimated == (given != "clean_y")
+    assert report.condition("noisy_samples").estimated == (given != "clean_y")
+
+
+def test_generating_values_are_not_flagged_estimated():
+    _, train, _ = _sample(kappa=8.0)
+    report = check_conditions(train)
+    for name in ("snr_benign", "snr_harmful", "label_noise_rate", "noisy_samples", "noise_crosstalk"):
+        assert report.condition(name).estimated is False
+
+
+def test_noisy_signal_tokens_rho_is_debiased():
+    # Real-data-like: the signal token carries noise of its own; the class means do too.
+    dist = PaperDistribution(d=500, T=3, snr=0.3, eta=0.1, signal_position="random")
+    ds = dist.sample(100, seed=4)
+    X = ds.X.copy()
+    X[np.arange(100), ds.signal_index] += 0.5 * np.random.default_rng(5).standard_normal((100, 500))
+    est = estimate_signal_noise(Dataset(X, ds.y, signal_index=ds.signal_index))
+    assert est.rho == pytest.approx(dist.signal_norm, rel=0.1)
+    assert est.class_separation > 4
+
+
+def test_unidentifiable_signal_is_warned_about():
+    dist = PaperDistribution(d=500, T=3, snr=0.05, eta=0.1, signal_position="random")
+    ds = dist.sample(100, seed=4)
+    X = ds.X.copy()
+    X[np.arange(100), ds.signal_index] += 0.5 * np.random.default_rng(5).standard_normal((100, 500))
+    report = check_conditions(Dataset(X, ds.y))
+    assert any("hard to identify" in w for w in report.warnings)
+    assert any("eta estimate is unreliable" in w for w in report.warnings)
+
+
+def test_every_row_is_present_and_serialisable(tmp_path):
+    dist, train, test = _sample(kappa=8.0)
+    report = check_conditions(train, dict(zip("vp", _benign_solution(dist, train))), test)
+    assert {r.name for r in report.conditions} == ROWS
+    out = json.loads(json.dumps(report.to_dict()))
+    assert out["predicted_regime"] in REGIMES
+    assert out["success"] is True
+    assert "not reproduced" in out["disclaimer"]
+    for row in out["conditions"]:
+        assert set(row) >= {"name", "source", "formula", "value", "threshold", "constant",
+                            "holds", "estimated"}
+        assert row["source"]
+    assert out["observed"]["test"]["error_clean"] is not None
+    text = str(report)
+    for name in ROWS:
+        assert name in text
+    assert "predicted regime: benign" in text and "verdict: AGREES" in text
+
+
+def test_observed_verdicts_with_hand_made_solutions():
+    dist, train, test = _sample(kappa=8.0)
+    benign = check_conditions(train, dict(zip("vp", _benign_solution(dist, train))), test)
+    obs = benign.observed
+    assert obs.interpolates and obs.regime == BENIGN
+    assert obs.clean_error <= 0.05 and obs.test["error"] == pytest.approx(test.flipped.mean(), abs=0.05)
+    assert obs.train["attn_signal_clean"] > 0.9 and obs.train["attn_signal_noisy"] < 0.1
+    assert benign.verdict.startswith("AGREES")
+
+    v, p = _memorising_solution(train)
+    harmful = check_conditions(train, SimpleNamespace(v=v, p=p), test)
+    assert harmful.observed.interpolates and harmful.observed.regime == HARMFUL
+    assert harmful.observed.train["attn_signal_clean"] < 0.1
+    assert harmful.verdict.startswith("DISAGREES")
+
+    zero = check_conditions(train, {"v": np.zeros(train.d), "p": np.zeros(train.d)}, test)
+    assert zero.observed.regime == NO_INTERPOLATION and zero.verdict.startswith("DISAGREES")
+
+    no_test = check_conditions(train, dict(zip("vp", _benign_solution(dist, train))))
+    assert no_test.observed.regime is None and no_test.verdict.startswith("partial")
+
+
+def test_interpolator_where_two_step_gd_is_predicted_to_fail():
+    # n = 100 noise tokens in d = 120: cross-talk ~ 0.9, so two-step GD should not interpolate,
+    # yet an exact memoriser exists; its generalisation is judged against the SNR side.
+    dist = PaperDistribution(d=120, T=2, snr=math.sqrt(8 / 100), eta=0.1)
+    train, test = dist.sample_train_test(100, 400, seed=0)
+    xi = train.X[:, 1]
+    dual = np.linalg.solve(xi @ xi.T, np.stack([train.y.astype(float), np.ones(100)], axis=1))
+    v, p = xi.T @ dual[:, 0], 30 * (xi.T @ dual[:, 1])
+    report = check_conditions(train, {"v": v, "p": p}, test)
+    assert report.predicted_regime == NO_INTERPOLATION
+    assert report.snr_regime == BENIGN
+    assert report.observed.interpolates and report.observed.regime == HARMFUL
+    assert report.verdict.startswith("predicted no interpolation by two-step GD, but this")
+    assert report.verdict.endswith("DISAGREES: SNR side benign, observed harmful")
+    assert "SNR side alone: benign" in str(report)
+
+
+def test_observed_without_clean_test_labels_uses_eta():
+    dist, train, test = _sample(kappa=8.0)
+    raw_test = Dataset(test.X, test.y)
+    report = check_conditions(train, dict(zip("vp", _benign_solution(dist, train))), raw_test)
+    obs = report.observed
+    assert obs.clean_error_estimated
+    assert obs.clean_error == pytest.approx(
+        max(0.0, (obs.test["error"] - 0.1) / 0.8), rel=1e-12
+    )
+    assert obs.regime == BENIGN
+
+
+def test_subsampled_noise_gram_is_reported():
+    _, train, _ = _sample(kappa=8.0, n=60)
+    report = check_conditions(train, constants=Constants(max_tokens=40))
+    assert report.noise.subsampled and report.noise.n_gram_tokens == 20
+    assert any("noise Gram computed on 20 of 60" in w for w in report.warnings)
+    full = check_conditions(train)
+    assert report.condition("noise_crosstalk").value == pytest.approx(
+        full.condition("noise_crosstalk").value, rel=0.3
+    )
+
+
+def test_bad_inputs_raise_clear_errors(tmp_path):
+    _, train, test = _sample(kappa=8.0)
+    with pytest.raises(InvalidInputError, match=r"solution v of shape \(600,\)"):
+        check_conditions(train, {"v": np.zeros(5), "p": np.zeros(600)})
+    with pytest.raises(InvalidInputError, match="lacks key"):
+        check_conditions(train, {"v": np.zeros(600)})
+    with pytest.raises(InvalidInputError, match="must expose dense 'v' and 'p'"):
+        check_conditions(train, 3.0)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InvalidInputError, match="not valid JSON"):
+        check_conditions(train, str(bad))
+    with pytest.raises(InvalidInputError, match="test set has d=10"):
+        check_conditions(train, test=PaperDistribution(d=10, snr=1.0).sample(5, seed=0))
+    with pytest.raises(InvalidInputError, match="must be a Dataset"):
+        check_conditions(train.X)
+    with pytest.raises(InvalidInputError, match="kappa_harmful"):
+        Constants(kappa_harmful=5.0)
+    with pytest.raises(InvalidInputError, match="positive"):
+        Constants(norm_tol=-1.0)
