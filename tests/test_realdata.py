@@ -97,7 +97,7 @@ def test_mnist_study_runs_on_a_local_file_and_needs_its_path(tmp_path):
     images = (rng.random((80, 28, 28)) * 100).astype(np.uint8)
     images[labels == 3, :14] += 120  # a class-dependent upper half: learnable
     np.savez(tmp_path / "mnist.npz", x_train=images, y_train=labels, x_test=images[:2], y_test=labels[:2])
-    res = run_study("mnist", tmp_path / "out", "tiny", jobs=1, data_path=tmp_path / "mnist.npz")
+    res = run_study("mnist", tmp_path / "out", "tiny", methods=["uniform-svm"], jobs=1, data_path=tmp_path / "mnist.npz")
     assert res.sweep.n_run == 2 and res.sweep.n_failed == 0 and res.png.is_file()
     with pytest.raises(InvalidInputError, match="--mnist PATH"):
         run_study("mnist", tmp_path / "out2", "tiny", jobs=1)

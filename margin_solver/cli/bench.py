@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the studies, printing one line per finished study."""
 
     def report(res: StudyResult) -> None:
-        print(f"{res.name}: {res.sweep.message} in {res.sweep.seconds:.1f} s -> {res.png}, {res.table}", flush=True)
+        figure = f"{res.png}, " if res.png is not None else ""
+        print(f"{res.name}: {res.message} in {res.seconds:.1f} s -> {figure}{res.table}", flush=True)
 
     path = run_bench(
         args.out, args.size, studies=args.only, command=_command(args),
