@@ -82,6 +82,19 @@ def regime_map(rows: list[dict[str, Any]], benign_max_error: float = 0.1) -> dic
     return out
 
 
+#: The checker's SNR-side prediction, as plotted.
+PREDICTIONS = ("harmful", "outside the theory", "benign")
+
+
+def predicted_map(rows: list[dict[str, Any]]) -> dict[tuple, str]:
+    """The checker's SNR-side regime per (n, snr): the most frequent over seeds and methods."""
+    votes: dict[tuple, list[str]] = defaultdict(list)
+    for row in rows:
+        if row.get("snr_regime"):
+            votes[(row["n"], row["snr"])].append(row["snr_regime"])
+    return {k: max(set(v), key=v.count) for k, v in votes.items()}
+
+
 def _edges(values: np.ndarray) -> np.ndarray:
     """Cell edges on a log scale (geometric midpoints) for a heatmap over sorted values."""
     logv = np.log(values)
@@ -107,8 +120,11 @@ def plot_phase_diagram(csv: str | os.PathLike, png: str | os.PathLike, benign_ma
     err = aggregate(rows, ("method", "n", "snr"), "test_error_clean")
     regimes = regime_map(rows, benign_max_error)
     meta = rows[0]
-    fig, axes = plt.subplots(len(methods), 2, figsize=(11, 4.2 * len(methods)), squeeze=False)
+    predicted = predicted_map(rows)
+    ncols = 3 if predicted else 2
+    fig, axes = plt.subplots(len(methods), ncols, figsize=(5.6 * ncols, 4.4 * len(methods)), squeeze=False)
     cmap_reg = ListedColormap(["#bdbdbd", "#4daf4a", "#e41a1c"])
+    cmap_pred = ListedColormap(["#fbb4ae", "#fff2ae", "#ccebc5"])
     curve_n = np.geomspace(ns[0] * 0.8, ns[-1] * 1.25, 100)
     for row_axes, method in zip(axes, methods):
         E = np.array([[err.get((method, n, s), (np.nan,))[0] for n in ns] for s in snrs])
@@ -121,14 +137,31 @@ def plot_phase_diagram(csv: str | os.PathLike, png: str | os.PathLike, benign_ma
                 if np.isfinite(E[i, j]):
                     ax.text(n, s, f"{E[i, j]:.2f}", ha="center", va="center", fontsize=7,
                             color="white" if E[i, j] > 0.25 else "black")
-        ax.set_title(f"{method}: clean test error")
+        ax.set_title(f"{method}: clean test error", fontsize=10)
         ax2 = row_axes[1]
         mesh2 = ax2.pcolormesh(_edges(ns), _edges(snrs), Rg, cmap=cmap_reg,
                                norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3), shading="flat")
         cbar = fig.colorbar(mesh2, ax=ax2, ticks=[0, 1, 2])
         cbar.ax.set_yticklabels([REGIME_NAMES[k] for k in (0, 1, 2)])
-        ax2.set_title(f"{method}: regime (benign = interpolates, clean error <= {benign_max_error:g})", fontsize=9)
-        for a in (ax, ax2):
+        ax2.set_title(f"{method}: observed regime\n(benign = interpolates and clean error <= {benign_max_error:g})",
+                      fontsize=9)
+        used = [ax, ax2]
+        if predicted:
+            ax3 = row_axes[2]
+            P = np.array([[PREDICTIONS.index(predicted[(n, s)]) if (n, s) in predicted else np.nan
+                           for n in ns] for s in snrs], dtype=float)
+            mesh3 = ax3.pcolormesh(_edges(ns), _edges(snrs), P, cmap=cmap_pred,
+                                   norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3), shading="flat")
+            cbar3 = fig.colorbar(mesh3, ax=ax3, ticks=[0, 1, 2])
+            cbar3.ax.set_yticklabels(["harmful", "no prediction\n(transition band)", "benign"])
+            for i, s in enumerate(snrs):
+                for j, n in enumerate(ns):
+                    mark = _agreement(predicted.get((n, s)), regimes.get((method, n, s)))
+                    ax3.text(n, s, mark, ha="center", va="center", fontsize=8)
+            ax3.set_title(f"checker's SNR-side prediction vs {method}\n"
+                          "(agree / DIFFER / no-int = observed does not interpolate)", fontsize=9)
+            used.append(ax3)
+        for a in used:
             a.plot(curve_n, 1 / np.sqrt(curve_n), "w--", lw=2)
             a.plot(curve_n, 1 / np.sqrt(curve_n), "k--", lw=1, label="SNR = 1/sqrt(n)  (kappa = 1)")
             a.set_xscale("log")
@@ -146,6 +179,16 @@ def plot_phase_diagram(csv: str | os.PathLike, png: str | os.PathLike, benign_ma
         f"{int(max(v[2] for v in err.values()))} seeds per cell"
     )
     return _save(fig, png)
+
+
+def _agreement(predicted: str | None, observed: int | None) -> str:
+    if predicted is None or observed is None:
+        return ""
+    if observed == NO_INTERPOLATION:
+        return "no-int"
+    if predicted not in ("benign", "harmful"):
+        return ""
+    return "agree" if (predicted == "benign") == (observed == BENIGN) else "DIFFER"
 
 
 def plot_curves(

@@ -37,6 +37,7 @@ from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.fileio import write_json
 from margin_solver.methods import METHODS, MethodCall
 from margin_solver.resultlog import ResultLog, canonical, read_rows
+from margin_solver.theory import check_conditions
 from margin_solver.results import FAILED, ResultMixin, to_jsonable
 from margin_solver.validation import InvalidInputError
 
@@ -66,13 +67,13 @@ METHOD_FIELDS = (
 )
 
 #: Every column of the results CSV, in order.
-FIELDS = (*KEY_FIELDS, "n_test", "n_noisy", *METHOD_FIELDS, "seconds")
+FIELDS = (*KEY_FIELDS, "n_test", "n_noisy", "predicted_regime", "snr_regime", *METHOD_FIELDS, "seconds")
 
 #: How long to wait for a Dask scheduler to answer.
 DASK_CONNECT_TIMEOUT = "20s"
 
 #: Columns holding text; every other column is numeric.
-TEXT_FIELDS = frozenset({"data", "method", "status", "message"})
+TEXT_FIELDS = frozenset({"data", "method", "status", "message", "predicted_regime", "snr_regime"})
 
 
 # -- cells and grids --------------------------------------------------------------------------
@@ -207,12 +208,17 @@ class SweepConfig:
     data_options : dict, default={}
         Options of the data source, e.g. ``PaperDistribution`` keywords (``sigma``,
         ``signal``) for ``"paper"``, or the patching of ``"digits"``.
+    check : bool, default=True
+        Run the theorem checker (:func:`margin_solver.theory.check_conditions`, package
+        constants) on each cell's training set and record its ``predicted_regime`` and
+        ``snr_regime`` (not timed).
     """
 
     sweep_seed: int = 0
     n_test: int = 1000
     method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     data_options: dict[str, Any] = field(default_factory=dict)
+    check: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
@@ -310,6 +316,9 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         train, test = DATA_SOURCES[cell.data](cell, seeds, config.n_test, dict(config.data_options))
         row["n_test"] = test.n
         row["n_noisy"] = None if train.flipped is None else int(train.flipped.sum())
+        if config.check:
+            report = check_conditions(train)
+            row.update(predicted_regime=report.predicted_regime, snr_regime=report.snr_regime)
         call = MethodCall(cell=cell, options=dict(config.method_options.get(cell.method, {})), init_seed=seeds.init)
         start = time.perf_counter()
         fields = job.method(train, test, call)
