@@ -10,6 +10,7 @@ Re-running a study with the same ``out_dir`` resumes it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ import numpy as np
 from margin_solver import study_plots
 from margin_solver.fileio import atomic_write_text
 from margin_solver.realdata import digits_shape, mnist_shape
-from margin_solver.sweeps import SweepConfig, SweepGrid, SweepResult, load_results, run_sweep
+from margin_solver.sweeps import SweepConfig, SweepGrid, SweepResult, load_results, run_sweep, sidecar_path
 from margin_solver.validation import InvalidInputError
 
 SIZES = ("tiny", "quick", "full")
@@ -127,13 +128,13 @@ def _eta_plot(csv: Path, png: Path) -> Path:
 
 # -- real data --------------------------------------------------------------------------------------
 def _digits_options(size: str) -> dict[str, Any]:
-    return {"classes": [3, 8], "patch": 4, "position": True, "lift": _pick(size, 64, 256, 512), "lift_seed": 0}
+    return {"classes": [3, 8], "patch": 4, "position": True, "lift": _pick(size, 64, 1024, 2048), "lift_seed": 0}
 
 
 def _digits_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
     T, d = digits_shape(**_digits_options(size))
     return [SweepGrid(
-        n=_pick(size, [10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 320]), d=[d], T=[T], eta=[0.1],
+        n=_pick(size, [10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 250]), d=[d], T=[T], eta=[0.1],
         seeds=_pick(size, 1, 3, 5), methods=list(methods), data="digits",
     )]
 
@@ -142,12 +143,16 @@ def _digits_config(size: str) -> SweepConfig:
     return SweepConfig(sweep_seed=2410_07746, n_test=1000, data_options=_digits_options(size))
 
 
-def _digits_plot(csv: Path, png: Path) -> Path:
+def _image_plot(csv: Path, png: Path) -> Path:
     r = load_results(csv)[0]
+    opts = json.loads(sidecar_path(csv).read_text())["config"]["data_options"]
+    a, b = opts["classes"]
+    lift = f", ReLU lift to d={r['d']:g}" if opts.get("lift") else ""
+    position = " + position" if opts.get("position", True) else ""
     return study_plots.plot_curves(
         csv, png, "n", ["train_error", "test_error_clean", "test_error_noisy"],
-        title=f"Digits 3 vs 8 as T={r['T']:g} patch tokens (4x4 + position, ReLU lift to d={r['d']:g}), "
-        f"eta={r['eta']:g}",
+        title=f"{r['data']}: {a} (-1) vs {b} (+1) as T={r['T']:g} tokens of {opts['patch']}x{opts['patch']} "
+        f"patches{position}{lift}, eta={r['eta']:g}",
         xlabel="n (training images)", logx=True,
     )
 
@@ -166,16 +171,6 @@ def _mnist_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
 
 def _mnist_config(size: str) -> SweepConfig:
     return SweepConfig(sweep_seed=2410_07746, n_test=2000, data_options=_mnist_options(size))
-
-
-def _mnist_plot(csv: Path, png: Path) -> Path:
-    r = load_results(csv)[0]
-    return study_plots.plot_curves(
-        csv, png, "n", ["train_error", "test_error_clean", "test_error_noisy"],
-        title=f"MNIST 3 vs 8 as T={r['T']:g} patch tokens (7x7 + position, ReLU lift to d={r['d']:g}), "
-        f"eta={r['eta']:g}",
-        xlabel="n (training images)", logx=True,
-    )
 
 
 # -- trajectories and speed (not grids of cells) ------------------------------------------------------
@@ -218,9 +213,9 @@ STUDIES: dict[str, Study] = {
               ("d",), ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy")),
         Study("eta", "Label-noise sweep", _eta_grids, _synthetic_config, _eta_plot,
               ("eta",), ("train_error", "test_error_clean", "test_error_noisy")),
-        Study("digits", "Real data: handwritten digits", _digits_grids, _digits_config, _digits_plot,
+        Study("digits", "Real data: handwritten digits", _digits_grids, _digits_config, _image_plot,
               ("n",), ("train_error", "test_error_clean", "test_error_noisy")),
-        Study("mnist", "Real data: MNIST from a local file", _mnist_grids, _mnist_config, _mnist_plot,
+        Study("mnist", "Real data: MNIST from a local file", _mnist_grids, _mnist_config, _image_plot,
               ("n",), ("train_error", "test_error_clean", "test_error_noisy"), needs_path=True),
         Study("trajectories", "GD trajectories against the min-norm solution", custom=_trajectories),
         Study("speed", "Solver speed (v-step, min-norm, GD benchmarks)", custom=_speed),
