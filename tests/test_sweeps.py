@@ -157,3 +157,24 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(sweeps, "DASK_CONNECT_TIMEOUT", "1s")
     with pytest.raises(InvalidInputError, match="Cannot reach the Dask scheduler"):
         run_sweep(GRID, tmp_path / "x.csv", CONFIG, scheduler="tcp://127.0.0.1:1")
+
+
+def test_all_methods_on_one_grid_point_are_consistent(tmp_path):
+    grid = SweepGrid(n=[10], d=[200], snr=[0.6], seeds=2, methods=["uniform-svm", "min-norm", "gd-two-step", "gd-long"])
+    config = SweepConfig(n_test=100, method_options={"gd-long": {"steps": 50}})
+    res = run_sweep(grid, tmp_path / "m.csv", config, jobs=1)
+    assert res.success and res.n_run == 8
+    rows = {(r["method"], r["seed"]): r for r in load_results(tmp_path / "m.csv")}
+    for seed in (0.0, 1.0):
+        mn, uni = rows[("min-norm", seed)], rows[("uniform-svm", seed)]
+        # p = 0 is feasible for P_R, so the min-norm value cannot exceed the uniform-attention SVM's
+        assert mn["norm"] <= uni["norm"] * (1 + 1e-6)
+        assert mn["min_margin"] == pytest.approx(1.0, abs=1e-6) and mn["p_norm"] <= mn["R"] * (1 + 1e-9)
+        # certified (n = 10 <= CERTIFY_MAX_N): the bound sits below the value, gap = relative distance
+        assert mn["lower_bound"] <= mn["norm"] * (1 + 1e-6)
+        assert mn["gap"] == pytest.approx((mn["norm"] - mn["lower_bound"]) / mn["norm"], abs=1e-6)
+        assert rows[("gd-two-step", seed)]["iterations"] == 2 and rows[("gd-long", seed)]["iterations"] == 50
+        assert rows[("gd-two-step", seed)]["R"] == rows[("gd-two-step", seed)]["p_norm"]
+        # every method sees the same training set
+        assert len({rows[(m, seed)]["n_noisy"] for m in grid.methods}) == 1
+        assert mn["predicted_regime"] and mn["snr_regime"] in ("benign", "harmful", "outside the theory")
