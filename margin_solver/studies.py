@@ -134,7 +134,7 @@ def _digits_options(size: str) -> dict[str, Any]:
 def _digits_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
     T, d = digits_shape(**_digits_options(size))
     return [SweepGrid(
-        n=_pick(size, [10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 250]), d=[d], T=[T], eta=[0.1],
+        n=_pick(size, [10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 240]), d=[d], T=[T], eta=[0.1],
         seeds=_pick(size, 1, 3, 5), methods=list(methods), data="digits",
     )]
 
