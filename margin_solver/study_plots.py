@@ -173,12 +173,14 @@ def plot_phase_diagram(csv: str | os.PathLike, png: str | os.PathLike, benign_ma
             a.minorticks_off()
             a.set_xlabel("n (training samples)")
             a.set_ylabel("SNR = rho / (sigma sqrt(d))")
-            a.legend(loc="upper right", fontsize=7)
+    # One legend for all panels, below them, so that it hides no cell.
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles[:1], labels[:1], loc="lower center", fontsize=9, frameon=False)
     fig.suptitle(
         f"Phase diagram: d={meta['d']:g}, T={meta['T']:g}, eta={meta['eta']:g}, "
         f"{int(max(v[2] for v in err.values()))} seeds per cell"
     )
-    return _save(fig, png)
+    return _save(fig, png, rect=(0, 0.03, 1, 1))
 
 
 def _agreement(predicted: str | None, observed: int | None) -> str:
@@ -244,10 +246,10 @@ def plot_curves(
     return _save(fig, png)
 
 
-def _save(fig, png: str | os.PathLike) -> Path:
+def _save(fig, png: str | os.PathLike, rect: tuple[float, float, float, float] = (0, 0, 1, 1)) -> Path:
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     tmp = png.with_name(f".{png.name}.tmp.png")
     fig.savefig(tmp, dpi=DPI)
     os.replace(tmp, png)
