@@ -49,13 +49,21 @@ def aggregate(rows: Iterable[dict[str, Any]], by: Sequence[str], value: str | Ca
     groups: dict[tuple, list[float]] = defaultdict(list)
     for row in rows:
         x = row[value] if isinstance(value, str) else value(row)
-        groups[tuple(row[k] for k in by)].append(float(x))
+        groups[tuple(_key(row[k]) for k in by)].append(float(x))
     out = {}
     for key, xs in groups.items():
         arr = np.asarray(xs, dtype=float)
         ok = arr[~np.isnan(arr)]
         out[key] = (float(ok.mean()) if ok.size else float("nan"), float(ok.std()) if ok.size else float("nan"), int(ok.size))
     return out
+
+
+# NaN != NaN, so every NaN group value maps to this one object (dicts match keys by identity first).
+_NAN_KEY = float("nan")
+
+
+def _key(value: Any) -> Any:
+    return _NAN_KEY if isinstance(value, float) and np.isnan(value) else value
 
 
 def _interpolates(row: dict[str, Any]) -> float:
