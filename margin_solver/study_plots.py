@@ -260,6 +260,17 @@ def _save(fig, png: str | os.PathLike, rect: tuple[float, float, float, float] =
     fig.tight_layout(rect=rect)
     tmp = png.with_name(f".{png.name}.tmp.png")
     fig.savefig(tmp, dpi=DPI)
+    _shrink(tmp)
     os.replace(tmp, png)
     _pyplot().close(fig)
     return png
+
+
+def _shrink(path: Path) -> None:
+    """Re-encode a figure with an adaptive 256-colour palette: about 3x smaller, same look
+    (figures have few distinct colours), still at :data:`DPI` dots per inch."""
+    from PIL import Image
+
+    with Image.open(path) as img:
+        small = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True, dpi=(DPI, DPI))
