@@ -60,7 +60,9 @@ class MethodCall:
     init_seed: np.random.SeedSequence = field(default_factory=np.random.SeedSequence)
 
 
-def register_method(name: str) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
+def register_method(
+    name: str,
+) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
     """Decorator adding a function ``(train, test, call) -> dict`` to :data:`METHODS`."""
 
     def decorate(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
@@ -126,7 +128,9 @@ R_SCALE = 100.0
 CERTIFY_MAX_N = 16
 
 
-def min_norm_solution(train: Dataset, options: dict[str, Any], init_seed: np.random.SeedSequence) -> tuple[Any, float]:
+def min_norm_solution(
+    train: Dataset, options: dict[str, Any], init_seed: np.random.SeedSequence
+) -> tuple[Any, float]:
     """Solve P_R on ``train`` with the ``min-norm`` method's options; return (result, R).
 
     Options: ``R`` (radius; default ``R_scale / nu``, ``nu^2`` the mean squared token norm),
@@ -150,8 +154,14 @@ def min_norm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
     """The min-norm interpolator P_R (:func:`margin_solver.minnorm.solve_min_norm`), certified
     (``lower_bound``, relative ``gap``) for small n; options as in :func:`min_norm_solution`."""
     res, R = min_norm_solution(train, call.options, call.init_seed)
-    out: dict[str, Any] = {"status": res.status, "message": res.message, "R": R, "iterations": res.n_iter,
-                           "lower_bound": res.lower_bound, "gap": res.gap}
+    out: dict[str, Any] = {
+        "status": res.status,
+        "message": res.message,
+        "R": R,
+        "iterations": res.n_iter,
+        "lower_bound": res.lower_bound,
+        "gap": res.gap,
+    }
     if res.v is not None:
         out.update(model_fields(res.v, res.p, train, test))
     return out

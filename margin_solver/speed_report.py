@@ -29,8 +29,16 @@ SCRIPT_ARGS: dict[str, dict[str, list[str] | None]] = {
         "quick": ["--n", "100", "--d", "2000", "--repeats", "1", "--json", "{out}"],
         "full": ["--n", "100", "--d", "10000", "--repeats", "3", "--json", "{out}"],
     },
-    "minnorm_scaling": {"tiny": None, "quick": ["--quick", "--out", "{out}"], "full": ["--out", "{out}"]},
-    "gd_speed": {"tiny": None, "quick": ["--repeats", "1", "--out", "{out}"], "full": ["--out", "{out}"]},
+    "minnorm_scaling": {
+        "tiny": None,
+        "quick": ["--quick", "--out", "{out}"],
+        "full": ["--out", "{out}"],
+    },
+    "gd_speed": {
+        "tiny": None,
+        "quick": ["--repeats", "1", "--out", "{out}"],
+        "full": ["--out", "{out}"],
+    },
 }
 
 
@@ -40,7 +48,9 @@ def benchmarks_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
-def run_speed_report(out_dir: str | os.PathLike, size: str, timeout: float = 3600.0) -> tuple[Path, Path, str]:
+def run_speed_report(
+    out_dir: str | os.PathLike, size: str, timeout: float = 3600.0
+) -> tuple[Path, Path, str]:
     """Run the speed scripts for ``size``; write ``speed.csv`` and ``speed.md`` under ``out_dir``.
 
     Returns
@@ -61,25 +71,54 @@ def run_speed_report(out_dir: str | os.PathLike, size: str, timeout: float = 360
             argv = [a.replace("{out}", str(json_out)) for a in args]
             command = " ".join(["python", f"benchmarks/{script}.py", *argv])
             if path is None or not path.is_file():
-                log.append({"script": script, "size": size, "command": command, "exit_code": None,
-                            "seconds": None, "output": f"benchmarks/{script}.py not found (run from a source checkout)"})
+                log.append(
+                    {
+                        "script": script,
+                        "size": size,
+                        "command": command,
+                        "exit_code": None,
+                        "seconds": None,
+                        "output": f"benchmarks/{script}.py not found (run from a source checkout)",
+                    }
+                )
                 continue
             started = time.perf_counter()
             try:
-                proc = subprocess.run([sys.executable, str(path), *argv], capture_output=True, text=True,
-                                      timeout=timeout, cwd=path.parent.parent, check=False)
-                code, text = proc.returncode, proc.stdout + (f"\n[stderr]\n{proc.stderr}" if proc.returncode else "")
+                proc = subprocess.run(
+                    [sys.executable, str(path), *argv],
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    cwd=path.parent.parent,
+                    check=False,
+                )
+                code, text = (
+                    proc.returncode,
+                    proc.stdout + (f"\n[stderr]\n{proc.stderr}" if proc.returncode else ""),
+                )
             except subprocess.TimeoutExpired:
                 code, text = None, f"timed out after {timeout:g} s"
             seconds = time.perf_counter() - started
-            log.append({"script": script, "size": size, "command": command, "exit_code": code,
-                        "seconds": seconds, "output": text.replace("\n", "\\n")})
+            log.append(
+                {
+                    "script": script,
+                    "size": size,
+                    "command": command,
+                    "exit_code": code,
+                    "seconds": seconds,
+                    "output": text.replace("\n", "\\n"),
+                }
+            )
             ran += 1
     rows = [r for r in read_rows(csv, FIELDS) if r["size"] == size]
-    parts = [f"Speed benchmarks of the earlier issues, run one after the other at bench size {size!r}.\n"]
+    parts = [
+        f"Speed benchmarks of the earlier issues, run one after the other at bench size {size!r}.\n"
+    ]
     for r in rows:
         secs = f"{float(r['seconds']):.1f} s" if r["seconds"] else "-"
-        parts.append(f"### {r['script']}\n\n`{r['command']}` (exit {r['exit_code'] or '-'}, {secs})\n\n"
-                     "```\n" + r["output"].replace("\\n", "\n").strip() + "\n```\n")
+        parts.append(
+            f"### {r['script']}\n\n`{r['command']}` (exit {r['exit_code'] or '-'}, {secs})\n\n"
+            "```\n" + r["output"].replace("\\n", "\n").strip() + "\n```\n"
+        )
     atomic_write_text(md, "\n".join(parts))
     return csv, md, f"{ran} speed scripts run, {len(rows) - ran} already done"

@@ -23,7 +23,14 @@ import numpy as np
 from margin_solver import study_plots
 from margin_solver.fileio import atomic_write_text
 from margin_solver.realdata import digits_shape, mnist_shape
-from margin_solver.sweeps import SweepConfig, SweepGrid, SweepResult, load_results, run_sweep, sidecar_path
+from margin_solver.sweeps import (
+    SweepConfig,
+    SweepGrid,
+    SweepResult,
+    load_results,
+    run_sweep,
+    sidecar_path,
+)
 from margin_solver.validation import InvalidInputError
 
 SIZES = ("tiny", "quick", "full")
@@ -76,7 +83,12 @@ def _pick(size: str, tiny: Any, quick: Any, full: Any) -> Any:
 # -- phase diagram ----------------------------------------------------------------------------------
 def _phase_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
     n = _pick(size, [6, 12], [8, 16, 32, 64], [8, 16, 32, 64, 128])
-    snr = _pick(size, [0.1, 1.0], np.geomspace(0.05, 1.0, 5).round(4).tolist(), np.geomspace(0.03, 1.0, 7).round(4).tolist())
+    snr = _pick(
+        size,
+        [0.1, 1.0],
+        np.geomspace(0.05, 1.0, 5).round(4).tolist(),
+        np.geomspace(0.03, 1.0, 7).round(4).tolist(),
+    )
     d = _pick(size, 60, 1000, 4000)
     seeds = _pick(size, 1, 3, 5)
     return [SweepGrid(n=n, d=[d], snr=snr, eta=[0.1], seeds=seeds, methods=list(methods))]
@@ -93,50 +105,87 @@ def _dsweep_n(size: str) -> int:
 
 def _dsweep_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
     n = _dsweep_n(size)
-    d = _pick(size, [2 * n, n * n, 4 * n * n], [2 * n, 5 * n, n * n // 2, n * n, 5 * n * n, 20 * n * n],
-              [2 * n, 5 * n, n * n // 2, n * n, 5 * n * n, 20 * n * n])
-    return [SweepGrid(n=[n], d=d, kappa=[4.0], eta=[0.1], seeds=_pick(size, 1, 3, 5), methods=list(methods))]
+    d = _pick(
+        size,
+        [2 * n, n * n, 4 * n * n],
+        [2 * n, 5 * n, n * n // 2, n * n, 5 * n * n, 20 * n * n],
+        [2 * n, 5 * n, n * n // 2, n * n, 5 * n * n, 20 * n * n],
+    )
+    return [
+        SweepGrid(
+            n=[n], d=d, kappa=[4.0], eta=[0.1], seeds=_pick(size, 1, 3, 5), methods=list(methods)
+        )
+    ]
 
 
 def _dsweep_plot(csv: Path, png: Path) -> Path:
     rows = load_results(csv)
     n = int(rows[0]["n"])
     return study_plots.plot_curves(
-        csv, png, "d", ["test_error_clean", "train_error", "attn_signal_clean", "attn_signal_noisy"],
+        csv,
+        png,
+        "d",
+        ["test_error_clean", "train_error", "attn_signal_clean", "attn_signal_noisy"],
         title=f"d-sweep at n={n}, kappa = n SNR^2 = {rows[0]['kappa']:g}, eta={rows[0]['eta']:g}",
-        xlabel="d (token dimension, log scale)", logx=True, vlines={"d = 2n": 2 * n, "d = n^2": n * n},
+        xlabel="d (token dimension, log scale)",
+        logx=True,
+        vlines={"d = 2n": 2 * n, "d = n^2": n * n},
     )
 
 
 # -- eta sweep -------------------------------------------------------------------------------------
 def _eta_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
-    return [SweepGrid(
-        n=[_pick(size, 8, 20, 40)], d=[_pick(size, 60, 1000, 4000)], kappa=[4.0],
-        eta=_pick(size, [0.0, 0.2], [0.0, 0.05, 0.1, 0.2, 0.3], [0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4]),
-        seeds=_pick(size, 1, 3, 5), methods=list(methods),
-    )]
+    return [
+        SweepGrid(
+            n=[_pick(size, 8, 20, 40)],
+            d=[_pick(size, 60, 1000, 4000)],
+            kappa=[4.0],
+            eta=_pick(
+                size, [0.0, 0.2], [0.0, 0.05, 0.1, 0.2, 0.3], [0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4]
+            ),
+            seeds=_pick(size, 1, 3, 5),
+            methods=list(methods),
+        )
+    ]
 
 
 def _eta_plot(csv: Path, png: Path) -> Path:
     r = load_results(csv)[0]
     return study_plots.plot_curves(
-        csv, png, "eta", ["test_error_clean", "test_error_noisy", "attn_signal_clean", "attn_signal_noisy"],
+        csv,
+        png,
+        "eta",
+        ["test_error_clean", "test_error_noisy", "attn_signal_clean", "attn_signal_noisy"],
         title=f"Label-noise sweep: n={r['n']:g}, d={r['d']:g}, kappa={r['kappa']:g}",
-        xlabel="eta (label-flip probability)", diagonal="test_error_noisy",
+        xlabel="eta (label-flip probability)",
+        diagonal="test_error_noisy",
     )
 
 
 # -- real data --------------------------------------------------------------------------------------
 def _digits_options(size: str) -> dict[str, Any]:
-    return {"classes": [3, 8], "patch": 4, "position": True, "lift": _pick(size, 64, 1024, 2048), "lift_seed": 0}
+    return {
+        "classes": [3, 8],
+        "patch": 4,
+        "position": True,
+        "lift": _pick(size, 64, 1024, 2048),
+        "lift_seed": 0,
+    }
 
 
 def _digits_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
     T, d = digits_shape(**_digits_options(size))
-    return [SweepGrid(
-        n=_pick(size, [10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 240]), d=[d], T=[T], eta=[0.1],
-        seeds=_pick(size, 1, 3, 5), methods=list(methods), data="digits",
-    )]
+    return [
+        SweepGrid(
+            n=_pick(size, [10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 240]),
+            d=[d],
+            T=[T],
+            eta=[0.1],
+            seeds=_pick(size, 1, 3, 5),
+            methods=list(methods),
+            data="digits",
+        )
+    ]
 
 
 def _digits_config(size: str) -> SweepConfig:
@@ -150,23 +199,40 @@ def _image_plot(csv: Path, png: Path) -> Path:
     lift = f", ReLU lift to d={r['d']:g}" if opts.get("lift") else ""
     position = " + position" if opts.get("position", True) else ""
     return study_plots.plot_curves(
-        csv, png, "n", ["train_error", "test_error_clean", "test_error_noisy"],
+        csv,
+        png,
+        "n",
+        ["train_error", "test_error_clean", "test_error_noisy"],
         title=f"{r['data']}: {a} (-1) vs {b} (+1) as T={r['T']:g} tokens of {opts['patch']}x{opts['patch']} "
         f"patches{position}{lift}, eta={r['eta']:g}",
-        xlabel="n (training images)", logx=True,
+        xlabel="n (training images)",
+        logx=True,
     )
 
 
 def _mnist_options(size: str) -> dict[str, Any]:
-    return {"classes": [3, 8], "patch": 7, "position": True, "lift": _pick(size, 64, 512, 1024), "lift_seed": 0}
+    return {
+        "classes": [3, 8],
+        "patch": 7,
+        "position": True,
+        "lift": _pick(size, 64, 512, 1024),
+        "lift_seed": 0,
+    }
 
 
 def _mnist_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
     T, d = mnist_shape(**_mnist_options(size))
-    return [SweepGrid(
-        n=_pick(size, [10, 20], [25, 50, 100, 200, 400], [25, 50, 100, 200, 400, 800]), d=[d], T=[T], eta=[0.1],
-        seeds=_pick(size, 1, 3, 5), methods=list(methods), data="mnist",
-    )]
+    return [
+        SweepGrid(
+            n=_pick(size, [10, 20], [25, 50, 100, 200, 400], [25, 50, 100, 200, 400, 800]),
+            d=[d],
+            T=[T],
+            eta=[0.1],
+            seeds=_pick(size, 1, 3, 5),
+            methods=list(methods),
+            data="mnist",
+        )
+    ]
 
 
 def _mnist_config(size: str) -> SweepConfig:
@@ -182,16 +248,43 @@ def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
     )
 
     n = _pick(size, 8, 32, 64)
-    checkpoints = _pick(size, [1, 10, 50], [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000],
-                        [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000])
+    checkpoints = _pick(
+        size,
+        [1, 10, 50],
+        [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000],
+        [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
+    )
     csv, png = out / "trajectories.csv", out / "trajectories.png"
-    message = run_trajectories(csv, n=n, d=_pick(size, 100, 1000, 4000), kappa=4.0, eta=0.1,
-                               seeds=_pick(size, 1, 3, 5), checkpoints=checkpoints,
-                               n_test=_pick(size, 100, 1000, 2000), sweep_seed=2410_07746)
+    message = run_trajectories(
+        csv,
+        n=n,
+        d=_pick(size, 100, 1000, 4000),
+        kappa=4.0,
+        eta=0.1,
+        seeds=_pick(size, 1, 3, 5),
+        checkpoints=checkpoints,
+        n_test=_pick(size, 100, 1000, 2000),
+        sweep_seed=2410_07746,
+    )
     plot_trajectories(csv, png)
-    rows = [r for r in read_trajectories(csv) if r["method"] != "gd-constant" or r["step"] in (1, 10, 100, checkpoints[-1])]
-    table = markdown_table(rows, ("method", "step"), ("norm", "cos_v", "cos_p", "same_token", "attn_signal_clean",
-                                                      "attn_signal_noisy", "test_error_clean"))
+    rows = [
+        r
+        for r in read_trajectories(csv)
+        if r["method"] != "gd-constant" or r["step"] in (1, 10, 100, checkpoints[-1])
+    ]
+    table = markdown_table(
+        rows,
+        ("method", "step"),
+        (
+            "norm",
+            "cos_v",
+            "cos_p",
+            "same_token",
+            "attn_signal_clean",
+            "attn_signal_noisy",
+            "test_error_clean",
+        ),
+    )
     return csv, png, table, message
 
 
@@ -205,19 +298,56 @@ def _speed(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
 STUDIES: dict[str, Study] = {
     s.name: s
     for s in (
-        Study("phase", "Phase diagram over n x SNR", _phase_grids, _synthetic_config,
-              lambda c, p: study_plots.plot_phase_diagram(c, p), ("n", "snr"),
-              ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy"),
-              methods=("min-norm", "gd-two-step")),
-        Study("dsweep", "Dimension sweep at fixed n", _dsweep_grids, _synthetic_config, _dsweep_plot,
-              ("d",), ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy")),
-        Study("eta", "Label-noise sweep", _eta_grids, _synthetic_config, _eta_plot,
-              ("eta",), ("train_error", "test_error_clean", "test_error_noisy")),
-        Study("digits", "Real data: handwritten digits", _digits_grids, _digits_config, _image_plot,
-              ("n",), ("train_error", "test_error_clean", "test_error_noisy")),
-        Study("mnist", "Real data: MNIST from a local file", _mnist_grids, _mnist_config, _image_plot,
-              ("n",), ("train_error", "test_error_clean", "test_error_noisy"), needs_path=True),
-        Study("trajectories", "GD trajectories against the min-norm solution", custom=_trajectories),
+        Study(
+            "phase",
+            "Phase diagram over n x SNR",
+            _phase_grids,
+            _synthetic_config,
+            lambda c, p: study_plots.plot_phase_diagram(c, p),
+            ("n", "snr"),
+            ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy"),
+            methods=("min-norm", "gd-two-step"),
+        ),
+        Study(
+            "dsweep",
+            "Dimension sweep at fixed n",
+            _dsweep_grids,
+            _synthetic_config,
+            _dsweep_plot,
+            ("d",),
+            ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy"),
+        ),
+        Study(
+            "eta",
+            "Label-noise sweep",
+            _eta_grids,
+            _synthetic_config,
+            _eta_plot,
+            ("eta",),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+        ),
+        Study(
+            "digits",
+            "Real data: handwritten digits",
+            _digits_grids,
+            _digits_config,
+            _image_plot,
+            ("n",),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+        ),
+        Study(
+            "mnist",
+            "Real data: MNIST from a local file",
+            _mnist_grids,
+            _mnist_config,
+            _image_plot,
+            ("n",),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+            needs_path=True,
+        ),
+        Study(
+            "trajectories", "GD trajectories against the min-norm solution", custom=_trajectories
+        ),
         Study("speed", "Solver speed (v-step, min-norm, GD benchmarks)", custom=_speed),
     )
 }
@@ -304,11 +434,21 @@ def run_study(
     config = study.config(size)
     if study.needs_path:
         if data_path is None:
-            raise InvalidInputError(f"The {name} study reads a local file: give its path (bench --mnist PATH).")
-        config = dataclasses.replace(config, data_options={**config.data_options, "path": str(data_path)})
+            raise InvalidInputError(
+                f"The {name} study reads a local file: give its path (bench --mnist PATH)."
+            )
+        config = dataclasses.replace(
+            config, data_options={**config.data_options, "path": str(data_path)}
+        )
     csv, png = out / f"{name}.csv", out / f"{name}.png"
-    sweep = run_sweep(study.grids(size, list(methods or study.methods)), csv, config,
-                      jobs=jobs, scheduler=scheduler, progress=progress)
+    sweep = run_sweep(
+        study.grids(size, list(methods or study.methods)),
+        csv,
+        config,
+        jobs=jobs,
+        scheduler=scheduler,
+        progress=progress,
+    )
     study.plot(csv, png)
     atomic_write_text(table, summary_table(csv, study.table_by, study.table_columns))
     return StudyResult(name, csv, png, table, sweep.message, sweep.seconds, sweep)
@@ -358,7 +498,9 @@ def run_bench(
 
     from margin_solver import __version__
 
-    names = list(studies or [k for k, s in STUDIES.items() if data_path is not None or not s.needs_path])
+    names = list(
+        studies or [k for k, s in STUDIES.items() if data_path is not None or not s.needs_path]
+    )
     for name in names:
         if name not in STUDIES:
             raise InvalidInputError(f"Unknown study {name!r}; available: {sorted(STUDIES)}.")
@@ -366,7 +508,9 @@ def run_bench(
     started = datetime.now(timezone.utc)
     sections = []
     for name in names:
-        res = run_study(name, out, size, jobs=jobs, scheduler=scheduler, progress=progress, data_path=data_path)
+        res = run_study(
+            name, out, size, jobs=jobs, scheduler=scheduler, progress=progress, data_path=data_path
+        )
         if on_study is not None:
             on_study(res)
         figure = f"![{name}]({res.png.name})\n\n" if res.png is not None else ""

@@ -31,8 +31,23 @@ from margin_solver.resultlog import ResultLog
 from margin_solver.sweeps import Cell, cell_seeds
 
 FIELDS = (
-    "n", "d", "kappa", "eta", "seed", "method", "step", "norm", "normalized_margin", "cos_v", "cos_p",
-    "same_token", "train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy", "seconds",
+    "n",
+    "d",
+    "kappa",
+    "eta",
+    "seed",
+    "method",
+    "step",
+    "norm",
+    "normalized_margin",
+    "cos_v",
+    "cos_p",
+    "same_token",
+    "train_error",
+    "test_error_clean",
+    "attn_signal_clean",
+    "attn_signal_noisy",
+    "seconds",
 )
 KEY_FIELDS = ("n", "d", "kappa", "eta", "seed", "method", "step")
 
@@ -55,8 +70,16 @@ def run_trajectories(
         for seed in range(seeds):
             cell = Cell(n, d, 2, None, kappa, eta, seed, "trajectory")
             base = {"n": n, "d": d, "kappa": kappa, "eta": eta, "seed": seed}
-            todo = [("min-norm", None)] + [("gd-two-step", 2)] + [("gd-constant", k) for k in checkpoints]
-            todo = [(m, k) for m, k in todo if log.key_of({**base, "method": m, "step": k}) not in log.done]
+            todo = (
+                [("min-norm", None)]
+                + [("gd-two-step", 2)]
+                + [("gd-constant", k) for k in checkpoints]
+            )
+            todo = [
+                (m, k)
+                for m, k in todo
+                if log.key_of({**base, "method": m, "step": k}) not in log.done
+            ]
             if not todo:
                 continue
             seeds_ = cell_seeds(cell, sweep_seed)
@@ -73,10 +96,19 @@ def run_trajectories(
                     v, p, seconds = ref.v, ref.p, ref_seconds
                 else:
                     schedule = "two-step" if method == "gd-two-step" else "constant"
-                    res = gradient_descent(train, schedule=schedule, steps=step, record_steps=[step])
+                    res = gradient_descent(
+                        train, schedule=schedule, steps=step, record_steps=[step]
+                    )
                     v, p, seconds = res.v, res.p, time.perf_counter() - t0
-                log.append({**base, "method": method, "step": step, "seconds": seconds,
-                            **_row(v, p, ref, train, test)})
+                log.append(
+                    {
+                        **base,
+                        "method": method,
+                        "step": step,
+                        "seconds": seconds,
+                        **_row(v, p, ref, train, test),
+                    }
+                )
                 written += 1
     return f"{written} rows computed in {time.perf_counter() - started:.1f} s"
 
@@ -86,7 +118,9 @@ def _row(v: np.ndarray, p: np.ndarray, ref: Any, train, test) -> dict[str, Any]:
     cmp = compare(SimpleNamespace(v=v, p=p), ref, train)
     return {
         "norm": fields["norm"],
-        "normalized_margin": fields["min_margin"] / np.linalg.norm(v) if np.linalg.norm(v) > 0 else None,
+        "normalized_margin": fields["min_margin"] / np.linalg.norm(v)
+        if np.linalg.norm(v) > 0
+        else None,
         "cos_v": cmp.cos_v,
         "cos_p": cmp.cos_p,
         "same_token": cmp.same_token_train,
@@ -101,8 +135,10 @@ def read_trajectories(csv: str | os.PathLike) -> list[dict[str, Any]]:
     """Rows of a trajectory CSV with numbers as floats (NaN where empty)."""
     from margin_solver.resultlog import read_rows
 
-    return [{k: (v if k == "method" else float(v) if v != "" else float("nan")) for k, v in r.items()}
-            for r in read_rows(csv, FIELDS)]
+    return [
+        {k: (v if k == "method" else float(v) if v != "" else float("nan")) for k, v in r.items()}
+        for r in read_rows(csv, FIELDS)
+    ]
 
 
 def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
@@ -116,13 +152,34 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
     ref = {m: [r for r in rows if r["method"] == m] for m in ("min-norm", "gd-two-step")}
     fig, axes = plt.subplots(2, 2, figsize=(11.5, 8.6))
     panels = [
-        (axes[0, 0], [("norm", "||v|| / min margin")], "||v|| / min_i y_i f_i  (norm at margin 1)", True),
-        (axes[0, 1], [("cos_v", "cos(v_t, v*)"), ("cos_p", "cos(p_t, p*)"), ("same_token", "same top token as min-norm")],
-         "cosine with the min-norm solution / fraction", False),
-        (axes[1, 0], [("attn_signal_clean", "clean samples"), ("attn_signal_noisy", "flipped samples")],
-         "attention on the signal token (train)", False),
-        (axes[1, 1], [("test_error_clean", "clean test error"), ("train_error", "training error")],
-         "error (test: vs clean labels; train: vs observed labels)", False),
+        (
+            axes[0, 0],
+            [("norm", "||v|| / min margin")],
+            "||v|| / min_i y_i f_i  (norm at margin 1)",
+            True,
+        ),
+        (
+            axes[0, 1],
+            [
+                ("cos_v", "cos(v_t, v*)"),
+                ("cos_p", "cos(p_t, p*)"),
+                ("same_token", "same top token as min-norm"),
+            ],
+            "cosine with the min-norm solution / fraction",
+            False,
+        ),
+        (
+            axes[1, 0],
+            [("attn_signal_clean", "clean samples"), ("attn_signal_noisy", "flipped samples")],
+            "attention on the signal token (train)",
+            False,
+        ),
+        (
+            axes[1, 1],
+            [("test_error_clean", "clean test error"), ("train_error", "training error")],
+            "error (test: vs clean labels; train: vs observed labels)",
+            False,
+        ),
     ]
     for ax, series, ylabel, logy in panels:
         for col, label in series:
@@ -130,14 +187,30 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
             steps = np.array(sorted(agg))[:, 0]
             mean = np.array([agg[(s,)][0] for s in steps])
             std = np.array([agg[(s,)][1] for s in steps])
-            line = ax.errorbar(steps, mean, yerr=std, marker="o", ms=3, capsize=2, label=f"GD (constant step): {label}")
+            line = ax.errorbar(
+                steps,
+                mean,
+                yerr=std,
+                marker="o",
+                ms=3,
+                capsize=2,
+                label=f"GD (constant step): {label}",
+            )
             colour = line[0].get_color()
             if col in ("norm", "attn_signal_clean", "attn_signal_noisy", "test_error_clean"):
                 for method, style in (("min-norm", "--"), ("gd-two-step", ":")):
                     values = np.array([r[col] for r in ref[method]], dtype=float)
-                    level = values[np.isfinite(values)].mean() if np.isfinite(values).any() else np.nan
+                    level = (
+                        values[np.isfinite(values)].mean() if np.isfinite(values).any() else np.nan
+                    )
                     if np.isfinite(level):
-                        ax.axhline(level, color=colour, ls=style, lw=1.2, label=f"{method}: {label} = {level:.3g}")
+                        ax.axhline(
+                            level,
+                            color=colour,
+                            ls=style,
+                            lw=1.2,
+                            label=f"{method}: {label} = {level:.3g}",
+                        )
         ax.set_xscale("log")
         if logy:
             ax.set_yscale("log")
@@ -146,6 +219,8 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     r0 = rows[0]
-    fig.suptitle(f"GD trajectory vs the min-norm interpolator: n={r0['n']:g}, d={r0['d']:g}, "
-                 f"kappa={r0['kappa']:g}, eta={r0['eta']:g}, {len(ref['min-norm'])} seeds (mean ± std)")
+    fig.suptitle(
+        f"GD trajectory vs the min-norm interpolator: n={r0['n']:g}, d={r0['d']:g}, "
+        f"kappa={r0['kappa']:g}, eta={r0['eta']:g}, {len(ref['min-norm'])} seeds (mean ± std)"
+    )
     return _save(fig, png)
