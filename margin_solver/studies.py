@@ -472,6 +472,7 @@ def run_bench(
     progress: bool = False,
     on_study: Callable[[StudyResult], None] | None = None,
     data_path: str | os.PathLike | None = None,
+    methods: Sequence[str] | None = None,
 ) -> Path:
     """Run several studies and write ``REPORT.md`` gathering their figures and tables.
 
@@ -484,6 +485,8 @@ def run_bench(
         need a local data file when ``data_path`` is None).
     data_path : path-like, optional
         Local MNIST file or directory for the ``mnist`` study.
+    methods : sequence of str, optional
+        Methods of the sweep studies (default: each study's own list).
     command : str
         The command line to record in the report.
     on_study : callable, optional
@@ -509,7 +512,14 @@ def run_bench(
     sections = []
     for name in names:
         res = run_study(
-            name, out, size, jobs=jobs, scheduler=scheduler, progress=progress, data_path=data_path
+            name,
+            out,
+            size,
+            jobs=jobs,
+            scheduler=scheduler,
+            progress=progress,
+            data_path=data_path,
+            methods=methods,
         )
         if on_study is not None:
             on_study(res)

@@ -40,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"run only these studies: {', '.join(STUDIES)}",
     )
     parser.add_argument(
+        "--methods",
+        nargs="+",
+        metavar="METHOD",
+        help="methods of the sweep studies (default: each study's own list)",
+    )
+    parser.add_argument(
         "--mnist",
         metavar="PATH",
         default=None,
@@ -56,6 +62,7 @@ def _command(args: argparse.Namespace) -> str:
     parts += ["--jobs", str(args.jobs)] if args.jobs else []
     parts += ["--scheduler", args.scheduler] if args.scheduler else []
     parts += ["--mnist", args.mnist] if args.mnist else []
+    parts += ["--methods", *args.methods] if args.methods else []
     return shlex.join(parts)
 
 
@@ -78,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         on_study=report,
         data_path=args.mnist,
+        methods=args.methods,
     )
     print(f"report: {path}")
     return 0
