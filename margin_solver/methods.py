@@ -167,20 +167,21 @@ def min_norm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
     return out
 
 
+#: Steps of the ``gd-long`` method (and of any non-two-step schedule) unless options say otherwise.
+GD_LONG_STEPS = 1000
+
+
 def _gd(train: Dataset, test: Dataset, call: MethodCall, **defaults: Any) -> dict[str, Any]:
     opts = {**defaults, **call.options}
     if opts.get("init") == "random":
         opts.setdefault("seed", call.init_seed)
-    res = gradient_descent(train, record_steps=[res_steps(opts)], **opts)
+    # Only the endpoint is evaluated: recording every step would cost a pass over the data each.
+    last = 2 if opts["schedule"] == "two-step" else int(opts.setdefault("steps", GD_LONG_STEPS))
+    res = gradient_descent(train, record_steps=[last], **opts)
     out: dict[str, Any] = {"status": res.status, "message": res.message, "iterations": res.steps}
     out.update(model_fields(res.v, res.p, train, test))
     out["R"] = out["p_norm"]
     return out
-
-
-def res_steps(opts: dict[str, Any]) -> int:
-    """The last step of a GD run with these options (the only one recorded)."""
-    return 2 if opts.get("schedule", "two-step") == "two-step" else int(opts.get("steps", 1000))
 
 
 @register_method("gd-two-step")
@@ -192,10 +193,6 @@ def gd_two_step(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, An
     return _gd(train, test, call, schedule="two-step")
 
 
-#: Steps of the ``gd-long`` method unless its options say otherwise.
-GD_LONG_STEPS = 1000
-
-
 @register_method("gd-long")
 def gd_long(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
     """Long GD from zero with a constant step (default: the two-step schedule's first step).
@@ -203,4 +200,4 @@ def gd_long(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
     Options pass to :func:`margin_solver.gd.gradient_descent` (``steps``, default
     :data:`GD_LONG_STEPS`; ``step_size``; ``weight_decay``; ``init``).
     """
-    return _gd(train, test, call, schedule="constant", steps=GD_LONG_STEPS)
+    return _gd(train, test, call, schedule="constant")
