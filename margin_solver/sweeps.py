@@ -433,6 +433,12 @@ def run_sweep(
         Unknown method or data source, an output written with another config or format,
         or a scheduler address given without dask installed.
 
+    Notes
+    -----
+    A row with ``status="failed"`` is a result like any other and is not re-run on resume;
+    delete its line from the CSV to run that cell again. Extending a grid (new values on an
+    axis) with the same output runs only the new cells.
+
     Examples
     --------
     >>> import tempfile, pathlib
