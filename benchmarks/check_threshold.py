@@ -9,8 +9,8 @@ selections and the share of seeds where the signal selection is cheaper, next to
 checker's prediction. The second calibrates the interpolation row (median noise cross-talk,
 about sqrt(n (T - 1) / d)): it runs a plain two-step GD (zero init, mean logistic loss, steps
 beta1 then beta2 over a grid; a local helper, not the package's GD module) and records whether
-some step pair fits every training sample. The third times ``check_conditions`` at growing n T (the noise Gram matrix
-is subsampled above ``max_tokens``).
+some step pair fits every training sample. The third times ``check_conditions`` at growing
+n T (the noise Gram matrix is subsampled above ``max_tokens``).
 
 Run: ``.venv/bin/python benchmarks/check_threshold.py --out results/check_threshold``
 """
@@ -18,7 +18,6 @@ Run: ``.venv/bin/python benchmarks/check_threshold.py --out results/check_thresh
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import time
 from pathlib import Path
@@ -57,10 +56,22 @@ def threshold_study(n: int, d: int, eta: float, seeds: int) -> list[dict]:
             b, m = selection_norms(train)
             wins.append(b < m)
         predicted = check_conditions(dist.sample(n, seed=0)).predicted_regime
-        rows.append(dict(n=n, d=d, eta=eta, kappa=kappa, kappa_star=2 / (1 - eta),
-                         signal_share=float(np.mean(wins)), seeds=seeds, predicted=predicted))
-        print(f"n={n} d={d} eta={eta} kappa={kappa:<5} signal cheaper in "
-              f"{rows[-1]['signal_share']:.2f} of {seeds} seeds; checker predicts {predicted}")
+        rows.append(
+            {
+                "n": n,
+                "d": d,
+                "eta": eta,
+                "kappa": kappa,
+                "kappa_star": 2 / (1 - eta),
+                "signal_share": float(np.mean(wins)),
+                "seeds": seeds,
+                "predicted": predicted,
+            }
+        )
+        print(
+            f"n={n} d={d} eta={eta} kappa={kappa:<5} signal cheaper in "
+            f"{rows[-1]['signal_share']:.2f} of {seeds} seeds; checker predicts {predicted}"
+        )
     return rows
 
 
@@ -95,17 +106,29 @@ def interpolation_study(n: int, T: int, kappa: float, seeds: int) -> list[dict]:
             report = check_conditions(train)
             crosstalk.append(report.condition("noise_crosstalk").value)
             predicted.append(report.predicted_regime)
-        rows.append(dict(n=n, T=T, d=d, ratio=ratio, kappa=kappa, seeds=seeds,
-                         interpolating_share=float(np.mean(np.array(fits) == 1.0)),
-                         mean_best_train_acc=float(np.mean(fits)),
-                         median_crosstalk=float(np.median(crosstalk)),
-                         predicted_no_interpolation=float(np.mean(
-                             [p == "no interpolation" for p in predicted]))))
+        rows.append(
+            {
+                "n": n,
+                "T": T,
+                "d": d,
+                "ratio": ratio,
+                "kappa": kappa,
+                "seeds": seeds,
+                "interpolating_share": float(np.mean(np.array(fits) == 1.0)),
+                "mean_best_train_acc": float(np.mean(fits)),
+                "median_crosstalk": float(np.median(crosstalk)),
+                "predicted_no_interpolation": float(
+                    np.mean([p == "no interpolation" for p in predicted])
+                ),
+            }
+        )
         r = rows[-1]
-        print(f"two-step GD n={n} T={T} d={d} (d/(n(T-1))={ratio}): interpolates in "
-              f"{r['interpolating_share']:.2f} of seeds, mean best train acc "
-              f"{r['mean_best_train_acc']:.3f}, crosstalk {r['median_crosstalk']:.2f}, "
-              f"'no interpolation' predicted in {r['predicted_no_interpolation']:.2f}")
+        print(
+            f"two-step GD n={n} T={T} d={d} (d/(n(T-1))={ratio}): interpolates in "
+            f"{r['interpolating_share']:.2f} of seeds, mean best train acc "
+            f"{r['mean_best_train_acc']:.3f}, crosstalk {r['median_crosstalk']:.2f}, "
+            f"'no interpolation' predicted in {r['predicted_no_interpolation']:.2f}"
+        )
     return rows
 
 
@@ -116,11 +139,21 @@ def timing_study(d: int) -> list[dict]:
         start = time.perf_counter()
         report = check_conditions(ds)
         seconds = time.perf_counter() - start
-        rows.append(dict(n=n, T=T, d=d, nT=n * T, seconds=seconds,
-                         subsampled=report.noise.subsampled,
-                         gram_tokens=report.noise.n_gram_tokens))
-        print(f"check_conditions n={n} T={T} d={d}: {seconds:.2f} s "
-              f"(noise Gram on {report.noise.n_gram_tokens} tokens)")
+        rows.append(
+            {
+                "n": n,
+                "T": T,
+                "d": d,
+                "nT": n * T,
+                "seconds": seconds,
+                "subsampled": report.noise.subsampled,
+                "gram_tokens": report.noise.n_gram_tokens,
+            }
+        )
+        print(
+            f"check_conditions n={n} T={T} d={d}: {seconds:.2f} s "
+            f"(noise Gram on {report.noise.n_gram_tokens} tokens)"
+        )
     return rows
 
 
@@ -138,8 +171,12 @@ def plot(path: Path, rows: list[dict]) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for key in sorted({(r["n"], r["eta"]) for r in rows}):
         sel = [r for r in rows if (r["n"], r["eta"]) == key]
-        ax.plot([r["kappa"] for r in sel], [r["signal_share"] for r in sel], "o-",
-                label=f"n={key[0]}, eta={key[1]} (kappa*={2 / (1 - key[1]):.2f})")
+        ax.plot(
+            [r["kappa"] for r in sel],
+            [r["signal_share"] for r in sel],
+            "o-",
+            label=f"n={key[0]}, eta={key[1]} (kappa*={2 / (1 - key[1]):.2f})",
+        )
     ax.axvspan(1.0, 4.0, color="grey", alpha=0.2, label="checker band (1, 4)")
     ax.set_xscale("log")
     ax.set_xticks(KAPPAS, [f"{k:g}" for k in KAPPAS], fontsize=7)
@@ -168,8 +205,10 @@ def main() -> None:
         write_csv(out / "interpolation.csv", gd_rows)
     timing = timing_study(d=1000)
     write_csv(out / "timing.csv", timing)
-    write_json(out / "check_threshold.json",
-               {"threshold": rows, "interpolation": gd_rows, "timing": timing})
+    write_json(
+        out / "check_threshold.json",
+        {"threshold": rows, "interpolation": gd_rows, "timing": timing},
+    )
     plot(out / "threshold.png", rows)
 
 

@@ -4,4 +4,20 @@ The model is f(X; v, p) = v^T X^T softmax(X p) (Magen et al., *Benign Overfittin
 Single-Head Attention*, arXiv:2410.07746).
 """
 
+from margin_solver.data import Dataset, PaperDistribution, load_dataset
+from margin_solver.metrics import Metrics, evaluate
+from margin_solver.validation import InvalidInputError
+from margin_solver.vstep import VStepResult, solve_vstep
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Dataset",
+    "InvalidInputError",
+    "Metrics",
+    "PaperDistribution",
+    "VStepResult",
+    "evaluate",
+    "load_dataset",
+    "solve_vstep",
+]

@@ -16,9 +16,10 @@ radial part removed when p is on the sphere, :func:`projected_gradient`) and
 fraction of the predicted decrease ``<g, p - p_new>``.
 
 Step schedule: the trial length ``t`` is measured in units of R (the first trial is ``t = R``,
-a move across half the ball), halved until the Armijo test passes, and doubled (up to 2R, the
-ball's diameter) after each accepted step, so no tuning to the scale of R or of the gradient
-is needed.
+a move across half the ball). A rejected trial is shrunk to the minimiser of the quadratic
+through phi(0), phi'(0) and phi(t), kept within [t/10, t/2]; a step accepted at its first
+trial doubles t for the next iteration (up to 2R, the ball's diameter), one accepted after
+backtracking keeps it. No tuning to the scale of R or of the gradient is needed.
 
 Stopping rule (first that holds): the relative projected-gradient norm ``||pg|| R / phi``
 falls below ``gtol`` (a first-order stationary point); phi decreased by less than ``rtol``
@@ -43,7 +44,18 @@ from margin_solver.kernel import TokenGram, attended_features, softmax
 from margin_solver.results import INFEASIBLE, MAX_ITER, OPTIMAL
 from margin_solver.vstep import VStepResult, solve_vstep
 
-__all__ = ["DenseForm", "KernelForm", "PhiPoint", "DescentRun", "evaluate_phi", "descend"]
+__all__ = [
+    "DenseForm",
+    "DescentRun",
+    "KernelForm",
+    "PhiPoint",
+    "descend",
+    "evaluate_phi",
+    "gradient_coefficients",
+    "norm",
+    "project",
+    "projected_gradient",
+]
 
 # Armijo fraction of the predicted decrease that a step must achieve.
 _ARMIJO = 1e-4
@@ -177,10 +189,15 @@ def _with_gradient(form: Form, point: PhiPoint) -> PhiPoint:
     return point
 
 
+def norm(form: Form, a: np.ndarray) -> float:
+    """Euclidean norm of a vector of R^d given in ``form``'s representation."""
+    return math.sqrt(max(form.inner(a, a), 0.0))
+
+
 def project(form: Form, p: np.ndarray, R: float) -> np.ndarray:
     """``Proj(p) = p min(1, R / ||p||)``, the projection on the ball of radius R."""
-    norm = math.sqrt(max(form.inner(p, p), 0.0))
-    return p if norm <= R else p * (R / norm)
+    length = norm(form, p)
+    return p if length <= R else p * (R / length)
 
 
 def projected_gradient(form: Form, p: np.ndarray, g: np.ndarray, R: float) -> np.ndarray:
@@ -197,14 +214,29 @@ def projected_gradient(form: Form, p: np.ndarray, g: np.ndarray, R: float) -> np
     return g if radial >= 0 else g - radial * p / math.sqrt(pp)
 
 
+def _backtrack(step: float, phi0: float, phi_step: float, slope: float) -> float:
+    """Next trial step after a rejected one: the minimiser of the quadratic through phi(0),
+    phi'(0) = -slope and phi(step), kept within [step / 10, step / 2] (plain halving when
+    phi(step) is infinite)."""
+    curvature = phi_step - phi0 + slope * step
+    if not math.isfinite(phi_step) or curvature <= 0:
+        return 0.5 * step
+    return min(max(slope * step**2 / (2 * curvature), 0.1 * step), 0.5 * step)
+
+
 @dataclass
 class DescentRun:
-    """Outcome of :func:`descend` from one start."""
+    """Outcome of :func:`descend` from one start.
+
+    ``n_iter`` counts accepted p-steps, ``n_eval`` v-step solves (trial points included);
+    the histories hold ``||v*||`` and the projected gradient norm at each iterate.
+    """
 
     point: PhiPoint
     status: str
     reason: str
     n_iter: int
+    n_eval: int = 1
     norm_history: list[float] = field(default_factory=list)
     pg_history: list[float] = field(default_factory=list)
 
@@ -212,6 +244,12 @@ class DescentRun:
     def norm(self) -> float:
         """``||v*||`` at the final p (inf when infeasible)."""
         return math.sqrt(2 * self.point.phi)
+
+    def record(self, point: PhiPoint, pg_norm: float) -> float:
+        """Append an iterate's ``||v*||`` and projected gradient norm; return the latter."""
+        self.norm_history.append(math.sqrt(2 * point.phi))
+        self.pg_history.append(pg_norm)
+        return pg_norm
 
 
 def descend(
@@ -246,36 +284,37 @@ def descend(
     for it in range(max_iter):
         g = point.gradient
         pg = projected_gradient(form, point.p, g, R)
-        pg_norm = math.sqrt(max(form.inner(pg, pg), 0.0))
-        run.norm_history.append(math.sqrt(2 * point.phi))
-        run.pg_history.append(pg_norm)
+        pg_norm = run.record(point, norm(form, pg))
         if pg_norm * R <= gtol * point.phi:
             run.status, run.reason = OPTIMAL, f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
             break
         direction = pg / pg_norm
+        slope = form.inner(g, direction)  # d phi / d step at step 0, before projection
         trial = None
+        first_trial = True
         while step >= _MIN_STEP * R:
             q = project(form, point.p - step * direction, R)
             predicted = form.inner(g, point.p - q)
             candidate = evaluate_phi(form, y, q, vstep_solver)
+            run.n_eval += 1
             if candidate.phi <= point.phi - _ARMIJO * predicted:
                 trial = candidate
                 break
-            step *= 0.5
+            step = _backtrack(step, point.phi, candidate.phi, slope)
+            first_trial = False
         if trial is None:
             run.status = OPTIMAL
             run.reason = "no step passes the Armijo test (a kink of phi or a stationary point)"
             break
         point = _with_gradient(form, trial)
         run.point, run.n_iter = point, it + 1
-        step = min(2 * step, 2 * R)
+        if first_trial:
+            step = min(2 * step, 2 * R)
         phis.append(point.phi)
         if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
             run.status = OPTIMAL
             run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
             break
-    if len(run.norm_history) == run.n_iter:
-        run.norm_history.append(math.sqrt(2 * point.phi))
-        pg = projected_gradient(form, point.p, point.gradient, R)
-        run.pg_history.append(math.sqrt(max(form.inner(pg, pg), 0.0)))
+    if len(run.norm_history) == run.n_iter:  # the last accepted iterate is not recorded yet
+        run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))
     return run

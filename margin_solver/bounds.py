@@ -16,8 +16,11 @@ Two exact methods:
     Best-first branch-and-bound. A node fixes the token of some samples; the SVM over the
     fixed samples alone has fewer constraints than any completion, so its norm bounds the
     node from below. When that SVM's v already satisfies every free sample through some
-    token, the node is solved (its best completion is that v). Otherwise the free sample
-    with the smallest best-token margin is branched on, one child per token. The incumbent
+    token, the node is solved (its best completion is that v). Otherwise each free sample's
+    tokens get a cheap lifted bound (:func:`_lifted_bounds`, from the strong convexity of the
+    node's SVM); the node is pruned when the hardest free sample's smallest lifted bound
+    reaches the incumbent, else that sample is branched on, one child per token whose lifted
+    bound is below the incumbent. The incumbent
     starts from the hard-selection alternation (:func:`hard_selection_alternation`) from the
     first GD step's v (``v_1 ∝ sum_i y_i xbar_i``), and nodes whose bound reaches it are
     pruned. With a time limit the result still carries a proven bound: the smallest bound of
@@ -46,7 +49,7 @@ from margin_solver.selection import (
 )
 from margin_solver.validation import InvalidInputError, check_labels, check_positive, check_tokens
 
-__all__ = ["LowerBoundResult", "global_lower_bound", "first_step_margins", "METHODS"]
+__all__ = ["METHODS", "LowerBoundResult", "first_step_margins", "global_lower_bound"]
 
 METHODS = ("auto", "enumerate", "bnb")
 
@@ -188,6 +191,7 @@ def _branch_and_bound(
     H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float
 ) -> LowerBoundResult:
     n = len(y)
+    token_sq_norms = np.diag(H).reshape(n, T)
     incumbent = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
     nodes = 1
     root = selection_svm(H, y, T, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
@@ -205,8 +209,7 @@ def _branch_and_bound(
         node = heapq.heappop(heap)
         margins = token_margins(H, y, T, node.svm)
         free = np.setdiff1d(np.arange(n), node.svm.samples)
-        best_free = margins[free].max(axis=1)
-        if free.size == 0 or best_free.min() >= 1 - _SATISFIED_TOL:
+        if free.size == 0 or margins[free].max(axis=1).min() >= 1 - _SATISFIED_TOL:
             tokens = best_tokens(margins)
             tokens[node.svm.samples] = node.svm.tokens
             completed = selection_svm(H, y, T, tokens)
@@ -215,8 +218,12 @@ def _branch_and_bound(
             if completed.norm < incumbent.norm:
                 incumbent = completed
             continue
-        branch = free[np.argmin(best_free)]
-        for t in range(T):
+        lifted = _lifted_bounds(node.svm.norm, margins[free], token_sq_norms[free])
+        hardest = np.argmax(lifted.min(axis=1))
+        if lifted[hardest].min() >= incumbent.norm * (1 + _PRUNE_RTOL):
+            continue
+        branch = free[hardest]
+        for t in np.flatnonzero(lifted[hardest] < incumbent.norm * (1 + _PRUNE_RTOL)):
             child = selection_svm(
                 H, y, T, np.append(node.svm.tokens, t), np.append(node.svm.samples, branch)
             )
@@ -228,16 +235,38 @@ def _branch_and_bound(
     return _finish(incumbent, bound, status, "bnb", nodes, start)
 
 
+def _lifted_bounds(norm: float, margins: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
+    """Lower bounds on the SVM norm after adding one token constraint to a solved node.
+
+    The node's v_F is the min-norm point of its convex feasible set, so every v in that set
+    has ``||v||^2 >= ||v_F||^2 + ||v - v_F||^2``; a new constraint ``y <v, x> >= 1`` where v_F
+    has margin m needs ``||v - v_F|| >= (1 - m)_+ / ||x||``. Hence, per token,
+    ``sqrt(||v_F||^2 + (1 - m)_+^2 / ||x||^2)`` (inf for a zero token that cannot help).
+    A free sample needs some token, so the node is bounded by the largest over free samples
+    of the smallest over their tokens: the node can be pruned, and a child skipped, without
+    solving its SVM.
+    """
+    deficit = np.maximum(1.0 - margins, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lift = np.where(deficit > 0, deficit**2 / sq_norms, 0.0)
+    return np.sqrt(norm**2 + lift)
+
+
 def _finish(
     best: SelectionSVM, bound: float, status: str, method: str, nodes: int, start: float
 ) -> LowerBoundResult:
     elapsed = time.perf_counter() - start
     if not best.feasible and status == OPTIMAL:
         return LowerBoundResult(
-            math.inf, math.inf, None, INFEASIBLE,
+            math.inf,
+            math.inf,
+            None,
+            INFEASIBLE,
             "infeasible: no token selection can be separated, so no (v, p) interpolates "
             "the data for any R",
-            method, nodes, elapsed,
+            method,
+            nodes,
+            elapsed,
         )
     selection = np.empty(len(best.samples), dtype=np.int64)
     selection[best.samples] = best.tokens

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from margin_solver.fileio import atomic_write
 from margin_solver.validation import (
     InvalidInputError,
     check_labels,
@@ -278,15 +278,7 @@ class Dataset:
         if self.signal_index is not None:
             arrays["signal_index"] = self.signal_index
         arrays["params_json"] = np.array(json.dumps(self.params, default=_json_default))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp.npz")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, lambda fh: np.savez(fh, **arrays))
         return path
 
     @classmethod

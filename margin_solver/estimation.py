@@ -37,8 +37,14 @@ import numpy as np
 from margin_solver.data import Dataset
 from margin_solver.results import to_jsonable
 
-__all__ = ["SignalNoiseEstimate", "estimate_signal_noise", "estimate_signal_index", "noise_tokens",
-           "NoiseGeometry", "noise_geometry"]
+__all__ = [
+    "NoiseGeometry",
+    "SignalNoiseEstimate",
+    "estimate_signal_index",
+    "estimate_signal_noise",
+    "noise_geometry",
+    "noise_tokens",
+]
 
 #: Reference samples against which token commonality is measured (cost n T * 256 T * d).
 REFERENCE_SAMPLES = 256
@@ -47,6 +53,8 @@ _POWER_ITERATIONS = 60
 _LLOYD_ITERATIONS = 10
 #: Above this |cosine| between the two signal means the signal span is taken as one-dimensional.
 _ANTIPODAL_COSINE = 0.95
+#: Magnitudes whose squares, summed over d and n T tokens, stay finite and normal in float64.
+_SAFE_MIN, _SAFE_MAX = 1e-100, 1e100
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,7 @@ class SignalNoiseEstimate:
         Share of samples whose observed label differs from the signal they carry.
     n_noisy : int
         Number of such samples.
-    signal_index_source : {"given", "estimated"}
+    signal_index_source : {"given", "estimated", "single token"}
     class_source : {"clean labels", "clustering"}
         Where the carried signal (clean label) of each sample comes from.
     signal_index_margin : float or None
@@ -101,7 +109,7 @@ class SignalNoiseEstimate:
     @property
     def estimated_index(self) -> bool:
         """True when the signal positions were inferred rather than given."""
-        return self.signal_index_source != "given"
+        return self.signal_index_source == "estimated"
 
     @property
     def estimated_classes(self) -> bool:
@@ -111,8 +119,16 @@ class SignalNoiseEstimate:
     def to_dict(self) -> dict[str, Any]:
         """Scalars only (the arrays would bloat a JSON report)."""
         keys = (
-            "rho", "sigma", "snr", "signal_rank", "eta", "n_noisy",
-            "signal_index_source", "class_source", "signal_index_margin", "class_separation",
+            "rho",
+            "sigma",
+            "snr",
+            "signal_rank",
+            "eta",
+            "n_noisy",
+            "signal_index_source",
+            "class_source",
+            "signal_index_margin",
+            "class_separation",
         )
         return {k: to_jsonable(getattr(self, k)) for k in keys}
 
@@ -142,16 +158,17 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
     0.2
     """
     rng = np.random.default_rng(seed)
-    n, T, d = data.X.shape
+    X, scale = _safe_scale(data.X)
+    n, T, d = X.shape
     margin = None
     if data.signal_index is not None:
         index, index_source = data.signal_index, "given"
     elif T == 1:
-        index, index_source = np.zeros(n, dtype=np.int64), "given"
+        index, index_source = np.zeros(n, dtype=np.int64), "single token"
     else:
-        index, margin = estimate_signal_index(data.X, rng=rng)
+        index, margin = estimate_signal_index(X, rng=rng)
         index_source = "estimated"
-    signal_tokens = data.X[np.arange(n), index]
+    signal_tokens = X[np.arange(n), index]
     separation = None
     if data.clean_y is not None:
         classes, class_source = data.clean_y.astype(np.int64), "clean labels"
@@ -160,12 +177,12 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
         separation = _separation(signal_tokens, classes)
     mu, rho = _signal_means(signal_tokens, classes)
     basis = _signal_basis(mu)
-    sigma = _noise_scale(data.X, index, basis)
+    sigma = _noise_scale(X, index, basis)
     snr = rho / (sigma * np.sqrt(d)) if sigma > 0 else float("inf")
     flipped = data.y != classes
     return SignalNoiseEstimate(
-        rho=rho,
-        sigma=sigma,
+        rho=rho * scale,
+        sigma=sigma * scale,
         snr=float(snr),
         signal_rank=basis.shape[0],
         eta=float(flipped.mean()),
@@ -176,13 +193,28 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
         class_separation=separation,
         signal_index=index,
         signal_class=classes,
-        mu=mu,
+        mu=mu * scale,
         basis=basis,
     )
 
 
+def _safe_scale(X: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(X / s, s)`` with ``s = max |X|`` when squares would overflow or underflow, else
+    ``(X, 1)``.
+
+    Every estimate is a ratio or scales linearly, so working on ``X / s`` is exact; the copy
+    is made only for extreme magnitudes.
+    """
+    top = float(np.max(np.abs(X))) if X.size else 0.0
+    if top == 0.0 or _SAFE_MIN <= top <= _SAFE_MAX:
+        return X, 1.0
+    return X / top, top
+
+
 def estimate_signal_index(
-    X: np.ndarray, rng: np.random.Generator | None = None, reference_samples: int = REFERENCE_SAMPLES
+    X: np.ndarray,
+    rng: np.random.Generator | None = None,
+    reference_samples: int = REFERENCE_SAMPLES,
 ) -> tuple[np.ndarray, float]:
     """Guess each sample's signal token as its most *common* token across samples.
 
@@ -243,7 +275,8 @@ def _split_signal_tokens(S: np.ndarray, y: np.ndarray, rng: np.random.Generator)
         if np.all(groups == groups[0]):
             break
         means = np.stack([S[groups == 1].mean(axis=0), S[groups == -1].mean(axis=0)])
-        dist = ((S[:, None, :] - means[None]) ** 2).sum(axis=2)
+        # ||s - m||^2 up to the common ||s||^2, without an (n, 2, d) temporary.
+        dist = np.einsum("kd,kd->k", means, means)[None, :] - 2.0 * (S @ means.T)
         new = np.where(dist[:, 0] <= dist[:, 1], 1, -1)
         if np.array_equal(new, groups):
             break
@@ -270,11 +303,14 @@ def _separation(S: np.ndarray, groups: np.ndarray) -> float | None:
         return 0.0
     sq = np.einsum("ij,ij->i", S, S)
     to_plus, to_minus = S @ m_plus, S @ m_minus
-    loo = np.where(
-        plus,
-        (n_plus * to_plus - sq) / (n_plus - 1) - to_minus,
-        to_plus - (n_minus * to_minus - sq) / (n_minus - 1),
-    ) / norm
+    loo = (
+        np.where(
+            plus,
+            (n_plus * to_plus - sq) / (n_plus - 1) - to_minus,
+            to_plus - (n_minus * to_minus - sq) / (n_minus - 1),
+        )
+        / norm
+    )
     a, b = loo[plus], loo[minus]
     pooled = np.sqrt((a.var() * n_plus + b.var() * n_minus) / len(S))
     return float(min(abs(a.mean() - b.mean()) / max(pooled, 1e-300), 1e9))
@@ -386,6 +422,7 @@ def noise_geometry(
     NoiseGeometry
     """
     rng = rng if rng is not None else np.random.default_rng(0)
+    X, _ = _safe_scale(X)
     n, T, d = X.shape
     xi = noise_tokens(X, signal_index)
     N = xi.shape[0]
@@ -393,11 +430,15 @@ def noise_geometry(
         return NoiseGeometry(N, N, False, None, None, None, None)
     sq_norms = np.einsum("ij,ij->i", xi, xi)
     positive = sq_norms > 0
-    norm_dev = float(np.max(np.abs(sq_norms / sq_norms.mean() - 1.0))) if sq_norms.mean() > 0 else None
+    norm_dev = (
+        float(np.max(np.abs(sq_norms / sq_norms.mean() - 1.0))) if sq_norms.mean() > 0 else None
+    )
     mus = np.array([m / np.linalg.norm(m) for m in mu if np.linalg.norm(m) > 0]).reshape(-1, d)
     signal_cos = None
     if len(mus) and positive.any():
-        signal_cos = float(np.max(np.abs(xi[positive] @ mus.T) / np.sqrt(sq_norms[positive])[:, None]))
+        signal_cos = float(
+            np.max(np.abs(xi[positive] @ mus.T) / np.sqrt(sq_norms[positive])[:, None])
+        )
     subsampled = n * T > max_tokens
     if subsampled:
         chosen = np.sort(rng.choice(n, size=max(2, max_tokens // T), replace=False))

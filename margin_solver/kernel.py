@@ -50,7 +50,8 @@ def softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
     >>> softmax(np.array([1e6, 0.0, -1e6])).round(6).tolist()
     [1.0, 0.0, 0.0]
     """
-    shifted = a - np.max(a, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        shifted = a - np.max(a, axis=axis, keepdims=True)
     # inf - inf gives NaN; a score of +inf is full attention on that token.
     shifted = np.where(np.isnan(shifted), 0.0, shifted)
     e = np.exp(shifted)
@@ -83,7 +84,7 @@ def outputs(X: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
     Examples
     --------
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
-    >>> float(outputs(X, np.array([2.0, 4.0]), np.zeros(2)))
+    >>> float(outputs(X, np.array([2.0, 4.0]), np.zeros(2))[0])
     3.0
     """
     return np.sum(attention(X, p) * token_values(X, v), axis=1)

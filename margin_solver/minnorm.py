@@ -36,16 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.alternating import DenseForm, DescentRun, KernelForm, descend
+from margin_solver.alternating import DenseForm, DescentRun, KernelForm, descend, norm
 from margin_solver.blas import single_threaded_blas
 from margin_solver.bounds import LowerBoundResult, first_step_margins, global_lower_bound
-from margin_solver.data import Dataset
+from margin_solver.data import Dataset, _check_int
 from margin_solver.kernel import TokenGram, margins
 from margin_solver.results import INFEASIBLE, ResultMixin
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import InvalidInputError, check_labels, check_positive, check_tokens
 
-__all__ = ["MinNormResult", "solve_min_norm", "FORMS"]
+__all__ = ["FORMS", "MinNormResult", "solve_min_norm"]
 
 logger = logging.getLogger("margin_solver")
 
@@ -154,7 +154,8 @@ def solve_min_norm(
         Also compute the global lower bound LB and the relative gap.
     form : {"auto", "kernel", "dense"}, default="auto"
         ``"kernel"`` works on the token Gram matrix (per-iteration cost independent of d),
-        ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``.
+        ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``. Both build
+        the (nT, nT) token Gram matrix once, for the selection starts and the bound.
     n_random_starts : int, default=2
         Random starts in addition to the deterministic ones.
     seed : int or None, default=0
@@ -213,8 +214,12 @@ def solve_min_norm(
     if not feasible:
         why = next(iter(runs.values())).reason if runs else "no start could be built"
         return _infeasible(
-            R, solver_form.name, f"infeasible: the v-step fails at every start; {why}",
-            bound, start_time, start_norms,
+            R,
+            solver_form.name,
+            f"infeasible: the v-step fails at every start; {why}",
+            bound,
+            start_time,
+            start_norms,
         )
     name = min(feasible, key=lambda k: feasible[k].norm)
     return _result(X, y, R, solver_form, name, feasible[name], start_norms, bound, start_time)
@@ -256,9 +261,8 @@ def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
 def _check_options(form: str, n_random_starts: Any, max_iter: Any) -> None:
     if form not in FORMS:
         raise InvalidInputError(f"Unknown form {form!r}; expected one of {list(FORMS)}.")
-    for value, name, minimum in ((n_random_starts, "n_random_starts", 0), (max_iter, "max_iter", 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    _check_int(n_random_starts, "n_random_starts", 0)
+    _check_int(max_iter, "max_iter", 1)
 
 
 def _starts(form, H, y, T, R, n_random, seed, bound):
@@ -276,7 +280,8 @@ def _starts(form, H, y, T, R, n_random, seed, bound):
     rng = np.random.default_rng(seed)
     for k in range(n_random):
         p = form.from_coefficients(rng.standard_normal((n, T)))
-        yield f"random_{k}", p * (R / math.sqrt(form.inner(p, p))), None
+        length = norm(form, p)
+        yield f"random_{k}", (p * (R / length) if length > 0 else None), None
 
 
 def _realise(form, H, T, selection, R):
@@ -320,9 +325,23 @@ def _result(X, y, R, form, name, run, start_norms, bound, start_time) -> MinNorm
 
 def _infeasible(R, form_name, message, bound, start_time, start_norms=None) -> MinNormResult:
     return MinNormResult(
-        v=None, p=None, norm=math.inf, margin=0.0,
-        lower_bound=None if bound is None else bound.value, gap=math.nan,
-        status=INFEASIBLE, message=message, R=R, p_norm=math.nan, min_margin=math.nan,
-        attention=None, selected_token=None, start=None, start_norms=start_norms or {},
-        n_iter=0, form=form_name, solve_time=time.perf_counter() - start_time, bound=bound,
+        v=None,
+        p=None,
+        norm=math.inf,
+        margin=0.0,
+        lower_bound=None if bound is None else bound.value,
+        gap=math.nan,
+        status=INFEASIBLE,
+        message=message,
+        R=R,
+        p_norm=math.nan,
+        min_margin=math.nan,
+        attention=None,
+        selected_token=None,
+        start=None,
+        start_norms=start_norms or {},
+        n_iter=0,
+        form=form_name,
+        solve_time=time.perf_counter() - start_time,
+        bound=bound,
     )

@@ -26,12 +26,12 @@ from margin_solver.vstep import solve_vstep
 
 __all__ = [
     "SelectionSVM",
+    "attention_svm",
+    "best_tokens",
+    "hard_selection_alternation",
     "selection_rows",
     "selection_svm",
     "token_margins",
-    "best_tokens",
-    "hard_selection_alternation",
-    "attention_svm",
 ]
 
 # Token differences with squared norm below this fraction of the mean squared token norm are

@@ -17,10 +17,12 @@ import numpy as np
 
 from margin_solver.validation import InvalidInputError, check_vector
 
-__all__ = ["solution_vectors", "read_solution"]
+__all__ = ["read_solution", "solution_vectors"]
 
 
-def solution_vectors(solution: Any, d: int, name: str = "solution") -> tuple[np.ndarray, np.ndarray]:
+def solution_vectors(
+    solution: Any, d: int, name: str = "solution"
+) -> tuple[np.ndarray, np.ndarray]:
     """Return validated ``(v, p)`` from a result object, a mapping or a JSON path.
 
     Parameters
@@ -78,14 +80,19 @@ def read_solution(path: str | os.PathLike, d: int) -> tuple[np.ndarray, np.ndarr
         raise InvalidInputError(f"{path.name} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidInputError(
-            f"{path.name} must hold a JSON object with keys 'v' and 'p', got a {type(data).__name__}."
+            f"{path.name} must hold a JSON object with keys 'v' and 'p', "
+            f"got a {type(data).__name__}."
         )
     return solution_vectors(data, d, name=path.name)
 
 
 def _vector(value: Any, d: int, name: str) -> np.ndarray:
     if value is None:
-        raise InvalidInputError(f"{name} is missing (None); the check needs dense vectors of length {d}.")
-    if isinstance(value, (list, tuple)) and any(isinstance(x, (list, tuple, dict, str)) for x in value):
+        raise InvalidInputError(
+            f"{name} is missing (None); the check needs dense vectors of length {d}."
+        )
+    if isinstance(value, (list, tuple)) and any(
+        isinstance(x, (list, tuple, dict, str)) for x in value
+    ):
         raise InvalidInputError(f"{name} must be a flat list of {d} numbers.")
     return check_vector(value, d, name)

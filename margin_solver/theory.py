@@ -45,16 +45,17 @@ from margin_solver.solutions import solution_vectors
 from margin_solver.validation import InvalidInputError
 
 __all__ = [
-    "Constants",
-    "Condition",
-    "ObservedBehaviour",
-    "ConditionReport",
-    "check_conditions",
-    "REGIMES",
     "BENIGN",
     "HARMFUL",
     "NO_INTERPOLATION",
     "OUTSIDE",
+    "REGIMES",
+    "Condition",
+    "ConditionReport",
+    "Constants",
+    "ObservedBehaviour",
+    "check_conditions",
+    "format_report",
 ]
 
 BENIGN = "benign"
@@ -102,7 +103,7 @@ class Constants:
     T_max : int, default=10
         ``T = Theta(1)`` read as ``T <= T_max`` (a warning only).
     orth_C : float, default=1.0
-        ``n * max |<xi_a, xi_b>| / ||xi_a||^2 <= orth_C``: the cross terms of ``n`` samples
+        ``max |<xi_a, xi_b>| / ||xi_a||^2 <= orth_C / n``: the cross terms of ``n`` samples
         stay below one token's own norm (what ``d ~ n^2 log n`` buys).
     crosstalk_max : float, default=0.6
         Interpolation heuristic for two-step GD: median
@@ -142,13 +143,23 @@ class Constants:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("T_max", "max_tokens", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InvalidInputError(f"Constants.{name} must be an integer, got {value!r}.")
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name == "seed":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
-                    or not math.isfinite(value):
-                raise InvalidInputError(f"Constants.{f.name} must be a positive number, got {value!r}.")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not value > 0
+                or not math.isfinite(value)
+            ):
+                raise InvalidInputError(
+                    f"Constants.{f.name} must be a positive number, got {value!r}."
+                )
         if self.kappa_harmful > self.kappa_benign:
             raise InvalidInputError(
                 f"Constants.kappa_harmful ({self.kappa_harmful}) must not exceed kappa_benign "
@@ -375,7 +386,9 @@ def check_conditions(
         )
     observed = None
     if vectors is not None:
-        observed = _observe(dataset, est, vectors, test, _eta_value(dataset, est), c)
+        observed = _observe(dataset, est, vectors, test, _eta_value(dataset, est)[0], c)
+    elif test is not None:
+        warnings.append("a test set was given without a solution: nothing to observe on it.")
     verdict = _verdict(regime, snr_regime, observed)
     message = f"predicted regime: {regime}" + (f"; {verdict}" if observed is not None else "")
     return ConditionReport(
@@ -416,93 +429,128 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
+def _row(value: float | None, threshold: float | None, **fields: Any) -> Condition:
+    return Condition(value=_finite(value), threshold=_finite(threshold), **fields)
+
+
+# A relative slack keeps values equal to a threshold up to rounding (kappa = 1.0000000002).
+def _at_most(value: float | None, threshold: float) -> bool | None:
+    return None if value is None else bool(value <= threshold * (1 + _REL_TOL))
+
+
+def _at_least(value: float | None, threshold: float) -> bool | None:
+    return None if value is None else bool(value >= threshold * (1 - _REL_TOL))
+
+
 def _conditions(
     ds: Dataset, est: SignalNoiseEstimate, geo: NoiseGeometry, c: Constants
 ) -> list[Condition]:
     n, T, d = ds.n, ds.T, ds.d
     known_snr = _known(ds, "snr")
     snr = known_snr if known_snr is not None else _finite(est.snr)
-    snr_est = known_snr is None
     kappa = None if snr is None else n * snr**2
-    snr_note = "" if snr is None else (
-        f"SNR = {snr:.4g} vs 1/sqrt(n) = {1 / math.sqrt(n):.4g}"
-        + ("" if known_snr is None else f" (generating; measured {est.snr:.4g})")
-    )
+    snr_note = ""
+    if snr is not None:
+        snr_note = f"SNR = {snr:.4g} vs 1/sqrt(n) = {1 / math.sqrt(n):.4g}"
+        if known_snr is not None:
+            snr_note += f" (generating; measured {est.snr:.4g})"
     eta, eta_est = _eta_value(ds, est)
     noisy_count = int(ds.flipped.sum()) if ds.flipped is not None else est.n_noisy
-    noisy_est = ds.flipped is None
-    log_term = math.log(max(n / c.delta, 1.0))
-    noise_est = est.estimated_index
+    dim_bound = c.dim_C * n**2 * math.log(max(n / c.delta, 1.0))
     n_pairs = 2 * geo.n_tokens * max(est.signal_rank, 1)
-    sn_threshold = c.signal_noise_C * math.sqrt(2 * math.log(max(2 * n_pairs, 2)) / d)
-
-    def row(name, tag, source, formula, value, threshold, constant, holds, estimated, role,
-            note=""):
-        return Condition(name, tag, source, formula, _finite(value), _finite(threshold), constant,
-                         holds, estimated, role, note)
-
-    # A relative slack keeps values that equal a threshold up to rounding (kappa = 1.0000000002).
-    def at_most(value, threshold):
-        return None if value is None else bool(value <= threshold * (1 + _REL_TOL))
-
-    def at_least(value, threshold):
-        return None if value is None else bool(value >= threshold * (1 - _REL_TOL))
-
+    sn_bound = c.signal_noise_C * math.sqrt(2 * math.log(max(2 * n_pairs, 2)) / d)
     return [
-        row("tokens_per_sample", "model, W3", "data model (seed W3: one signal token and several noise tokens)",
-            "T >= 2", T, 2, "-", T >= 2, False, ASSUMPTION,
-            "" if T >= 2 else "one token per sample: no noise token, no token selection"),
-        row("T_bounded", "Q3.2", "seed Q3.2: 'we fix T = Theta(1)'", "T <= T_max", T, c.T_max,
-            f"T_max = {c.T_max}", T <= c.T_max, False, SOFT,
-            f"T = {T} is large; the analysis fixes T = Theta(1) and softmax may pick "
-            "high-scoring noise tokens"),
-        row("snr_benign", "Thm 3.3, min-norm", "Theorem 3.3 and the min-norm theorem (seed Q3: 'SNR threshold "
-            "Theta(1/sqrt(n))')", "kappa = n SNR^2 >= C_benign", kappa, c.kappa_benign,
-            f"C_benign = {c.kappa_benign:g}", at_least(kappa, c.kappa_benign), snr_est, REGIME,
-            snr_note),
-        row("snr_harmful", "W4", "harmful-overfitting result (seed W4: 'SNR = o(1/sqrt(n))')",
-            "kappa = n SNR^2 <= c_harmful", kappa, c.kappa_harmful,
-            f"c_harmful = {c.kappa_harmful:g}", at_most(kappa, c.kappa_harmful), snr_est, REGIME,
-            snr_note),
-        row("label_noise_rate", "Asm 3.1/4.1 (4), Q2", "Assumptions 3.1 and 4.1, item 4 (seed Q2: 'bounded by a "
-            "certain constant 1/C')", "eta <= 1/C", eta, 1 / c.eta_C, f"C = {c.eta_C:g}",
-            at_most(eta, 1 / c.eta_C), eta_est, ASSUMPTION,
-            "eta measured as the share of labels differing from the carried signal"
-            if eta_est else ""),
-        row("noisy_samples", "Q1", "GD analysis (seed Q1: 'at least one noisy sample')",
-            "#{i : y_i != y~_i} >= 1", noisy_count, 1, "-", noisy_count >= 1, noisy_est,
-            ASSUMPTION, f"n eta = {n * eta:.3g} (Q1: noisy samples exist whp when eta >> 1/n)"),
-        row("dimension_theorem", "Q3.1", "seed Q3.1: 'Omega(n^2) dimension requirement' (with log "
-            "factors, design section 6)", "d >= C_d n^2 log(n/delta)", d,
-            c.dim_C * n**2 * log_term, f"C_d = {c.dim_C:g}, delta = {c.delta:g}",
-            d >= c.dim_C * n**2 * log_term, False, SOFT,
-            "d below the theorems' sufficient dimension; the authors call it loose (Q3.1)"),
-        row("dimension_experiment", "Q3.1 (Fig. 4)", "seed Q3.1: 'benign overfitting occurs for d = 2n'",
-            "d >= C_exp n", d, c.dim_experiment * n, f"C_exp = {c.dim_experiment:g}",
-            d >= c.dim_experiment * n, False, SOFT,
-            "d below the smallest dimension where the authors observed benign overfitting"),
-        row("noise_orthogonality", "Q3.1, proofs", "seed Q3.1: 'sufficient separation between token inner "
-            "products'", "n max_{a!=b} |<xi_a, xi_b>| / ||xi_a||^2 <= C_orth",
-            None if geo.max_overlap is None else n * geo.max_overlap, c.orth_C,
-            f"C_orth = {c.orth_C:g}", at_most(None if geo.max_overlap is None
-                                             else n * geo.max_overlap, c.orth_C),
-            noise_est, SOFT, "noise tokens not near-orthogonal at the n-sample scale the proofs "
-            "use (d ~ n^2 log n); the typical cross-talk row decides interpolation"),
-        row("noise_crosstalk", "heuristic", "two-step GD interpolation (package heuristic, design section 5)",
-            "median_a sqrt(sum_b <xi_a, xi_b>^2) / ||xi_a||^2 <= C_xt", geo.median_crosstalk,
-            c.crosstalk_max, f"C_xt = {c.crosstalk_max:g}",
-            at_most(geo.median_crosstalk, c.crosstalk_max), noise_est, INTERPOLATION,
-            "~ sqrt(n (T-1) / d): a noisy sample's own noise token must outweigh the others"),
-        row("noise_norm_concentration", "proofs", "noise-norm concentration used by the proofs "
-            "(design section 6)", "max_a | ||xi_a||^2 / mean ||xi||^2 - 1 | <= C_norm",
-            geo.norm_deviation, c.norm_tol, f"C_norm = {c.norm_tol:g}",
-            at_most(geo.norm_deviation, c.norm_tol), noise_est, ASSUMPTION),
-        row("signal_noise_orthogonality", "model, W3", "data model (seed W3: 'the noise tokens are "
-            "orthogonal to the signal')", "max |cos(xi, mu_+-)| <= C_sn sqrt(2 log(2 N_pairs) / d)",
-            geo.signal_cosine, sn_threshold, f"C_sn = {c.signal_noise_C:g}",
-            at_most(geo.signal_cosine, sn_threshold),
-            est.estimated_index or est.estimated_classes, ASSUMPTION,
-            "mu_+- are the class means of the signal tokens"),
+        _row(
+            T, 2, name="tokens_per_sample", tag="model, W3",
+            source="data model (seed W3: one signal token and several noise tokens)",
+            formula="T >= 2", constant="-", holds=T >= 2, estimated=False, role=ASSUMPTION,
+            note="" if T >= 2 else "one token per sample: no noise token, no token selection",
+        ),
+        _row(
+            T, c.T_max, name="T_bounded", tag="Q3.2", source="seed Q3.2: 'we fix T = Theta(1)'",
+            formula="T <= T_max", constant=f"T_max = {c.T_max}", holds=T <= c.T_max,
+            estimated=False, role=SOFT,
+            note=f"T = {T} is large; the analysis fixes T = Theta(1) and softmax may pick "
+            "high-scoring noise tokens",
+        ),
+        _row(
+            kappa, c.kappa_benign, name="snr_benign", tag="Thm 3.3, min-norm",
+            source="Theorem 3.3 and the min-norm theorem (seed Q3: 'SNR threshold "
+            "Theta(1/sqrt(n))')",
+            formula="kappa = n SNR^2 >= C_benign", constant=f"C_benign = {c.kappa_benign:g}",
+            holds=_at_least(kappa, c.kappa_benign), estimated=known_snr is None, role=REGIME,
+            note=snr_note,
+        ),
+        _row(
+            kappa, c.kappa_harmful, name="snr_harmful", tag="W4",
+            source="harmful-overfitting result (seed W4: 'SNR = o(1/sqrt(n))')",
+            formula="kappa = n SNR^2 <= c_harmful", constant=f"c_harmful = {c.kappa_harmful:g}",
+            holds=_at_most(kappa, c.kappa_harmful), estimated=known_snr is None, role=REGIME,
+            note=snr_note,
+        ),
+        _row(
+            eta, 1 / c.eta_C, name="label_noise_rate", tag="Asm 3.1/4.1 (4), Q2",
+            source="Assumptions 3.1 and 4.1, item 4 (seed Q2: 'bounded by a certain constant "
+            "1/C')",
+            formula="eta <= 1/C", constant=f"C = {c.eta_C:g}", holds=_at_most(eta, 1 / c.eta_C),
+            estimated=eta_est, role=ASSUMPTION,
+            note="share of labels differing from the carried signal" if eta_est else "",
+        ),
+        _row(
+            noisy_count, 1, name="noisy_samples", tag="Q1",
+            source="GD analysis (seed Q1: 'at least one noisy sample')",
+            formula="#{i : y_i != y~_i} >= 1", constant="-", holds=noisy_count >= 1,
+            estimated=ds.flipped is None, role=ASSUMPTION,
+            note=f"n eta = {n * eta:.3g} (Q1: noisy samples exist whp when eta >> 1/n)",
+        ),
+        _row(
+            d, dim_bound, name="dimension_theorem", tag="Q3.1",
+            source="seed Q3.1: 'Omega(n^2) dimension requirement' (with log factors, design "
+            "section 6)",
+            formula="d >= C_d n^2 log(n/delta)", constant=f"C_d = {c.dim_C:g}, delta = {c.delta:g}",
+            holds=d >= dim_bound, estimated=False, role=SOFT,
+            note="d below the theorems' sufficient dimension; the authors call it loose (Q3.1)",
+        ),
+        _row(
+            d, c.dim_experiment * n, name="dimension_experiment", tag="Q3.1 (Fig. 4)",
+            source="seed Q3.1: 'benign overfitting occurs for d = 2n'",
+            formula="d >= C_exp n", constant=f"C_exp = {c.dim_experiment:g}",
+            holds=d >= c.dim_experiment * n, estimated=False, role=SOFT,
+            note="d below the smallest dimension where the authors observed benign overfitting",
+        ),
+        _row(
+            geo.max_overlap, c.orth_C / n, name="noise_orthogonality", tag="Q3.1, proofs",
+            source="seed Q3.1: 'sufficient separation between token inner products'",
+            formula="max_{a!=b} |<xi_a, xi_b>| / ||xi_a||^2 <= C_orth / n",
+            constant=f"C_orth = {c.orth_C:g}", holds=_at_most(geo.max_overlap, c.orth_C / n),
+            estimated=est.estimated_index, role=SOFT,
+            note="noise tokens not near-orthogonal at the n-sample scale the proofs use "
+            "(d ~ n^2 log n); the typical cross-talk row decides interpolation",
+        ),
+        _row(
+            geo.median_crosstalk, c.crosstalk_max, name="noise_crosstalk", tag="heuristic",
+            source="two-step GD interpolation (package heuristic, design section 5)",
+            formula="median_a sqrt(sum_b <xi_a, xi_b>^2) / ||xi_a||^2 <= C_xt",
+            constant=f"C_xt = {c.crosstalk_max:g}",
+            holds=_at_most(geo.median_crosstalk, c.crosstalk_max),
+            estimated=est.estimated_index, role=INTERPOLATION,
+            note="~ sqrt(n (T-1) / d): a noisy sample's own noise token must outweigh the others",
+        ),
+        _row(
+            geo.norm_deviation, c.norm_tol, name="noise_norm_concentration", tag="proofs",
+            source="noise-norm concentration used by the proofs (design section 6)",
+            formula="max_a | ||xi_a||^2 / mean ||xi||^2 - 1 | <= C_norm",
+            constant=f"C_norm = {c.norm_tol:g}", holds=_at_most(geo.norm_deviation, c.norm_tol),
+            estimated=est.estimated_index, role=ASSUMPTION,
+        ),
+        _row(
+            geo.signal_cosine, sn_bound, name="signal_noise_orthogonality", tag="model, W3",
+            source="data model (seed W3: 'the noise tokens are orthogonal to the signal')",
+            formula="max |cos(xi, mu_+-)| <= C_sn sqrt(2 log(2 N_pairs) / d)",
+            constant=f"C_sn = {c.signal_noise_C:g}", holds=_at_most(geo.signal_cosine, sn_bound),
+            estimated=est.estimated_index or est.estimated_classes, role=ASSUMPTION,
+            note="mu_+- are the class means of the signal tokens",
+        ),
     ]
 
 
@@ -548,7 +596,7 @@ def _observe(
     est: SignalNoiseEstimate,
     vectors: tuple[np.ndarray, np.ndarray],
     test: Dataset | None,
-    eta_info: tuple[float, bool],
+    eta: float,
     c: Constants,
 ) -> ObservedBehaviour:
     v, p = vectors
@@ -563,7 +611,6 @@ def _observe(
     train = evaluate(v, p, view)
     interpolates = train.min_margin > 0
     attention_estimated = est.estimated_index or est.estimated_classes
-    eta, _ = eta_info
     test_metrics = clean_error = None
     clean_estimated = False
     if test is not None:
@@ -577,6 +624,8 @@ def _observe(
     if not interpolates:
         regime = NO_INTERPOLATION
         reason = f"min train margin {train.min_margin:.3g} <= 0 (train error {train.error:.3g})"
+        if clean_error is not None:
+            reason += f"; clean test error {clean_error:.3g}"
     elif clean_error is None:
         regime, reason = None, "interpolates; no test set to judge generalisation"
     elif clean_error <= c.benign_error:
@@ -587,8 +636,10 @@ def _observe(
         reason = f"interpolates and clean test error {clean_error:.3g} >= {c.harmful_error:g}"
     else:
         regime = INTERMEDIATE
-        reason = (f"interpolates; clean test error {clean_error:.3g} between "
-                  f"{c.benign_error:g} and {c.harmful_error:g}")
+        reason = (
+            f"interpolates; clean test error {clean_error:.3g} between "
+            f"{c.benign_error:g} and {c.harmful_error:g}"
+        )
     return ObservedBehaviour(
         interpolates=bool(interpolates),
         train=_metrics_dict(train),
@@ -607,8 +658,10 @@ def _verdict(predicted: str, snr_regime: str, observed: ObservedBehaviour | None
         return "no solution given: nothing observed"
     seen = observed.regime
     if predicted == NO_INTERPOLATION and observed.interpolates:
-        head = ("predicted no interpolation by two-step GD, but this solution interpolates "
-                "(another method may); ")
+        head = (
+            "predicted no interpolation by two-step GD, but this solution interpolates "
+            "(another method may); "
+        )
         if seen is None:
             return head + "give a test set to compare its generalisation with the SNR side"
         return head + _compare(snr_regime, seen, "SNR side")
@@ -645,13 +698,18 @@ def format_report(report: ConditionReport) -> str:
         rule = r.formula + ("" if r.constant == "-" else f" ({r.constant})")
         table.append((r.name, value, _fmt(r.threshold), _fmt(r.holds), r.role, r.tag, rule))
     widths = [max(len(row[i]) for row in [head, *table]) for i in range(len(head))]
-    line = lambda row: "  ".join(s.ljust(w) for s, w in zip(row, widths)).rstrip()  # noqa: E731
+
+    def line(row: tuple[str, ...]) -> str:
+        return "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+
     est = report.estimates
     out = [
         f"Theorem-condition check: n={report.n}, T={report.T}, d={report.d}",
-        f"measured: rho={_fmt(est.rho)} sigma={_fmt(est.sigma)} SNR={_fmt(est.snr)} "
-        f"eta={_fmt(est.eta)} (signal index {est.signal_index_source}, classes from "
-        f"{est.class_source}); * = estimated from the data",
+        (
+            f"measured: rho={_fmt(est.rho)} sigma={_fmt(est.sigma)} SNR={_fmt(est.snr)} "
+            f"eta={_fmt(est.eta)} (signal index {est.signal_index_source}, classes from "
+            f"{est.class_source}); * = estimated from the data"
+        ),
         "",
         line(head),
         line(tuple("-" * w for w in widths)),
@@ -672,7 +730,8 @@ def format_report(report: ConditionReport) -> str:
         )
         out.append(
             f"  attention on signal: clean {_fmt(tr['attn_signal_clean'])}, noisy "
-            f"{_fmt(tr['attn_signal_noisy'])}" + (" (estimated split)" if obs.attention_estimated else "")
+            f"{_fmt(tr['attn_signal_noisy'])}"
+            + (" (estimated split)" if obs.attention_estimated else "")
             + " [Thm 3.3 item 3 / seed Q5.1: clean -> signal, noisy -> noise]"
         )
         if obs.test is not None:
@@ -684,4 +743,3 @@ def format_report(report: ConditionReport) -> str:
     out.append(f"verdict: {report.verdict}")
     out.append(f"note: {report.disclaimer}")
     return "\n".join(out)
-

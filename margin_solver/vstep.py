@@ -78,9 +78,10 @@ _QUADRATIC_OBJECTIVE = frozenset({"CLARABEL"})
 # multiple of ``tol``; interior-point solvers typically end a few times below their tolerance.
 _GAP_FACTOR = 1e3
 
-# Two rows are "the same feature" when ||z_i - z_j||^2 <= _SAME_RTOL * (||z_i||^2 + ||z_j||^2);
-# the squared distance is read off K, which is exact only up to rounding of order eps * K_ii.
-_SAME_RTOL = 1e-12
+# Two rows are "the same feature" when ||z_i - z_j||^2 <= _SAME_RTOL * (||z_i||^2 + ||z_j||^2).
+# The squared distance is read off K, whose entries carry rounding of order eps * K_ii, so
+# below about 100 eps it cannot be told from 0; rows farther apart are left to the engines.
+_SAME_RTOL = 100 * np.finfo(np.float64).eps
 
 # Margin violation tolerated in the exact KKT solve on the support (_solve_on_support);
 # anything left is removed by the rescaling to smallest margin 1.
@@ -369,7 +370,11 @@ def solve_vstep(
 
 
 def _check_gram(K: Any, n: int | None) -> np.ndarray:
-    """Validate a Gram matrix: square, of size n when Z is given, symmetric; symmetrise it."""
+    """Validate a Gram matrix (square, n x n when Z is given, symmetric, diagonal >= 0).
+
+    Returns it symmetrised. Beyond the diagonal, positive semidefiniteness is trusted: small
+    negative eigenvalues from rounding are clipped when K is factored.
+    """
     K = check_matrix(K, "K")
     expected = (n, n) if n is not None else (K.shape[0], K.shape[0])
     if K.shape != expected:
@@ -380,6 +385,12 @@ def _check_gram(K: Any, n: int | None) -> np.ndarray:
     if asym > 1e-8 * max(float(np.max(np.abs(K))), np.finfo(np.float64).tiny):
         raise InvalidInputError(
             f"K must be symmetric (a Gram matrix Z @ Z.T); max |K - K.T| = {asym:.3g}."
+        )
+    if np.diag(K).min() < 0:
+        i = int(np.argmin(np.diag(K)))
+        raise InvalidInputError(
+            f"K must be positive semidefinite (a Gram matrix Z @ Z.T), but K[{i}, {i}] = "
+            f"{K[i, i]:.3g} < 0."
         )
     return (K + K.T) / 2
 

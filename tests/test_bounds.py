@@ -52,7 +52,9 @@ def test_enumeration_is_the_minimum_over_selections():
     ds = paper_data(5, 1.0, T=3, d=60, seed=1)
     H = TokenGram(ds.X).H
     y = ds.y.astype(float)
-    norms = [selection_svm(H, y, 3, np.array(s)).norm for s in itertools.product(range(3), repeat=5)]
+    norms = [
+        selection_svm(H, y, 3, np.array(s)).norm for s in itertools.product(range(3), repeat=5)
+    ]
     res = global_lower_bound(ds.X, ds.y, method="enumerate")
     assert res.value == min(norms)
     assert global_lower_bound(ds.X, ds.y, method="bnb").value == pytest.approx(min(norms), rel=1e-9)

@@ -32,16 +32,26 @@ def files(tmp_path_factory):
 
 def test_check_prints_table_and_writes_json(files, capsys):
     out_json = files / "report.json"
-    status = main([
-        "check", str(files / "train.npz"), "--test", str(files / "test.npz"),
-        "--solution", str(files / "sol.json"), "--json", str(out_json),
-    ])
+    status = main(
+        [
+            "check",
+            str(files / "train.npz"),
+            "--test",
+            str(files / "test.npz"),
+            "--solution",
+            str(files / "sol.json"),
+            "--json",
+            str(out_json),
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0
     assert "snr_benign" in out and "predicted regime: benign" in out and "verdict:" in out
     report = json.loads(out_json.read_text())
     assert report["predicted_regime"] == "benign"
-    assert report["observed"]["interpolates"] is False  # v = e1 - e2 reads the signal only: noisy samples stay misfit
+    assert (
+        report["observed"]["interpolates"] is False
+    )  # v = e1 - e2 reads the signal only: noisy samples stay misfit
     assert report["observed"]["train"]["error_clean"] == 0.0
 
 

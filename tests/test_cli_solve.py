@@ -31,7 +31,8 @@ def test_solve_prints_and_writes_json(data_file, tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("R", "match"), [("-1", "R must be a positive"), ("nan", "R must be a positive"), ("0", "R must")]
+    ("R", "match"),
+    [("-1", "R must be a positive"), ("nan", "R must be a positive"), ("0", "R must")],
 )
 def test_bad_R_is_one_line(data_file, capsys, R, match):
     assert main(["solve", str(data_file), "--R", R]) == 2

@@ -49,7 +49,7 @@ def test_large_R_reaches_the_certified_bound(kappa):
     res = solve_min_norm(ds, R=1000 / math.sqrt(ds.d), certify=True)
     assert res.bound.status == "optimal"
     assert res.lower_bound == res.bound.value
-    assert 0 <= res.gap <= 1e-3
+    assert -1e-9 <= res.gap <= 1e-3  # a norm equal to the bound can round below it
     assert res.gap == pytest.approx((res.norm - res.lower_bound) / res.norm)
 
 
@@ -109,8 +109,10 @@ def test_benign_and_harmful_regimes_end_to_end():
     R = 100 / math.sqrt(2000)
     benign = evaluate(*_vp(solve_min_norm(benign_train, R=R)), benign_test)
     harmful = evaluate(*_vp(solve_min_norm(harmful_train, R=R)), harmful_test)
-    assert benign.error_clean < 0.05 < 0.3 < harmful.error_clean
-    assert benign.attn_signal_clean > 0.9 > 0.6 > harmful.attn_signal_clean
+    assert benign.error_clean < 0.05
+    assert harmful.error_clean > 0.3
+    assert benign.attn_signal_clean > 0.9
+    assert harmful.attn_signal_clean < 0.6
 
 
 def _vp(res):

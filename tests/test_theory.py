@@ -102,8 +102,8 @@ def test_correlated_noise_tokens_predict_no_interpolation():
 @pytest.mark.parametrize(
     ("kwargs", "failing"),
     [
-        (dict(eta=0.4), "label_noise_rate"),
-        (dict(eta=0.0), "noisy_samples"),
+        ({"eta": 0.4}, "label_noise_rate"),
+        ({"eta": 0.0}, "noisy_samples"),
     ],
 )
 def test_failed_assumption_is_outside_the_theory(kwargs, failing):
@@ -146,10 +146,10 @@ def test_noise_correlated_with_signal_fails_orthogonality():
 @pytest.mark.parametrize(
     "kw",
     [
-        dict(T=2),
-        dict(T=4, signal_position="random"),
-        dict(T=3, signal="antipodal", noise="isotropic", signal_position="random"),
-        dict(T=3, signal="random"),
+        {"T": 2},
+        {"T": 4, "signal_position": "random"},
+        {"T": 3, "signal": "antipodal", "noise": "isotropic", "signal_position": "random"},
+        {"T": 3, "signal": "random"},
     ],
 )
 @pytest.mark.parametrize("given", ["nothing", "signal_index", "clean_y"])
@@ -177,10 +177,46 @@ def test_estimates_from_raw_arrays_match_generating_values(kw, given):
     assert report.condition("noisy_samples").estimated == (given != "clean_y")
 
 
+def test_scale_invariance_without_overflow():
+    _, train, _ = _sample(kappa=8.0)
+    small = check_conditions(Dataset(train.X, train.y))
+    for factor in (1e150, 1e-150):
+        scaled = check_conditions(Dataset(factor * train.X, train.y))
+        assert scaled.estimates.snr == pytest.approx(small.estimates.snr, rel=1e-9)
+        assert scaled.estimates.rho == pytest.approx(factor * small.estimates.rho, rel=1e-9)
+        for a, b in zip(scaled.conditions, small.conditions):
+            assert a.value == pytest.approx(b.value, rel=1e-9), a.name
+        assert scaled.predicted_regime == small.predicted_regime == BENIGN
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        Dataset(np.zeros((5, 2, 4)), [1, -1, 1, -1, 1]),
+        Dataset(np.ones((4, 3, 5)), [1, -1, 1, -1]),
+        Dataset(np.random.default_rng(0).standard_normal((6, 3, 10)), np.ones(6)),
+        Dataset(np.random.default_rng(1).standard_normal((6, 2, 1)), [1, -1, 1, -1, 1, -1]),
+    ],
+    ids=["all-zero", "identical tokens", "one class", "d=1"],
+)
+def test_degenerate_data_gives_a_report_not_a_crash(data):
+    solution = {"v": np.zeros(data.d), "p": np.zeros(data.d)}
+    report = check_conditions(data, solution, data)
+    json.dumps(report.to_dict())
+    assert report.predicted_regime == OUTSIDE
+    assert report.observed.regime == NO_INTERPOLATION
+
+
 def test_generating_values_are_not_flagged_estimated():
     _, train, _ = _sample(kappa=8.0)
     report = check_conditions(train)
-    for name in ("snr_benign", "snr_harmful", "label_noise_rate", "noisy_samples", "noise_crosstalk"):
+    for name in (
+        "snr_benign",
+        "snr_harmful",
+        "label_noise_rate",
+        "noisy_samples",
+        "noise_crosstalk",
+    ):
         assert report.condition(name).estimated is False
 
 
@@ -214,8 +250,16 @@ def test_every_row_is_present_and_serialisable(tmp_path):
     assert out["success"] is True
     assert "not reproduced" in out["disclaimer"]
     for row in out["conditions"]:
-        assert set(row) >= {"name", "source", "formula", "value", "threshold", "constant",
-                            "holds", "estimated"}
+        assert set(row) >= {
+            "name",
+            "source",
+            "formula",
+            "value",
+            "threshold",
+            "constant",
+            "holds",
+            "estimated",
+        }
         assert row["source"]
     assert out["observed"]["test"]["error_clean"] is not None
     text = str(report)
@@ -229,7 +273,9 @@ def test_observed_verdicts_with_hand_made_solutions():
     benign = check_conditions(train, dict(zip("vp", _benign_solution(dist, train))), test)
     obs = benign.observed
     assert obs.interpolates and obs.regime == BENIGN
-    assert obs.clean_error <= 0.05 and obs.test["error"] == pytest.approx(test.flipped.mean(), abs=0.05)
+    assert obs.clean_error <= 0.05 and obs.test["error"] == pytest.approx(
+        test.flipped.mean(), abs=0.05
+    )
     assert obs.train["attn_signal_clean"] > 0.9 and obs.train["attn_signal_noisy"] < 0.1
     assert benign.verdict.startswith("AGREES")
 
@@ -241,6 +287,15 @@ def test_observed_verdicts_with_hand_made_solutions():
 
     zero = check_conditions(train, {"v": np.zeros(train.d), "p": np.zeros(train.d)}, test)
     assert zero.observed.regime == NO_INTERPOLATION and zero.verdict.startswith("DISAGREES")
+
+    # The prediction concerns min-norm / two-step GD: a hand-made benign interpolator exists
+    # at low SNR too, and the verdict says so.
+    low_dist, low_train, low_test = _sample(kappa=0.2)
+    low = check_conditions(
+        low_train, dict(zip("vp", _benign_solution(low_dist, low_train))), low_test
+    )
+    assert low.predicted_regime == HARMFUL and low.observed.regime == BENIGN
+    assert low.verdict == "DISAGREES: predicted harmful, observed benign"
 
     no_test = check_conditions(train, dict(zip("vp", _benign_solution(dist, train))))
     assert no_test.observed.regime is None and no_test.verdict.startswith("partial")
@@ -269,9 +324,7 @@ def test_observed_without_clean_test_labels_uses_eta():
     report = check_conditions(train, dict(zip("vp", _benign_solution(dist, train))), raw_test)
     obs = report.observed
     assert obs.clean_error_estimated
-    assert obs.clean_error == pytest.approx(
-        max(0.0, (obs.test["error"] - 0.1) / 0.8), rel=1e-12
-    )
+    assert obs.clean_error == pytest.approx(max(0.0, (obs.test["error"] - 0.1) / 0.8), rel=1e-12)
     assert obs.regime == BENIGN
 
 
@@ -287,7 +340,7 @@ def test_subsampled_noise_gram_is_reported():
 
 
 def test_bad_inputs_raise_clear_errors(tmp_path):
-    _, train, test = _sample(kappa=8.0)
+    _, train, _test = _sample(kappa=8.0)
     with pytest.raises(InvalidInputError, match=r"solution v of shape \(600,\)"):
         check_conditions(train, {"v": np.zeros(5), "p": np.zeros(600)})
     with pytest.raises(InvalidInputError, match="lacks key"):
@@ -306,3 +359,5 @@ def test_bad_inputs_raise_clear_errors(tmp_path):
         Constants(kappa_harmful=5.0)
     with pytest.raises(InvalidInputError, match="positive"):
         Constants(norm_tol=-1.0)
+    with pytest.raises(InvalidInputError, match="max_tokens must be an integer"):
+        Constants(max_tokens=4000.0)

@@ -42,7 +42,9 @@ def parse_constants(items: list[str]) -> Constants:
         name, sep, raw = item.partition("=")
         name = name.strip()
         if not sep or name not in fields:
-            raise CLIError(f"--constant expects NAME=VALUE with NAME in {sorted(fields)}, got {item!r}.")
+            raise CLIError(
+                f"--constant expects NAME=VALUE with NAME in {sorted(fields)}, got {item!r}."
+            )
         integer = fields[name].type in ("int", int)
         try:
             values[name] = int(raw) if integer else float(raw)

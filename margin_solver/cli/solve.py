@@ -21,7 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``solve`` verb."""
     parser.add_argument("data", help="dataset file (.npz with arrays X (n, T, d) and y (n,))")
     parser.add_argument(
-        "--R", type=float, required=True,
+        "--R",
+        type=float,
+        required=True,
         help="radius of the ball ||p|| <= R (e.g. 100/sqrt(d) for near-hard attention)",
     )
     parser.add_argument("--certify", action="store_true", help="compute the global lower bound")
@@ -72,8 +74,9 @@ def _summary(result: MinNormResult, data) -> str:
             f"  lower bound {result.lower_bound:.6g} ({result.bound.status}, "
             f"{result.bound.nodes} SVMs)   gap {result.gap:.3g}"
         )
-    starts = ", ".join(f"{k} {v:.6g}" if math.isfinite(v) else f"{k} inf"
-                       for k, v in result.start_norms.items())
+    starts = ", ".join(
+        f"{k} {v:.6g}" if math.isfinite(v) else f"{k} inf" for k, v in result.start_norms.items()
+    )
     lines.append(f"  starts      {starts}")
     lines.append(f"  train error {metrics.error:.4g}")
     if metrics.attn_signal_clean is not None:

@@ -1,0 +1,60 @@
+"""Result objects, JSON output, atomic writes and the shared metrics."""
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from margin_solver.data import Dataset, PaperDistribution
+from margin_solver.fileio import write_json
+from margin_solver.metrics import evaluate
+from margin_solver.results import ResultMixin
+
+
+@dataclass(repr=False)
+class _Toy(ResultMixin):
+    status: str
+    message: str
+    x: np.ndarray
+    value: float
+
+
+def test_result_json_and_repr():
+    r = _Toy("optimal", "solved", np.arange(3.0), float("nan"))
+    d = json.loads(r.to_json())
+    assert d == {"status": "optimal", "message": "solved", "x": [0.0, 1.0, 2.0], "value": None, "success": True}
+    text = repr(r)
+    assert text.splitlines()[1].strip() == "message: solved"
+    assert "success: True" in text
+    assert not _Toy("infeasible", "no v separates", np.zeros(1), 0.0).success
+
+
+def test_write_json_is_atomic_and_leaves_no_temporary(tmp_path):
+    path = write_json(tmp_path / "out" / "r.json", _Toy("optimal", "ok", np.ones(2), 1.5))
+    assert json.loads(path.read_text())["x"] == [1.0, 1.0]
+    assert [p.name for p in path.parent.iterdir()] == ["r.json"]
+
+
+def test_evaluate_errors_and_attention_split():
+    # sample 0 clean, sample 1 noisy; tokens: signal e1/e2 first, noise e3 second
+    X = np.zeros((2, 2, 3))
+    X[0, 0, 0] = 1.0  # clean +1 sample, signal mu_+ = e1
+    X[1, 0, 1] = 1.0  # clean -1 sample ...
+    X[0, 1, 2] = X[1, 1, 2] = 1.0
+    ds = Dataset(X, y=[1, 1], clean_y=[1, -1], signal_index=[0, 0])
+    v = np.array([1.0, -1.0, 0.0])
+    p = np.array([np.log(3.0), 0.0, 0.0])  # sample 0 attends 3/4 to signal, sample 1 1/2
+    m = evaluate(v, p, ds)
+    assert m.error == 0.5 and m.error_clean == 0.0
+    assert m.attn_signal_clean == pytest.approx(0.75) and m.attn_signal_noisy == pytest.approx(0.5)
+    assert m.min_margin == pytest.approx(-0.5)
+    np.testing.assert_array_equal(m.selected_token, [0, 0])
+    assert json.dumps(m.to_dict())
+
+
+def test_evaluate_without_metadata():
+    ds = PaperDistribution(d=20, snr=1.0).sample(8, seed=0)
+    raw = Dataset(ds.X, ds.y)
+    m = evaluate(np.ones(20), np.zeros(20), raw)
+    assert m.error_clean is None and m.attn_signal is None and m.attn_signal_noisy is None
