@@ -7,14 +7,28 @@ conversion) is excluded from it and reported on its own. The iterates of all thr
 cross-checked after ``S1`` steps. torch is not a project dependency: without it the torch
 column is skipped with a message.
 
+``--threads`` (default 1) fixes the BLAS threads of numpy and torch's intra-op threads
+alike. On a shared, loaded machine multi-threaded BLAS on these matrix-vector products
+thrashes (a 1000 x 1000 product measured 0.3 ms on one thread and 10-40 ms on two), so the
+single-thread comparison is the fair and stable one.
+
     .venv/bin/python benchmarks/gd_speed.py --out results/gd_speed.json
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import platform
 import time
+
+# BLAS reads its thread count when numpy is first imported: apply --threads before that.
+_pre = argparse.ArgumentParser(add_help=False)
+_pre.add_argument("--threads", type=int, default=1)
+THREADS = _pre.parse_known_args()[0].threads
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = str(THREADS)
 
 import numpy as np
 
@@ -66,10 +80,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="results/gd_speed.json")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1, help="BLAS / torch threads (default 1)")
     args = ap.parse_args()
     try:
         import torch
 
+        torch.set_num_threads(args.threads)
         torch_version = torch.__version__
     except ImportError:
         torch_version = None
@@ -82,16 +98,20 @@ def main() -> None:
         step = default_step_sizes(train.X)[0]
         heavy = n * T * d > 5e6
         s1, s2 = (5, 25) if heavy else (20, 220)
-        row = {"n": n, "T": T, "d": d, "steps": [s1, s2]}
+        # kernel steps are cheap next to the Gram product: many more steps for a clean slope
+        steps = {"dense": (s1, s2), "kernel": (s1, s1 + 4000 if heavy else s1 + 1000)}
+        row = {"n": n, "T": T, "d": d, "steps": steps, "threads": args.threads}
         ref = ours(train, "dense", s1, step)[1]
         for form in ("dense", "kernel"):
-            row[f"{form}_per_step_s"] = slope(lambda k: ours(train, form, k, step), s1, s2, args.repeats)
+            run = functools.partial(ours, train, form, step=step)
+            row[f"{form}_per_step_s"] = slope(run, *steps[form], args.repeats)
             t_short, v = ours(train, form, s1, step)
             row[f"{form}_setup_s"] = t_short - s1 * row[f"{form}_per_step_s"]
             row[f"{form}_max_rel_diff"] = float(np.linalg.norm(v - ref) / np.linalg.norm(ref))
         if torch_version is not None:
             yf = train.y.astype(np.float64)
-            row["torch_per_step_s"] = slope(lambda k: torch_gd(train.X, yf, k, step), s1, s2, args.repeats)
+            run = functools.partial(torch_gd, train.X, yf, step=step)
+            row["torch_per_step_s"] = slope(run, s1, s2, args.repeats)
             row["torch_max_rel_diff"] = float(
                 np.linalg.norm(torch_gd(train.X, yf, s1, step)[1] - ref) / np.linalg.norm(ref)
             )
@@ -99,7 +119,7 @@ def main() -> None:
                 row[f"speedup_{form}_vs_torch"] = row["torch_per_step_s"] / row[f"{form}_per_step_s"]
         rows.append(row)
         print(row, flush=True)
-    meta = {"machine": platform.platform(), "python": platform.python_version(),
+    meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "numpy": np.__version__, "torch": torch_version}
     write_json(args.out, {"meta": meta, "rows": rows})
     print("\n| n | T | d | dense ms/step | kernel ms/step (setup s) | torch ms/step | "

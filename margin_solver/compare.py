@@ -20,7 +20,7 @@ from margin_solver.metrics import Metrics, evaluate
 from margin_solver.results import to_jsonable
 from margin_solver.validation import InvalidInputError, check_vector
 
-__all__ = ["ModelSummary", "Comparison", "compare"]
+__all__ = ["Comparison", "ModelSummary", "compare"]
 
 
 @dataclass(frozen=True)

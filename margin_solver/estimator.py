@@ -10,17 +10,26 @@ work when scikit-learn is installed.
 from __future__ import annotations
 
 import inspect
+import math
+import warnings
 from typing import Any
 
 import numpy as np
 
-from margin_solver.gd import gradient_descent
+from margin_solver.gd import gradient_descent, token_scale
 from margin_solver.kernel import outputs
 from margin_solver.validation import InvalidInputError, check_labels, check_tokens
 
-__all__ = ["SingleHeadAttentionClassifier", "NotFittedError"]
+__all__ = ["FitWarning", "NotFittedError", "SingleHeadAttentionClassifier"]
 
 METHODS = ("min-norm", "gd")
+#: Default ``R`` of min-norm is this over ``nu`` (root mean squared token norm): scores
+#: ``<x, p>`` then reach about 10, close to hard token selection.
+DEFAULT_SCORE_RANGE = 10.0
+
+
+class FitWarning(UserWarning):
+    """The solver returned without a usable-solution status (e.g. GD diverged)."""
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -41,7 +50,9 @@ class SingleHeadAttentionClassifier:
         min-norm interpolator with ``||p|| <= R``); ``"gd"`` calls
         :func:`margin_solver.gd.gradient_descent`.
     R : float, optional
-        Norm cap on ``p``: required by ``"min-norm"`` (default 10 there), optional for GD.
+        Norm cap on ``p``. For ``"min-norm"`` it defaults to ``10 / nu`` (``nu^2`` the mean
+        squared training token norm), so attention scores reach about 10; GD has no cap
+        unless given.
     schedule : {"two-step", "constant", "normalized"}, default="two-step"
         GD schedule (``method="gd"`` only).
     steps : int, optional
@@ -132,7 +143,14 @@ class SingleHeadAttentionClassifier:
         Raises
         ------
         InvalidInputError
-            Bad shapes or labels, or an unknown ``method``.
+            Bad shapes or labels, an unknown ``method``, or (min-norm) no interpolator
+            exists with ``||p|| <= R``.
+
+        Warns
+        -----
+        FitWarning
+            The solver's status is not a usable-solution one (e.g. GD diverged: the last
+            finite iterate is kept).
         """
         if self.method not in METHODS:
             raise InvalidInputError(f"method must be one of {METHODS}, got {self.method!r}.")
@@ -147,8 +165,16 @@ class SingleHeadAttentionClassifier:
         else:
             from margin_solver.minnorm import solve_min_norm  # built on its own branch
 
-            R = 10.0 if self.R is None else self.R
+            R = DEFAULT_SCORE_RANGE / math.sqrt(token_scale(Xc)) if self.R is None else self.R
             result = solve_min_norm(Xc, yc, R, **options)
+            if result.v is None:
+                raise InvalidInputError(f"No interpolator with ||p|| <= {R:.4g}: {result.message}")
+        if not result.success:
+            warnings.warn(
+                f"{self.method} ended with status {result.status!r}: {result.message}",
+                FitWarning,
+                stacklevel=2,
+            )
         self.result_ = result
         self.v_ = np.asarray(result.v, dtype=np.float64)
         self.p_ = np.asarray(result.p, dtype=np.float64)

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-__all__ = ["plot_gd_trajectory"]
+__all__ = ["plot_gd_trajectory", "plot_step_size_grid"]
 
 
 def plot_gd_trajectory(
@@ -54,9 +55,12 @@ def plot_gd_trajectory(
         (axes[1, 1], "Norms and normalised margin", "value",
          [("norm_v", "||v||"), ("norm_p", "||p||"), ("normalized_margin", "min margin / ||v||")]),
     ]
+    loss = np.asarray(trajectory.get("loss", []), dtype=np.float64)
     for ax, name, ylabel, series in panels:
         for key, label in series:
             values = np.asarray(trajectory.get(key, []), dtype=np.float64)
+            if key == "objective" and np.array_equal(values, loss):
+                continue  # no weight decay: the objective is the loss
             if values.size and np.any(np.isfinite(values)):
                 ax.plot(step, values, marker="o" if len(step) <= 12 else None, label=label)
         ax.set_title(name)
@@ -64,7 +68,6 @@ def plot_gd_trajectory(
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
-    loss = np.asarray(trajectory.get("loss", []), dtype=np.float64)
     if loss.size and np.all(loss[np.isfinite(loss)] > 0):
         axes[0, 0].set_yscale("log")
     norms = [np.asarray(trajectory.get(k, []), dtype=np.float64) for k in ("norm_v", "norm_p")]
@@ -74,8 +77,63 @@ def plot_gd_trajectory(
     axes[1, 0].set_ylim(-0.02, 1.02)
     for ax in axes[1]:
         ax.set_xlabel("GD step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(title or "Gradient descent trajectory")
     return _save(fig, path)
+
+
+def plot_step_size_grid(
+    rows: list[Mapping], path: str | os.PathLike, n: int, d: int, default: tuple[str, str]
+) -> Path:
+    """Two-step GD over kappa: clean test error and fraction of runs that interpolate.
+
+    Top row: every step-size constant pair ``(c0, g)`` (and the long constant-step runs,
+    labelled ``c0 = "const<steps>"``) at one size ``(n, d)``; bottom row: the ``default``
+    pair at every size. ``rows`` are those of ``benchmarks/gd_defaults.py``
+    (keys ``n, d, kappa, c0, g, interpolates, test_error_clean``), averaged over seeds here.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 2, sharex=True)
+    pairs = sorted({(str(r["c0"]), str(r["g"])) for r in rows})
+    sizes = sorted({(int(r["n"]), int(r["d"])) for r in rows})
+    top = [(_pair_label(c0, g), lambda r, c0=c0, g=g: (str(r["c0"]), str(r["g"])) == (c0, g)
+            and (int(r["n"]), int(r["d"])) == (n, d)) for c0, g in pairs]
+    bottom = [(f"n={nn}, d={dd}", lambda r, nn=nn, dd=dd: (str(r["c0"]), str(r["g"])) == default
+               and (int(r["n"]), int(r["d"])) == (nn, dd)) for nn, dd in sizes]
+    for row_axes, series, what in ((axes[0], top, f"n={n}, d={d}"),
+                                   (axes[1], bottom, f"default c0={default[0]}, g={default[1]}")):
+        for label, keep in series:
+            sel = [r for r in rows if keep(r)]
+            kappas = sorted({float(r["kappa"]) for r in sel})
+            if not kappas:
+                continue
+            for ax, key in zip(row_axes, ("test_error_clean", "interpolates")):
+                mean = [np.mean([float(r[key]) for r in sel if float(r["kappa"]) == k]) for k in kappas]
+                ax.plot(kappas, mean, marker="o", label=label)
+        row_axes[0].set_title(f"Clean test error after GD ({what})")
+        row_axes[0].set_ylabel("clean test error")
+        row_axes[1].set_title(f"Runs that interpolate ({what})")
+        row_axes[1].set_ylabel("fraction of seeds")
+        for ax in row_axes:
+            ax.set_ylim(-0.03, 1.03)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    for ax in axes[1]:
+        ax.set_xlabel("kappa = n SNR^2")
+    fig.suptitle("GD endpoints over kappa: two-step step-size constants and long runs, T = 2")
+    return _save(fig, path)
+
+
+def _pair_label(c0: str, g: str) -> str:
+    if c0.startswith("const"):
+        return f"constant step, {c0[len('const'):]} steps"
+    return f"two-step, c0={c0}, g={g}"
 
 
 def _save(fig: Figure, path: str | os.PathLike) -> Path:

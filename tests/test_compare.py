@@ -82,7 +82,7 @@ def test_estimator_attributes_are_read(fitted):
 
 
 def test_bad_inputs(fitted):
-    train, test, two, _ = fitted
+    train, _, two, _ = fitted
     with pytest.raises(InvalidInputError, match="has no dense v and p"):
         compare(two, object(), train)
     with pytest.raises(InvalidInputError, match="train must be a Dataset"):
@@ -94,3 +94,18 @@ def test_bad_inputs(fitted):
 
     with pytest.raises(InvalidInputError, match=r"Expected b.v of shape \(2000,\)"):
         compare(two, Short(), train)
+
+
+def test_min_norm_result_against_gd(fitted):
+    from margin_solver.minnorm import solve_min_norm
+
+    train, test, two, _ = fitted
+    mn = solve_min_norm(train, R=float(np.linalg.norm(two.p)))
+    c = compare(mn, two, train, test, names=("min-norm", "two-step"))
+    assert c.a.min_margin == pytest.approx(mn.min_margin, rel=1e-9)
+    assert c.a.normalized_margin == pytest.approx(mn.min_margin / mn.norm, rel=1e-9)
+    assert c.a.interpolates and c.b.interpolates
+    assert -1 <= c.cos_v <= 1 and c.same_token_train == pytest.approx(
+        np.mean(mn.selected_token == evaluate(two.v, two.p, train).selected_token)
+    )
+    assert "min-norm" in str(c).splitlines()[0]

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from margin_solver.data import PaperDistribution
-from margin_solver.estimator import NotFittedError, SingleHeadAttentionClassifier
+from margin_solver.estimator import FitWarning, NotFittedError, SingleHeadAttentionClassifier
 from margin_solver.gd import gradient_descent
 from margin_solver.kernel import outputs
 from margin_solver.validation import InvalidInputError
-
-HAS_MINNORM = importlib.util.find_spec("margin_solver.minnorm") is not None
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +75,30 @@ def test_sklearn_clone_and_cross_val_score(data):
     assert scores.mean() >= 0.6
 
 
-@pytest.mark.skipif(not HAS_MINNORM, reason="margin_solver.minnorm is not merged on this branch yet")
 def test_min_norm_method(data):
     from margin_solver.minnorm import solve_min_norm
 
-    train, test = data
+    train, _ = data
     clf = SingleHeadAttentionClassifier(method="min-norm", R=5.0).fit(train.X, train.y)
     ref = solve_min_norm(train.X, train.y.astype(float), 5.0)
     np.testing.assert_allclose(clf.v_, ref.v, rtol=1e-6, atol=1e-9)
     assert clf.score(train.X, train.y) == 1.0  # an interpolator
     assert np.linalg.norm(clf.p_) <= 5.0 * (1 + 1e-9)
+    default = SingleHeadAttentionClassifier().fit(train.X, train.y)  # method="min-norm", R = 10 / nu
+    nu = np.sqrt(np.mean(np.sum(train.X**2, axis=2)))
+    assert default.result_.p_norm <= 10 / nu * (1 + 1e-9)
+    assert default.score(train.X, train.y) == 1.0
+
+
+def test_min_norm_without_interpolator_raises():
+    X = np.ones((4, 2, 3))  # identical samples with opposite labels
+    with pytest.raises(InvalidInputError, match=r"No interpolator with \|\|p\|\| <="):
+        SingleHeadAttentionClassifier(R=1.0).fit(X, [1, -1, 1, -1])
+
+
+def test_diverged_gd_warns_and_keeps_the_last_finite_iterate(data):
+    train, _ = data
+    clf = SingleHeadAttentionClassifier(method="gd", solver_options={"beta0": 1e300, "beta1": 1e300})
+    with pytest.warns(FitWarning, match="status 'diverged'"):
+        clf.fit(train.X, train.y)
+    assert np.all(np.isfinite(clf.v_))

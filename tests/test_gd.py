@@ -82,7 +82,8 @@ def test_two_step_defaults_are_benign_in_the_papers_regime(seed):
 )
 def test_kernel_and_dense_forms_agree(small, init, options):
     train, test = small
-    common = dict(init=init, seed=3, test=test, record_every=5 if options["schedule"] != "two-step" else None)
+    every = 5 if options["schedule"] != "two-step" else None
+    common = {"init": init, "seed": 3, "test": test, "record_every": every}
     dense = gradient_descent(train, form="dense", **options, **common)
     kern = gradient_descent(train, form="kernel", **options, **common)
     assert (dense.form, kern.form) == ("dense", "kernel")
@@ -93,10 +94,34 @@ def test_kernel_and_dense_forms_agree(small, init, options):
         np.testing.assert_allclose(kern.trajectory[key], dense.trajectory[key], rtol=1e-8)
 
 
+def test_dense_form_streamed_in_blocks_gives_the_same_iterates(small, monkeypatch):
+    from margin_solver import gd
+
+    train, test = small
+    options = {"schedule": "constant", "steps": 15, "weight_decay": 0.01, "test": test}
+    options["form"] = "dense"
+    whole = gradient_descent(train, **options)
+    sample_bytes = train.T * train.d * 8
+    monkeypatch.setattr(gd, "_CACHE_BYTES", 0)  # pretend X does not fit in cache
+    monkeypatch.setattr(gd, "_BLOCK_BYTES", 5 * sample_bytes)  # blocks of 5 samples: 5, 5, 2
+    blocks = gradient_descent(train, **options)
+    np.testing.assert_allclose(blocks.v, whole.v, rtol=1e-12)
+    np.testing.assert_allclose(blocks.p, whole.p, rtol=1e-12)
+    np.testing.assert_allclose(blocks.attention, whole.attention, rtol=1e-12)
+    np.testing.assert_allclose(blocks.trajectory["loss"], whole.trajectory["loss"], rtol=1e-12)
+
+
 def test_auto_form_picks_kernel_only_when_it_pays(small):
     train, _ = small
     assert gradient_descent(train).form == "dense"  # two steps never repay the Gram product
     assert gradient_descent(train, schedule="constant", steps=50).form == "kernel"  # d > nT
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(50) < 0.5, -1, 1)
+    square = rng.standard_normal((50, 2, 100))  # nT = d: Gram repaid after nT d/(4d - 2nT) = 50 steps
+    assert gradient_descent(square, y, schedule="constant", steps=49).form == "dense"
+    assert gradient_descent(square, y, schedule="constant", steps=51).form == "kernel"
+    wide = rng.standard_normal((50, 2, 50))  # nT >= 2d: a kernel step costs more than a dense one
+    assert gradient_descent(wide, y, schedule="constant", steps=5000).form == "dense"
 
 
 def test_random_init_is_seeded_and_small(small):
@@ -107,24 +132,49 @@ def test_random_init_is_seeded_and_small(small):
     assert 0 < a.trajectory["norm_p"][0] < 0.1 * np.sqrt(train.d / token_scale(train.X))
 
 
-def test_long_weight_decay_gd_approaches_the_max_margin_direction():
-    """Reference: the v-step (hard-margin SVM) at the attention GD ends with."""
-    from margin_solver.vstep import solve_vstep
-
+@pytest.fixture(scope="module")
+def weight_decay_runs():
+    """GD with weight decay 1e-3 from zero, stopped after 100, 1000 and 10 000 steps."""
     dist = PaperDistribution(d=300, T=2, snr=np.sqrt(6 / 12), eta=0.2)
     train = dist.sample(12, seed=3)
     runs = [
         gradient_descent(train, schedule="constant", steps=k, weight_decay=1e-3, record_steps=[k])
         for k in (100, 1000, 10_000)
     ]
+    return train, runs
+
+
+def _cos(a, b):
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_long_weight_decay_gd_approaches_the_max_margin_direction(weight_decay_runs):
+    """Reference: the v-step (hard-margin SVM) at the attention GD ends with."""
+    from margin_solver.vstep import solve_vstep
+
+    train, runs = weight_decay_runs
     Z = np.einsum("nt,ntd->nd", runs[-1].attention, train.X)
     ref = solve_vstep(Z, train.y.astype(float), solver="ldp")
     assert ref.success
-    cos = [r.v @ ref.v / (np.linalg.norm(r.v) * np.linalg.norm(ref.v)) for r in runs]
+    cos = [_cos(r.v, ref.v) for r in runs]
     assert cos[0] < cos[1] < cos[2]
     assert cos[2] > 0.9
     margins = [r.normalized_margin for r in runs]
     assert margins[0] < margins[1] < margins[2] <= 1 / ref.norm * (1 + 1e-9)
+
+
+def test_long_weight_decay_gd_approaches_the_min_norm_solution(weight_decay_runs):
+    """Reference: the certified min-norm solution of P_R with R = GD's final ||p||."""
+    from margin_solver.minnorm import solve_min_norm
+
+    train, runs = weight_decay_runs
+    ref = solve_min_norm(train, R=runs[-1].norm_p, certify=True)
+    assert ref.status == "optimal" and ref.gap < 0.1
+    cos_v = [_cos(r.v, ref.v) for r in runs]
+    cos_p = [_cos(r.p, ref.p) for r in runs]
+    assert cos_v[0] < cos_v[1] < cos_v[2] and cos_v[2] > 0.9
+    assert cos_p[0] < cos_p[1] < cos_p[2] and cos_p[2] > 0.98
+    np.testing.assert_array_equal(runs[-1].selected_token, ref.selected_token)
 
 
 def test_huge_steps_diverge_with_a_status(small):
@@ -147,9 +197,13 @@ def test_norm_cap_and_tolerance(small):
     train, _ = small
     capped = gradient_descent(train, schedule="constant", steps=200, R=0.01)
     assert capped.norm_p <= 0.01 * (1 + 1e-12)
-    early = gradient_descent(train, schedule="constant", steps=100_000, weight_decay=0.5, tol=1e-6)
+    seen = []
+    early = gradient_descent(
+        train, schedule="constant", steps=100_000, weight_decay=0.5, tol=1e-6, callback=seen.append
+    )
     assert early.status == "optimal" and early.steps < 100_000
     assert early.trajectory["step"][-1] == early.steps
+    assert [row["step"] for row in seen] == list(early.trajectory["step"])
 
 
 def test_arrays_and_records(small):
