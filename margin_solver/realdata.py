@@ -93,12 +93,19 @@ def load_mnist(path: str | os.PathLike, split: str = "train") -> tuple[np.ndarra
         images = _read_idx(_find(path, f"{prefix}-images-idx3-ubyte"), 3)
         labels = _read_idx(_find(path, f"{prefix}-labels-idx1-ubyte"), 1)
     if images.ndim != 3 or labels.shape != (images.shape[0],):
-        raise InvalidInputError(f"MNIST images {images.shape} and labels {labels.shape} do not match.")
+        raise InvalidInputError(
+            f"MNIST images {images.shape} and labels {labels.shape} do not match."
+        )
     return images.astype(np.float64) / 255.0, labels.astype(np.int64)
 
 
 def _find(directory: Path, stem: str) -> Path:
-    for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"):
+    for name in (
+        stem,
+        stem + ".gz",
+        stem.replace("-idx", ".idx"),
+        stem.replace("-idx", ".idx") + ".gz",
+    ):
         if (directory / name).is_file():
             return directory / name
     raise InvalidInputError(f"No {stem}[.gz] in {str(directory)!r}; download MNIST there first.")
@@ -146,7 +153,11 @@ def patch_tokens(images: np.ndarray, patch: int, position: bool = True) -> np.nd
     if patch < 1 or h % patch or w % patch:
         raise InvalidInputError(f"patch={patch} must divide the image size {h}x{w}.")
     rows, cols = h // patch, w // patch
-    tokens = images.reshape(n, rows, patch, cols, patch).transpose(0, 1, 3, 2, 4).reshape(n, rows * cols, patch * patch)
+    tokens = (
+        images.reshape(n, rows, patch, cols, patch)
+        .transpose(0, 1, 3, 2, 4)
+        .reshape(n, rows * cols, patch * patch)
+    )
     if position:
         code = np.broadcast_to(np.eye(rows * cols), (n, rows * cols, rows * cols))
         tokens = np.concatenate([tokens, code], axis=2)
@@ -165,37 +176,56 @@ def random_relu_lift(tokens: np.ndarray, dim: int, seed: int = 0) -> np.ndarray:
 
 
 def image_tokens(
-    images: np.ndarray, patch: int, position: bool = True, lift: int | None = None, lift_seed: int = 0
+    images: np.ndarray,
+    patch: int,
+    position: bool = True,
+    lift: int | None = None,
+    lift_seed: int = 0,
 ) -> np.ndarray:
     """Patch tokens, optionally lifted (see :func:`patch_tokens`, :func:`random_relu_lift`)."""
     tokens = patch_tokens(images, patch, position)
     return tokens if not lift else random_relu_lift(tokens, int(lift), lift_seed)
 
 
-def token_shape(side: int, patch: int, position: bool = True, lift: int | None = None) -> tuple[int, int]:
+def token_shape(
+    side: int, patch: int, position: bool = True, lift: int | None = None
+) -> tuple[int, int]:
     """``(T, d)`` of the tokens of ``side x side`` images for the given options."""
     T = (side // patch) ** 2
     return T, int(lift) if lift else patch * patch + (T if position else 0)
 
 
-def digits_shape(patch: int = 4, position: bool = True, lift: int | None = None, **_: Any) -> tuple[int, int]:
+def digits_shape(
+    patch: int = 4, position: bool = True, lift: int | None = None, **_: Any
+) -> tuple[int, int]:
     """``(T, d)`` of digits tokens (8x8 images) for the given options."""
     return token_shape(8, patch, position, lift)
 
 
-def mnist_shape(patch: int = 7, position: bool = True, lift: int | None = None, **_: Any) -> tuple[int, int]:
+def mnist_shape(
+    patch: int = 7, position: bool = True, lift: int | None = None, **_: Any
+) -> tuple[int, int]:
     """``(T, d)`` of MNIST tokens (28x28 images) for the given options."""
     return token_shape(28, patch, position, lift)
 
 
 @lru_cache(maxsize=8)
-def _digits_pool(classes: tuple[int, int], patch: int, position: bool, lift: int | None, lift_seed: int):
+def _digits_pool(
+    classes: tuple[int, int], patch: int, position: bool, lift: int | None, lift_seed: int
+):
     images, labels = load_digits_images()
     return _binary_pool(images, labels, classes, patch, position, lift, lift_seed)
 
 
 @lru_cache(maxsize=4)
-def _mnist_pool(path: str, classes: tuple[int, int], patch: int, position: bool, lift: int | None, lift_seed: int):
+def _mnist_pool(
+    path: str,
+    classes: tuple[int, int],
+    patch: int,
+    position: bool,
+    lift: int | None,
+    lift_seed: int,
+):
     images, labels = load_mnist(path, "train")
     return _binary_pool(images, labels, classes, patch, position, lift, lift_seed)
 
@@ -235,7 +265,9 @@ def binary_train_test(
     """
     pool = len(y)
     if not 2 <= n <= pool - _MIN_TEST:
-        raise InvalidInputError(f"n={n} must lie in [2, {pool - _MIN_TEST}] for a pool of {pool} images.")
+        raise InvalidInputError(
+            f"n={n} must lie in [2, {pool - _MIN_TEST}] for a pool of {pool} images."
+        )
     if not 0.0 <= eta < 0.5:
         raise InvalidInputError(f"eta must lie in [0, 0.5), got {eta!r}.")
     r_train = np.random.default_rng(train_seed)
@@ -273,8 +305,16 @@ def digits_train_test(
     >>> train.X.shape
     (50, 4, 20)
     """
-    X, y = _digits_pool(tuple(int(c) for c in classes), int(patch), bool(position), lift, int(lift_seed))
-    params = {"source": "digits", "classes": list(classes), "patch": patch, "position": position, "lift": lift}
+    X, y = _digits_pool(
+        tuple(int(c) for c in classes), int(patch), bool(position), lift, int(lift_seed)
+    )
+    params = {
+        "source": "digits",
+        "classes": list(classes),
+        "patch": patch,
+        "position": position,
+        "lift": lift,
+    }
     return binary_train_test(X, y, n, eta, train_seed, test_seed, n_test, params)
 
 
@@ -301,7 +341,20 @@ def mnist_train_test(
     """
     if path is None:
         raise InvalidInputError("MNIST needs the path of a local copy (idx directory or .npz).")
-    key = (str(path), tuple(int(c) for c in classes), int(patch), bool(position), lift, int(lift_seed))
+    key = (
+        str(path),
+        tuple(int(c) for c in classes),
+        int(patch),
+        bool(position),
+        lift,
+        int(lift_seed),
+    )
     X, y = _mnist_pool(*key)
-    params = {"source": "mnist", "classes": list(classes), "patch": patch, "position": position, "lift": lift}
+    params = {
+        "source": "mnist",
+        "classes": list(classes),
+        "patch": patch,
+        "position": position,
+        "lift": lift,
+    }
     return binary_train_test(X, y, n, eta, train_seed, test_seed, n_test, params)

@@ -98,7 +98,8 @@ class ResultLog:
                 if self.repaired_bytes:
                     logger.warning(
                         "%s: dropped a torn last line (%d bytes) left by an interrupted run",
-                        self.path, self.repaired_bytes,
+                        self.path,
+                        self.repaired_bytes,
                     )
                 if os.fstat(fd).st_size == 0:
                     _write_all(fd, _csv_line(self.fields))
@@ -128,7 +129,9 @@ class ResultLog:
             self.open()
         unknown = set(row) - set(self.fields)
         if unknown:
-            raise InvalidInputError(f"row has unknown columns {sorted(unknown)}; expected {self.fields}.")
+            raise InvalidInputError(
+                f"row has unknown columns {sorted(unknown)}; expected {self.fields}."
+            )
         key = self.key_of(row)
         if key in self.done:
             raise InvalidInputError(f"{self.path.name} already has a row with key {key}.")

@@ -41,7 +41,9 @@ def _pyplot():
     return plt
 
 
-def aggregate(rows: Iterable[dict[str, Any]], by: Sequence[str], value: str | Callable[[dict], float]) -> dict[tuple, tuple[float, float, int]]:
+def aggregate(
+    rows: Iterable[dict[str, Any]], by: Sequence[str], value: str | Callable[[dict], float]
+) -> dict[tuple, tuple[float, float, int]]:
     """Mean, standard deviation and count of ``value`` over rows grouped by the ``by`` columns.
 
     ``value`` is a column name or a function of a row; NaN values are left out of the mean.
@@ -49,13 +51,25 @@ def aggregate(rows: Iterable[dict[str, Any]], by: Sequence[str], value: str | Ca
     groups: dict[tuple, list[float]] = defaultdict(list)
     for row in rows:
         x = row[value] if isinstance(value, str) else value(row)
-        groups[tuple(row[k] for k in by)].append(float(x))
+        groups[tuple(_key(row[k]) for k in by)].append(float(x))
     out = {}
     for key, xs in groups.items():
         arr = np.asarray(xs, dtype=float)
         ok = arr[~np.isnan(arr)]
-        out[key] = (float(ok.mean()) if ok.size else float("nan"), float(ok.std()) if ok.size else float("nan"), int(ok.size))
+        out[key] = (
+            float(ok.mean()) if ok.size else float("nan"),
+            float(ok.std()) if ok.size else float("nan"),
+            int(ok.size),
+        )
     return out
+
+
+# NaN != NaN, so every NaN group value maps to this one object (dicts match keys by identity first).
+_NAN_KEY = float("nan")
+
+
+def _key(value: Any) -> Any:
+    return _NAN_KEY if isinstance(value, float) and np.isnan(value) else value
 
 
 def _interpolates(row: dict[str, Any]) -> float:
@@ -82,6 +96,19 @@ def regime_map(rows: list[dict[str, Any]], benign_max_error: float = 0.1) -> dic
     return out
 
 
+#: The checker's SNR-side prediction, as plotted.
+PREDICTIONS = ("harmful", "outside the theory", "benign")
+
+
+def predicted_map(rows: list[dict[str, Any]]) -> dict[tuple, str]:
+    """The checker's SNR-side regime per (n, snr): the most frequent over seeds and methods."""
+    votes: dict[tuple, list[str]] = defaultdict(list)
+    for row in rows:
+        if row.get("snr_regime"):
+            votes[(row["n"], row["snr"])].append(row["snr_regime"])
+    return {k: max(set(v), key=v.count) for k, v in votes.items()}
+
+
 def _edges(values: np.ndarray) -> np.ndarray:
     """Cell edges on a log scale (geometric midpoints) for a heatmap over sorted values."""
     logv = np.log(values)
@@ -91,7 +118,9 @@ def _edges(values: np.ndarray) -> np.ndarray:
     return np.exp(np.concatenate([[2 * logv[0] - mid[0]], mid, [2 * logv[-1] - mid[-1]]]))
 
 
-def plot_phase_diagram(csv: str | os.PathLike, png: str | os.PathLike, benign_max_error: float = 0.1) -> Path:
+def plot_phase_diagram(
+    csv: str | os.PathLike, png: str | os.PathLike, benign_max_error: float = 0.1
+) -> Path:
     """Heatmaps over n x SNR of the clean test error and of the regime, one row per method.
 
     The dashed curve is SNR = 1/sqrt(n) (kappa = n SNR^2 = 1), the order of the
@@ -107,28 +136,86 @@ def plot_phase_diagram(csv: str | os.PathLike, png: str | os.PathLike, benign_ma
     err = aggregate(rows, ("method", "n", "snr"), "test_error_clean")
     regimes = regime_map(rows, benign_max_error)
     meta = rows[0]
-    fig, axes = plt.subplots(len(methods), 2, figsize=(11, 4.2 * len(methods)), squeeze=False)
+    predicted = predicted_map(rows)
+    ncols = 3 if predicted else 2
+    fig, axes = plt.subplots(
+        len(methods), ncols, figsize=(5.6 * ncols, 4.4 * len(methods)), squeeze=False
+    )
     cmap_reg = ListedColormap(["#bdbdbd", "#4daf4a", "#e41a1c"])
+    cmap_pred = ListedColormap(["#fbb4ae", "#fff2ae", "#ccebc5"])
     curve_n = np.geomspace(ns[0] * 0.8, ns[-1] * 1.25, 100)
     for row_axes, method in zip(axes, methods):
         E = np.array([[err.get((method, n, s), (np.nan,))[0] for n in ns] for s in snrs])
-        Rg = np.array([[regimes.get((method, n, s), np.nan) for n in ns] for s in snrs], dtype=float)
+        Rg = np.array(
+            [[regimes.get((method, n, s), np.nan) for n in ns] for s in snrs], dtype=float
+        )
         ax = row_axes[0]
-        mesh = ax.pcolormesh(_edges(ns), _edges(snrs), E, cmap="viridis", vmin=0, vmax=0.5, shading="flat")
+        mesh = ax.pcolormesh(
+            _edges(ns), _edges(snrs), E, cmap="viridis", vmin=0, vmax=0.5, shading="flat"
+        )
         fig.colorbar(mesh, ax=ax, label="clean test error (mean over seeds)")
         for i, s in enumerate(snrs):
             for j, n in enumerate(ns):
                 if np.isfinite(E[i, j]):
-                    ax.text(n, s, f"{E[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if E[i, j] > 0.25 else "black")
-        ax.set_title(f"{method}: clean test error")
+                    ax.text(
+                        n,
+                        s,
+                        f"{E[i, j]:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if E[i, j] > 0.25 else "black",
+                    )
+        ax.set_title(f"{method}: clean test error", fontsize=10)
         ax2 = row_axes[1]
-        mesh2 = ax2.pcolormesh(_edges(ns), _edges(snrs), Rg, cmap=cmap_reg,
-                               norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3), shading="flat")
+        mesh2 = ax2.pcolormesh(
+            _edges(ns),
+            _edges(snrs),
+            Rg,
+            cmap=cmap_reg,
+            norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3),
+            shading="flat",
+        )
         cbar = fig.colorbar(mesh2, ax=ax2, ticks=[0, 1, 2])
         cbar.ax.set_yticklabels([REGIME_NAMES[k] for k in (0, 1, 2)])
-        ax2.set_title(f"{method}: regime (benign = interpolates, clean error <= {benign_max_error:g})", fontsize=9)
-        for a in (ax, ax2):
+        ax2.set_title(
+            f"{method}: observed regime\n(benign = interpolates and clean error <= {benign_max_error:g})",
+            fontsize=9,
+        )
+        used = [ax, ax2]
+        if predicted:
+            ax3 = row_axes[2]
+            P = np.array(
+                [
+                    [
+                        PREDICTIONS.index(predicted[(n, s)]) if (n, s) in predicted else np.nan
+                        for n in ns
+                    ]
+                    for s in snrs
+                ],
+                dtype=float,
+            )
+            mesh3 = ax3.pcolormesh(
+                _edges(ns),
+                _edges(snrs),
+                P,
+                cmap=cmap_pred,
+                norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3),
+                shading="flat",
+            )
+            cbar3 = fig.colorbar(mesh3, ax=ax3, ticks=[0, 1, 2])
+            cbar3.ax.set_yticklabels(["harmful", "no prediction\n(transition band)", "benign"])
+            for i, s in enumerate(snrs):
+                for j, n in enumerate(ns):
+                    mark = _agreement(predicted.get((n, s)), regimes.get((method, n, s)))
+                    ax3.text(n, s, mark, ha="center", va="center", fontsize=8)
+            ax3.set_title(
+                f"checker's SNR-side prediction vs {method}\n"
+                "(agree / DIFFER / no-int = observed does not interpolate)",
+                fontsize=9,
+            )
+            used.append(ax3)
+        for a in used:
             a.plot(curve_n, 1 / np.sqrt(curve_n), "w--", lw=2)
             a.plot(curve_n, 1 / np.sqrt(curve_n), "k--", lw=1, label="SNR = 1/sqrt(n)  (kappa = 1)")
             a.set_xscale("log")
@@ -140,12 +227,24 @@ def plot_phase_diagram(csv: str | os.PathLike, png: str | os.PathLike, benign_ma
             a.minorticks_off()
             a.set_xlabel("n (training samples)")
             a.set_ylabel("SNR = rho / (sigma sqrt(d))")
-            a.legend(loc="upper right", fontsize=7)
+    # One legend for all panels, below them, so that it hides no cell.
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles[:1], labels[:1], loc="lower center", fontsize=9, frameon=False)
     fig.suptitle(
         f"Phase diagram: d={meta['d']:g}, T={meta['T']:g}, eta={meta['eta']:g}, "
         f"{int(max(v[2] for v in err.values()))} seeds per cell"
     )
-    return _save(fig, png)
+    return _save(fig, png, rect=(0, 0.03, 1, 1))
+
+
+def _agreement(predicted: str | None, observed: int | None) -> str:
+    if predicted is None or observed is None:
+        return ""
+    if observed == NO_INTERPOLATION:
+        return "no-int"
+    if predicted not in ("benign", "harmful"):
+        return ""
+    return "agree" if (predicted == "benign") == (observed == BENIGN) else "DIFFER"
 
 
 def plot_curves(
@@ -179,8 +278,17 @@ def plot_curves(
             ax.errorbar(xs, mean, yerr=std, marker="o", capsize=3, label=method)
         for name, value in (vlines or {}).items():
             ax.axvline(value, color="grey", ls=":", lw=1)
-            ax.text(value, 0.98, f"{name} ", transform=ax.get_xaxis_transform(), rotation=90,
-                    va="top", ha="right", fontsize=8, color="dimgrey")
+            ax.text(
+                value,
+                0.98,
+                f"{name} ",
+                transform=ax.get_xaxis_transform(),
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize=8,
+                color="dimgrey",
+            )
         if diagonal == col:
             lim = np.array([min(r[x] for r in rows), max(r[x] for r in rows)])
             ax.plot(lim, lim, "k--", lw=1, label="Bayes error = eta")
@@ -190,7 +298,9 @@ def plot_curves(
             ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
             ax.minorticks_off()
         # Fixed ranges make panels and studies comparable at a glance.
-        ax.set_ylim(-0.03, 1.03) if col.startswith("attn") else ax.set_ylim(-0.02, max(0.52, ax.get_ylim()[1]))
+        ax.set_ylim(-0.03, 1.03) if col.startswith("attn") else ax.set_ylim(
+            -0.02, max(0.52, ax.get_ylim()[1])
+        )
         ax.set_xlabel(xlabel)
         ax.set_ylabel(_LABELS.get(col, col))
         ax.set_title(_LABELS.get(col, col), fontsize=10)
@@ -201,12 +311,25 @@ def plot_curves(
     return _save(fig, png)
 
 
-def _save(fig, png: str | os.PathLike) -> Path:
+def _save(
+    fig, png: str | os.PathLike, rect: tuple[float, float, float, float] = (0, 0, 1, 1)
+) -> Path:
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     tmp = png.with_name(f".{png.name}.tmp.png")
     fig.savefig(tmp, dpi=DPI)
+    _shrink(tmp)
     os.replace(tmp, png)
     _pyplot().close(fig)
     return png
+
+
+def _shrink(path: Path) -> None:
+    """Re-encode a figure with an adaptive 256-colour palette: about 3x smaller, same look
+    (figures have few distinct colours), still at :data:`DPI` dots per inch."""
+    from PIL import Image
+
+    with Image.open(path) as img:
+        small = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True, dpi=(DPI, DPI))

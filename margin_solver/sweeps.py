@@ -38,6 +38,7 @@ from margin_solver.fileio import write_json
 from margin_solver.methods import METHODS, MethodCall
 from margin_solver.resultlog import ResultLog, canonical, read_rows
 from margin_solver.results import FAILED, ResultMixin, to_jsonable
+from margin_solver.theory import check_conditions
 from margin_solver.validation import InvalidInputError
 
 logger = logging.getLogger("margin_solver")
@@ -66,13 +67,21 @@ METHOD_FIELDS = (
 )
 
 #: Every column of the results CSV, in order.
-FIELDS = (*KEY_FIELDS, "n_test", "n_noisy", *METHOD_FIELDS, "seconds")
+FIELDS = (
+    *KEY_FIELDS,
+    "n_test",
+    "n_noisy",
+    "predicted_regime",
+    "snr_regime",
+    *METHOD_FIELDS,
+    "seconds",
+)
 
 #: How long to wait for a Dask scheduler to answer.
 DASK_CONNECT_TIMEOUT = "20s"
 
 #: Columns holding text; every other column is numeric.
-TEXT_FIELDS = frozenset({"data", "method", "status", "message"})
+TEXT_FIELDS = frozenset({"data", "method", "status", "message", "predicted_regime", "snr_regime"})
 
 
 # -- cells and grids --------------------------------------------------------------------------
@@ -195,7 +204,9 @@ class SweepGrid:
         for n, (snr, kappa), d, T, eta, seed, method in itertools.product(
             self.n, strength, self.d, self.T, self.eta, self.seed_list, self.methods
         ):
-            out.append(Cell(int(n), int(d), int(T), snr, kappa, float(eta), seed, str(method), self.data))
+            out.append(
+                Cell(int(n), int(d), int(T), snr, kappa, float(eta), seed, str(method), self.data)
+            )
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -218,12 +229,17 @@ class SweepConfig:
     data_options : dict, default={}
         Options of the data source, e.g. ``PaperDistribution`` keywords (``sigma``,
         ``signal``) for ``"paper"``, or the patching of ``"digits"``.
+    check : bool, default=True
+        Run the theorem checker (:func:`margin_solver.theory.check_conditions`, package
+        constants) on each cell's training set and record its ``predicted_regime`` and
+        ``snr_regime`` (not timed).
     """
 
     sweep_seed: int = 0
     n_test: int = 1000
     method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     data_options: dict[str, Any] = field(default_factory=dict)
+    check: bool = True
 
     def __post_init__(self) -> None:
         _check_axis([self.sweep_seed], "sweep_seed", _is_int_at_least(0), "an integer >= 0")
@@ -277,13 +293,17 @@ def _hash_words(parts: Sequence[str]) -> tuple[int, ...]:
     return tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
 
 
-def _paper_data(cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]) -> tuple[Dataset, Dataset]:
+def _paper_data(
+    cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]
+) -> tuple[Dataset, Dataset]:
     dist = PaperDistribution(d=cell.d, T=cell.T, snr=cell.snr, eta=cell.eta, **options)
     return dist.sample(cell.n, seeds.train), dist.sample(n_test, seeds.test)
 
 
 def _image_data(source: str) -> Callable[..., tuple[Dataset, Dataset]]:
-    def make(cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]) -> tuple[Dataset, Dataset]:
+    def make(
+        cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]
+    ) -> tuple[Dataset, Dataset]:
         from margin_solver import realdata
 
         loader = getattr(realdata, f"{source}_train_test")
@@ -330,7 +350,14 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         train, test = DATA_SOURCES[cell.data](cell, seeds, config.n_test, dict(config.data_options))
         row["n_test"] = test.n
         row["n_noisy"] = None if train.flipped is None else int(train.flipped.sum())
-        call = MethodCall(cell=cell, options=dict(config.method_options.get(cell.method, {})), init_seed=seeds.init)
+        if config.check:
+            report = check_conditions(train)
+            row.update(predicted_regime=report.predicted_regime, snr_regime=report.snr_regime)
+        call = MethodCall(
+            cell=cell,
+            options=dict(config.method_options.get(cell.method, {})),
+            init_seed=seeds.init,
+        )
         start = time.perf_counter()
         fields = job.method(train, test, call)
         row["seconds"] = time.perf_counter() - start
@@ -340,7 +367,9 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         return row
     unknown = set(fields) - set(METHOD_FIELDS)
     if unknown:
-        raise InvalidInputError(f"method {cell.method!r} returned unknown fields {sorted(unknown)}.")
+        raise InvalidInputError(
+            f"method {cell.method!r} returned unknown fields {sorted(unknown)}."
+        )
     row.update(fields)
     return row
 
@@ -424,6 +453,12 @@ def run_sweep(
         Unknown method or data source, an output written with another config or format,
         or a scheduler address given without dask installed.
 
+    Notes
+    -----
+    A row with ``status="failed"`` is a result like any other and is not re-run on resume;
+    delete its line from the CSV to run that cell again. Extending a grid (new values on an
+    axis) with the same output runs only the new cells.
+
     Examples
     --------
     >>> import tempfile, pathlib
@@ -468,8 +503,14 @@ def run_sweep(
             _write_sidecar(side, config, history + [run])
     message = f"{n_run} cells run ({n_failed} failed), {len(cells) - len(todo)} already done"
     return SweepResult(
-        status="complete", message=message, path=str(out), n_cells=len(cells),
-        n_skipped=len(cells) - len(todo), n_run=n_run, n_failed=n_failed, seconds=seconds,
+        status="complete",
+        message=message,
+        path=str(out),
+        n_cells=len(cells),
+        n_skipped=len(cells) - len(todo),
+        n_run=n_run,
+        n_failed=n_failed,
+        seconds=seconds,
     )
 
 
@@ -490,9 +531,13 @@ def _check_axis(values: Sequence[Any], name: str, valid: Callable[[Any], bool], 
 def _check_known(cells: Iterable[Cell]) -> None:
     for cell in cells:
         if cell.method not in METHODS:
-            raise InvalidInputError(f"Unknown method {cell.method!r}; available: {sorted(METHODS)}.")
+            raise InvalidInputError(
+                f"Unknown method {cell.method!r}; available: {sorted(METHODS)}."
+            )
         if cell.data not in DATA_SOURCES:
-            raise InvalidInputError(f"Unknown data source {cell.data!r}; available: {sorted(DATA_SOURCES)}.")
+            raise InvalidInputError(
+                f"Unknown data source {cell.data!r}; available: {sorted(DATA_SOURCES)}."
+            )
 
 
 def _check_sidecar(side: Path, config: SweepConfig) -> list[dict[str, Any]]:
@@ -512,16 +557,19 @@ def _check_sidecar(side: Path, config: SweepConfig) -> list[dict[str, Any]]:
 
 
 def _write_sidecar(side: Path, config: SweepConfig, runs: list[dict[str, Any]]) -> None:
-    write_json(side, {
-        "package": "margin-solver",
-        "version": __version__,
-        "python": platform.python_version(),
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
-        "columns": list(FIELDS),
-        "key_columns": list(KEY_FIELDS),
-        "config": config.to_dict(),
-        "runs": runs,
-    })
+    write_json(
+        side,
+        {
+            "package": "margin-solver",
+            "version": __version__,
+            "python": platform.python_version(),
+            "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
+            "columns": list(FIELDS),
+            "key_columns": list(KEY_FIELDS),
+            "config": config.to_dict(),
+            "runs": runs,
+        },
+    )
 
 
 def _joblib_rows(jobs_list: list[CellJob], n_jobs: int | None) -> Iterator[dict[str, Any]]:
@@ -532,7 +580,9 @@ def _joblib_rows(jobs_list: list[CellJob], n_jobs: int | None) -> Iterator[dict[
     n_jobs = n_jobs or -1
     if n_jobs == 1:
         return (run_cell(job) for job in jobs_list)
-    return Parallel(n_jobs=n_jobs, return_as="generator_unordered")(delayed(run_cell)(j) for j in jobs_list)
+    return Parallel(n_jobs=n_jobs, return_as="generator_unordered")(
+        delayed(run_cell)(j) for j in jobs_list
+    )
 
 
 def _dask_rows(jobs_list: list[CellJob], address: str) -> Iterator[dict[str, Any]]:
@@ -588,6 +638,9 @@ def load_results(path: str | os.PathLike) -> list[dict[str, Any]]:
     """
     rows = read_rows(path, FIELDS)
     return [
-        {k: (v if k in TEXT_FIELDS else (float(v) if v != "" else float("nan"))) for k, v in row.items()}
+        {
+            k: (v if k in TEXT_FIELDS else (float(v) if v != "" else float("nan")))
+            for k, v in row.items()
+        }
         for row in rows
     ]

@@ -20,7 +20,9 @@ def test_patches_are_raster_ordered_blocks_with_a_position_code():
     img = np.arange(16.0).reshape(1, 4, 4)
     tok = patch_tokens(img, 2)
     assert tok.shape == (1, 4, 4 + 4)
-    np.testing.assert_array_equal(tok[0, :, :4], [[0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]])
+    np.testing.assert_array_equal(
+        tok[0, :, :4], [[0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]]
+    )
     np.testing.assert_array_equal(tok[0, :, 4:], np.eye(4))
     with pytest.raises(InvalidInputError, match="must divide"):
         patch_tokens(img, 3)
@@ -63,7 +65,9 @@ def test_digits_tokens_have_the_documented_shape():
 
 
 def _idx(data: np.ndarray) -> bytes:
-    header = bytes([0, 0, 0x08, data.ndim]) + b"".join(int(s).to_bytes(4, "big") for s in data.shape)
+    header = bytes([0, 0, 0x08, data.ndim]) + b"".join(
+        int(s).to_bytes(4, "big") for s in data.shape
+    )
     return header + data.astype(np.uint8).tobytes()
 
 
@@ -77,7 +81,9 @@ def test_mnist_reader_parses_idx_gz_and_npz(tmp_path):
     x, y = load_mnist(tmp_path)
     np.testing.assert_allclose(x, images / 255.0)
     np.testing.assert_array_equal(y, labels)
-    np.savez(tmp_path / "mnist.npz", x_train=images, y_train=labels, x_test=images[:2], y_test=labels[:2])
+    np.savez(
+        tmp_path / "mnist.npz", x_train=images, y_train=labels, x_test=images[:2], y_test=labels[:2]
+    )
     xt, yt = load_mnist(tmp_path / "mnist.npz", split="test")
     assert xt.shape == (2, 28, 28) and list(yt) == [0, 1]
     with pytest.raises(InvalidInputError, match="t10k-images"):
@@ -96,8 +102,17 @@ def test_mnist_study_runs_on_a_local_file_and_needs_its_path(tmp_path):
     labels = np.repeat([3, 8], 40)
     images = (rng.random((80, 28, 28)) * 100).astype(np.uint8)
     images[labels == 3, :14] += 120  # a class-dependent upper half: learnable
-    np.savez(tmp_path / "mnist.npz", x_train=images, y_train=labels, x_test=images[:2], y_test=labels[:2])
-    res = run_study("mnist", tmp_path / "out", "tiny", jobs=1, data_path=tmp_path / "mnist.npz")
+    np.savez(
+        tmp_path / "mnist.npz", x_train=images, y_train=labels, x_test=images[:2], y_test=labels[:2]
+    )
+    res = run_study(
+        "mnist",
+        tmp_path / "out",
+        "tiny",
+        methods=["uniform-svm"],
+        jobs=1,
+        data_path=tmp_path / "mnist.npz",
+    )
     assert res.sweep.n_run == 2 and res.sweep.n_failed == 0 and res.png.is_file()
     with pytest.raises(InvalidInputError, match="--mnist PATH"):
         run_study("mnist", tmp_path / "out2", "tiny", jobs=1)

@@ -14,8 +14,12 @@ FIELDS = ["k", "x", "note"]
 def test_each_row_is_one_write_followed_by_fsync(tmp_path, monkeypatch):
     calls = []
     real_write, real_fsync = os.write, os.fsync
-    monkeypatch.setattr(resultlog.os, "write", lambda fd, b: calls.append(("write", bytes(b))) or real_write(fd, b))
-    monkeypatch.setattr(resultlog.os, "fsync", lambda fd: calls.append(("fsync",)) or real_fsync(fd))
+    monkeypatch.setattr(
+        resultlog.os, "write", lambda fd, b: calls.append(("write", bytes(b))) or real_write(fd, b)
+    )
+    monkeypatch.setattr(
+        resultlog.os, "fsync", lambda fd: calls.append(("fsync",)) or real_fsync(fd)
+    )
     with ResultLog(tmp_path / "r.csv", FIELDS, ["k"]) as log:
         calls.clear()
         log.append({"k": 1, "x": 0.25, "note": "a, b"})

@@ -36,7 +36,9 @@ def test_grid_cells_and_snr_kappa_relation():
     assert len(cells) == 2 * 2 * 3
     c = cells[0]
     assert c.snr == pytest.approx(np.sqrt(c.kappa / c.n))
-    assert Cell(n=10, d=5, T=2, snr=0.5, kappa=None, eta=0.1, seed=0, method="m").kappa == pytest.approx(2.5)
+    assert Cell(
+        n=10, d=5, T=2, snr=0.5, kappa=None, eta=0.1, seed=0, method="m"
+    ).kappa == pytest.approx(2.5)
     with pytest.raises(InvalidInputError, match="exactly one of snr and kappa"):
         SweepGrid(n=[8], d=[10], methods=["uniform-svm"])
 
@@ -86,7 +88,9 @@ def interrupting_method():
     del METHODS["test-interrupt"]
 
 
-def test_resume_after_interruption_and_torn_line_loses_nothing_and_repeats_nothing(tmp_path, interrupting_method):
+def test_resume_after_interruption_and_torn_line_loses_nothing_and_repeats_nothing(
+    tmp_path, interrupting_method
+):
     grid = SweepGrid(n=[8, 12], d=[60], kappa=[0.5, 4.0], seeds=3, methods=["test-interrupt"])
     reference = tmp_path / "ref.csv"
     interrupting_method["armed"] = False
@@ -111,7 +115,9 @@ def test_resume_after_interruption_and_torn_line_loses_nothing_and_repeats_nothi
     assert len(keys) == len(set(keys)) == 12
     assert _rows_without_time(out) == _rows_without_time(reference)
     runs = json.loads(sidecar_path(out).read_text())["runs"]
-    assert [r["state"] for r in runs] == ["interrupted", "complete"] and runs[1]["repaired_torn_bytes"] == torn
+    assert [r["state"] for r in runs] == ["interrupted", "complete"] and runs[1][
+        "repaired_torn_bytes"
+    ] == torn
 
 
 def test_failed_cell_is_a_row_with_status_failed(tmp_path):
@@ -120,7 +126,12 @@ def test_failed_cell_is_a_row_with_status_failed(tmp_path):
         raise ArithmeticError("no luck")
 
     try:
-        res = run_sweep(SweepGrid(n=[8], d=[20], snr=[1.0], methods=["test-broken"]), tmp_path / "f.csv", CONFIG, jobs=1)
+        res = run_sweep(
+            SweepGrid(n=[8], d=[20], snr=[1.0], methods=["test-broken"]),
+            tmp_path / "f.csv",
+            CONFIG,
+            jobs=1,
+        )
     finally:
         del METHODS["test-broken"]
     assert res.n_failed == 1 and not res.success
@@ -143,13 +154,19 @@ def test_joblib_processes_and_dask_cluster_give_the_same_rows(tmp_path):
     run_sweep(GRID, serial, CONFIG, jobs=1)
     run_sweep(GRID, parallel, CONFIG, jobs=2)
     with distributed.LocalCluster(
-        host="127.0.0.1", n_workers=1, threads_per_worker=2, processes=False, protocol="tcp",
+        host="127.0.0.1",
+        n_workers=1,
+        threads_per_worker=2,
+        processes=False,
+        protocol="tcp",
         dashboard_address=None,
     ) as cluster:
         res = run_sweep(GRID, dask, CONFIG, scheduler=cluster.scheduler_address)
     assert res.n_run == 12
     assert _rows_without_time(serial) == _rows_without_time(parallel) == _rows_without_time(dask)
-    assert json.loads(sidecar_path(dask).read_text())["runs"][0]["backend"].startswith("dask:tcp://127.0.0.1")
+    assert json.loads(sidecar_path(dask).read_text())["runs"][0]["backend"].startswith(
+        "dask:tcp://127.0.0.1"
+    )
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch):
@@ -157,3 +174,39 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(sweeps, "DASK_CONNECT_TIMEOUT", "1s")
     with pytest.raises(InvalidInputError, match="Cannot reach the Dask scheduler"):
         run_sweep(GRID, tmp_path / "x.csv", CONFIG, scheduler="tcp://127.0.0.1:1")
+
+
+def test_all_methods_on_one_grid_point_are_consistent(tmp_path):
+    grid = SweepGrid(
+        n=[10],
+        d=[200],
+        snr=[0.6],
+        seeds=2,
+        methods=["uniform-svm", "min-norm", "gd-two-step", "gd-long"],
+    )
+    config = SweepConfig(n_test=100, method_options={"gd-long": {"steps": 50}})
+    res = run_sweep(grid, tmp_path / "m.csv", config, jobs=1)
+    assert res.success and res.n_run == 8
+    rows = {(r["method"], r["seed"]): r for r in load_results(tmp_path / "m.csv")}
+    for seed in (0.0, 1.0):
+        mn, uni = rows[("min-norm", seed)], rows[("uniform-svm", seed)]
+        # p = 0 is feasible for P_R, so the min-norm value cannot exceed the uniform-attention SVM's
+        assert mn["norm"] <= uni["norm"] * (1 + 1e-6)
+        assert mn["min_margin"] == pytest.approx(1.0, abs=1e-6) and mn["p_norm"] <= mn["R"] * (
+            1 + 1e-9
+        )
+        # certified (n = 10 <= CERTIFY_MAX_N): the bound sits below the value, gap = relative distance
+        assert mn["lower_bound"] <= mn["norm"] * (1 + 1e-6)
+        assert mn["gap"] == pytest.approx((mn["norm"] - mn["lower_bound"]) / mn["norm"], abs=1e-6)
+        assert (
+            rows[("gd-two-step", seed)]["iterations"] == 2
+            and rows[("gd-long", seed)]["iterations"] == 50
+        )
+        assert rows[("gd-two-step", seed)]["R"] == rows[("gd-two-step", seed)]["p_norm"]
+        # every method sees the same training set
+        assert len({rows[(m, seed)]["n_noisy"] for m in grid.methods}) == 1
+        assert mn["predicted_regime"] and mn["snr_regime"] in (
+            "benign",
+            "harmful",
+            "outside the theory",
+        )

@@ -19,7 +19,7 @@ from margin_solver import __version__
 from margin_solver.validation import InvalidInputError
 
 #: Verb modules, in the order ``--help`` lists them.
-VERB_MODULES = ("demo", "solve", "gd", "check", "sweep", "bench")
+VERB_MODULES: tuple[str, ...] = ("demo", "check", "solve", "gd", "sweep", "bench")
 
 EXIT_INPUT_ERROR = 2
 
