@@ -244,11 +244,21 @@ class SweepConfig:
     def __post_init__(self) -> None:
         _check_axis([self.sweep_seed], "sweep_seed", _is_int_at_least(0), "an integer >= 0")
         _check_axis([self.n_test], "n_test", _is_int_at_least(1), "an integer >= 1")
+        if not isinstance(self.data_options, dict):
+            raise InvalidInputError(f"data_options must be a dict, got {self.data_options!r}.")
+        if not isinstance(self.method_options, dict):
+            raise InvalidInputError(f"method_options must be a dict, got {self.method_options!r}.")
         unknown = sorted(set(self.method_options) - set(METHODS))
         if unknown:
             raise InvalidInputError(
                 f"method_options name unknown method(s) {unknown}; available: {sorted(METHODS)}."
             )
+        for method, options in self.method_options.items():
+            # Option names and values are the method's to check (a bad one is a failed row).
+            if not isinstance(options, dict):
+                raise InvalidInputError(
+                    f"method_options[{method!r}] must be a dict of options, got {options!r}."
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""

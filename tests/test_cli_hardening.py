@@ -121,6 +121,7 @@ CASES = {
     "sweep n test": ([*SWEEP, "--kappa", "1", "--n-test", "0", "--out", "{dir}/s.csv"], r"n_test must be an integer >= 1"),
     "sweep method": ([*SWEEP, "--kappa", "1", "--methods", "nope", "--out", "{dir}/s.csv"], r"Unknown method 'nope'"),
     "sweep method options": ([*SWEEP, "--kappa", "1", "--method-options", '{"nope": {}}', "--out", "{dir}/s.csv"], r"unknown method\(s\) \['nope'\]"),
+    "sweep method options list": ([*SWEEP, "--kappa", "1", "--method-options", '{"uniform-svm": [1]}', "--out", "{dir}/s.csv"], r"method_options\['uniform-svm'\] must be a dict"),
     "sweep data options JSON": ([*SWEEP, "--kappa", "1", "--data-options", "{bad", "--out", "{dir}/s.csv"], r"not valid JSON"),
     "sweep data options list": ([*SWEEP, "--kappa", "1", "--data-options", "[1]", "--out", "{dir}/s.csv"], r"must be a JSON object"),
     "sweep no strength": ([*SWEEP, "--out", "{dir}/s.csv"], r"give --snr or --kappa"),
@@ -130,6 +131,7 @@ CASES = {
     # bench
     "bench unknown argument": (["bench", "--tiny", "nope"], r"unrecognized arguments: nope"),
     "bench unknown study": (["bench", "--tiny", "--only", "nope"], r"invalid choice: 'nope'"),
+    "bench unknown method": (["bench", "--tiny", "--methods", "nope", "--out", "{dir}/bench"], r"Unknown method 'nope'"),
 }
 
 
