@@ -209,6 +209,26 @@ def test_bad_parameters_are_refused(call, pattern):
         call()
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"d": 1, "T": 1, "snr": 1.0, "signal": "antipodal"},
+        {"d": 2, "T": 1, "rho": 0.0},
+        {"d": 3, "T": 4, "snr": 0.0, "eta": 0.0, "signal_position": "random"},
+        {"d": 4, "T": 2, "snr": 1e8, "noise": "isotropic", "signal": "random"},
+    ],
+    ids=["d=T=1", "rho=0", "snr=0", "snr=1e8"],
+)
+def test_distribution_extremes_sample_valid_datasets(kwargs):
+    dist = PaperDistribution(**kwargs)
+    train, test = dist.sample_train_test(5, 3, seed=0)
+    for ds in (train, test):
+        assert np.all(np.isfinite(ds.X)) and set(ds.y.tolist()) <= {-1, 1}
+        mu = dist.signal_vectors()[(ds.clean_y < 0).astype(int)]
+        np.testing.assert_array_equal(ds.X[np.arange(ds.n), ds.signal_index], mu)
+    assert train.snr == pytest.approx(dist.signal_to_noise)
+
+
 def test_saving_params_json_cannot_encode_is_an_input_error(tmp_path):
     with pytest.raises(InvalidInputError, match="Cannot save params as JSON"):
         Dataset(X0, Y0, params={"when": object()}).save(tmp_path / "d.npz")
@@ -336,6 +356,20 @@ def verify_evaluate(X, y, case):
     assert not _nan_fields(m)
 
 
+def verify_compare(X, y, case):
+    ds = Dataset(X, y)
+    if case == "all-zero tokens":  # GD refuses; compare two hand-made models instead
+        a = SimpleNamespace(v=np.ones(ds.d), p=np.zeros(ds.d))
+    else:
+        a = gradient_descent(ds)
+    b = SimpleNamespace(v=np.zeros(ds.d), p=np.zeros(ds.d))  # the zero model
+    c = compare(a, b, ds, ds)
+    assert c.cos_v is None and c.b.interpolates is False and c.b.normalized_margin is None
+    assert c.a.min_margin == pytest.approx(margins(X, y.astype(float), a.v, a.p).min(), rel=1e-9)
+    json.dumps(c.to_dict(), allow_nan=False)
+    assert str(c)
+
+
 VERIFIERS = {
     "solve_vstep": verify_vstep,
     "solve_min_norm": verify_min_norm,
@@ -344,6 +378,7 @@ VERIFIERS = {
     "classifier": verify_classifier,
     "check_conditions": verify_check_conditions,
     "evaluate": verify_evaluate,
+    "compare": verify_compare,
 }
 
 
