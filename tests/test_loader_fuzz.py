@@ -4,9 +4,7 @@ returns a valid Dataset or raises InvalidInputError, nothing else, and never unp
 import io
 import json
 import os
-import tempfile
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +15,6 @@ from hypothesis.extra import numpy as hnp
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.validation import InvalidInputError
 
-WORK = Path(tempfile.mkdtemp(prefix="loader-fuzz-"))
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 VALID = PaperDistribution(d=3, T=2, snr=1.0, eta=0.2).sample(4, seed=0)
 VALID_MEMBERS = {
@@ -46,8 +43,14 @@ def load_or_refuse(path):
     return ds
 
 
-def _write(members, name="fuzz.npz"):
-    path = WORK / name
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """One folder for every generated file (module scope: hypothesis reruns the test body)."""
+    return tmp_path_factory.mktemp("loader-fuzz")
+
+
+def _write(members, folder, name="fuzz.npz"):
+    path = folder / name
     with open(path, "wb") as fh:
         np.savez(fh, **members)  # object arrays are pickled here, as an attacker would
     return path
@@ -82,8 +85,8 @@ member_values = st.one_of(
 
 @FUZZ
 @given(members=st.dictionaries(st.sampled_from(MEMBER_NAMES), member_values, max_size=6))
-def test_random_members_load_or_refuse(members):
-    load_or_refuse(_write(members))
+def test_random_members_load_or_refuse(members, work):
+    load_or_refuse(_write(members, work))
 
 
 @FUZZ
@@ -91,9 +94,9 @@ def test_random_members_load_or_refuse(members):
     drop=st.sets(st.sampled_from(list(VALID_MEMBERS)), max_size=2),
     replace=st.dictionaries(st.sampled_from(MEMBER_NAMES), member_values, max_size=2),
 )
-def test_a_valid_file_with_members_dropped_or_replaced_loads_or_refuses(drop, replace):
+def test_a_valid_file_with_members_dropped_or_replaced_loads_or_refuses(drop, replace, work):
     members = {k: v for k, v in VALID_MEMBERS.items() if k not in drop} | replace
-    ds = load_or_refuse(_write(members))
+    ds = load_or_refuse(_write(members, work))
     if not drop and not replace:
         assert ds is not None and np.array_equal(ds.X, VALID.X)
 
@@ -118,8 +121,8 @@ VALID_BYTES = _valid_bytes()
         st.binary(min_size=1, max_size=20).map(lambda junk: junk + VALID_BYTES),  # garbage prefix
     )
 )
-def test_corrupted_bytes_load_or_refuse(data):
-    path = WORK / "bytes.npz"
+def test_corrupted_bytes_load_or_refuse(data, work):
+    path = work / "bytes.npz"
     path.write_bytes(data)
     load_or_refuse(path)
 
@@ -144,8 +147,8 @@ def _npy_bytes(shape, descr="<f8", payload=b"\0" * 16):
     ids=["huge shape", "huge 3-D shape", "short data", "object dtype", "bad dtype", "not npy"],
 )
 @pytest.mark.parametrize("member", ["X", "params_json"])
-def test_hand_made_headers_are_refused(x_member, member):
-    path = WORK / "hand.npz"
+def test_hand_made_headers_are_refused(x_member, member, tmp_path):
+    path = tmp_path / "hand.npz"
     with zipfile.ZipFile(path, "w") as archive:
         for key, value in VALID_MEMBERS.items():
             if key != member:
@@ -163,10 +166,10 @@ def test_other_file_kinds_are_refused(tmp_path):
         np.save(fh, VALID.X)  # a bare .npy under an .npz name
     with pytest.raises(InvalidInputError, match="single .npy array"):
         Dataset.load(npy)
-    deep = _write(VALID_MEMBERS | {"params_json": np.array("[" * 100_000 + "]" * 100_000)})
+    deep = _write(VALID_MEMBERS | {"params_json": np.array("[" * 100_000 + "]" * 100_000)}, tmp_path)
     with pytest.raises(InvalidInputError, match="params_json"):
         Dataset.load(deep)
-    huge_index = _write(VALID_MEMBERS | {"signal_index": np.array([1e300, 0.0, 0.0, 1.0])})
+    huge_index = _write(VALID_MEMBERS | {"signal_index": np.array([1e300, 0.0, 0.0, 1.0])}, tmp_path)
     with pytest.raises(InvalidInputError, match=r"signal_index must lie in \[0, T\)"):
         Dataset.load(huge_index)
 
