@@ -18,11 +18,20 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@ $(VENV)/.installed
 
+# The suite reads scikit-learn's bundled digits and can use a Dask cluster (--scheduler).
+$(VENV)/.installed-bench: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e ".[bench,dask]"
+	touch $@ $(VENV)/.installed
+
 demo: $(VENV)/.installed
 	$(PY) -m margin_solver demo --out results
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q
+
+# Full benchmark suite (all studies, full grids) into results/; resumes an interrupted run.
+bench: $(VENV)/.installed-bench
+	$(PY) -m margin_solver bench --out results
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .hypothesis

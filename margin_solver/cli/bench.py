@@ -1,0 +1,104 @@
+"""``margin-solver bench``: run the benchmark studies and write a report with figures."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from margin_solver.cli.sweep import add_backend_arguments
+from margin_solver.studies import STUDIES, StudyResult, run_bench
+
+NAME = "bench"
+HELP = "run the benchmark studies (phase diagram, d-sweep, eta sweep, real data, ...) into --out"
+EXAMPLE = "margin-solver bench --quick --out results --jobs 2"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Size, output directory, study selection and backend."""
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument(
+        "--quick",
+        action="store_const",
+        const="quick",
+        dest="size",
+        help="small grids: a few minutes on 2 cores",
+    )
+    size.add_argument(
+        "--tiny",
+        action="store_const",
+        const="tiny",
+        dest="size",
+        help="smallest grids, seconds (smoke test)",
+    )
+    parser.set_defaults(size="full")
+    parser.add_argument("--out", default="results", help="output directory (default results/)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(STUDIES),
+        metavar="STUDY",
+        help=f"run only these studies: {', '.join(STUDIES)}",
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        metavar="METHOD",
+        help="methods of the sweep studies (default: each study's own list)",
+    )
+    parser.add_argument(
+        "--mnist",
+        metavar="PATH",
+        default=None,
+        help="also run the MNIST study on this local copy (idx directory or .npz; never downloaded)",
+    )
+    add_backend_arguments(parser)
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line equivalent to ``args``, for the report."""
+    parts = ["margin-solver", "bench"] + ([f"--{args.size}"] if args.size != "full" else [])
+    parts += ["--out", str(args.out)]
+    parts += ["--only", *args.only] if args.only else []
+    parts += ["--jobs", str(args.jobs)] if args.jobs else []
+    parts += ["--scheduler", args.scheduler] if args.scheduler else []
+    parts += ["--mnist", args.mnist] if args.mnist else []
+    parts += ["--methods", *args.methods] if args.methods else []
+    return shlex.join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the studies, printing one line per finished study."""
+
+    def report(res: StudyResult) -> None:
+        figure = f"{res.png}, " if res.png is not None else ""
+        print(
+            f"{res.name}: {res.message} in {res.seconds:.1f} s -> {figure}{res.table}", flush=True
+        )
+
+    path = run_bench(
+        args.out,
+        args.size,
+        studies=args.only,
+        command=_command(args),
+        jobs=args.jobs,
+        scheduler=args.scheduler,
+        progress=not args.no_progress,
+        on_study=report,
+        data_path=args.mnist,
+        methods=args.methods,
+    )
+    print(f"report: {path}")
+    return 0
+
+
+def study_script(name: str, argv: list[str] | None = None) -> int:
+    """Entry point of a ``benchmarks/NAME.py`` script: run one study with bench's options."""
+    parser = argparse.ArgumentParser(
+        prog=f"benchmarks/{name}.py",
+        description=f"{STUDIES[name].title} (one study of margin-solver bench)",
+    )
+    add_arguments(parser)
+    parser.set_defaults(only=[name])
+    args = parser.parse_args(argv)
+    args.only = [name]
+    return run(args)

@@ -1,0 +1,241 @@
+"""Append-only CSV results log that survives crashes and resumes.
+
+One process (the sweep's parent) owns the file. Each finished row is appended with a single
+``os.write`` of one complete line, then flushed to disk with ``fsync``, under an exclusive
+``flock``: a crash can leave at most one torn last line (bytes without the final newline),
+which :meth:`ResultLog.open` detects and drops before anything else is appended. Rows are
+identified by a key (the columns named in ``key_fields``), so a re-run can skip what is done.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import io
+import logging
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from margin_solver.validation import InvalidInputError
+
+logger = logging.getLogger("margin_solver")
+
+Key = tuple[str, ...]
+
+
+def canonical(value: Any) -> str:
+    """The text a value has in the CSV and in row keys.
+
+    Floats use ``repr`` (shortest round-trip form), so a value read back from the file gives
+    the same key as the value that was written; integral floats stay floats (``2.0``) so
+    that a column keeps one spelling. ``None`` and NaN become the empty string.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) or type(value).__name__.startswith("float"):
+        value = float(value)
+        return "" if math.isnan(value) else repr(value)
+    if type(value).__name__.startswith(("int", "uint")):
+        return str(int(value))
+    return str(value).replace("\r", " ").replace("\n", " ")
+
+
+class ResultLog:
+    """An append-only CSV file with a fixed header and one row per key.
+
+    Parameters
+    ----------
+    path : path-like
+        The CSV file; created (with its header) if missing.
+    fields : sequence of str
+        Column names, in order.
+    key_fields : sequence of str
+        Columns that identify a row (a subset of ``fields``).
+
+    Use :meth:`open` to repair a torn last line and learn which keys are done, then
+    :meth:`append` for each new row, then :meth:`close` (or use it as a context manager).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "r.csv"
+    >>> with ResultLog(path, ["a", "b"], ["a"]) as log:
+    ...     log.append({"a": 1, "b": 0.5})
+    >>> path.read_text()
+    'a,b\\n1,0.5\\n'
+    """
+
+    def __init__(self, path: str | os.PathLike, fields: Sequence[str], key_fields: Sequence[str]):
+        self.path = Path(path)
+        self.fields = list(fields)
+        self.key_fields = list(key_fields)
+        missing = set(self.key_fields) - set(self.fields)
+        if missing:
+            raise InvalidInputError(f"key fields {sorted(missing)} are not among the columns.")
+        self._fd: int | None = None
+        self.done: set[Key] = set()
+        self.repaired_bytes = 0
+
+    # -- opening and repair -------------------------------------------------------------
+    def open(self) -> ResultLog:
+        """Open for appending: write the header if new, drop a torn last line, read keys.
+
+        Raises
+        ------
+        InvalidInputError
+            The existing file has another header (a different results format).
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            with _locked(fd):
+                self.repaired_bytes = _drop_torn_tail(fd)
+                if self.repaired_bytes:
+                    logger.warning(
+                        "%s: dropped a torn last line (%d bytes) left by an interrupted run",
+                        self.path,
+                        self.repaired_bytes,
+                    )
+                if os.fstat(fd).st_size == 0:
+                    _write_all(fd, _csv_line(self.fields))
+                    os.fsync(fd)
+            rows = read_rows(self.path, self.fields)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.done = {self.key_of(row) for row in rows}
+        return self
+
+    def key_of(self, row: Mapping[str, Any]) -> Key:
+        """The key of a row (values in their canonical text form)."""
+        return tuple(canonical(row.get(name)) for name in self.key_fields)
+
+    # -- appending ----------------------------------------------------------------------
+    def append(self, row: Mapping[str, Any]) -> None:
+        """Append one row atomically: one ``write`` of the whole line, flush, ``fsync``.
+
+        Raises
+        ------
+        InvalidInputError
+            The row has columns outside the header, or its key is already in the file.
+        """
+        if self._fd is None:
+            self.open()
+        unknown = set(row) - set(self.fields)
+        if unknown:
+            raise InvalidInputError(
+                f"row has unknown columns {sorted(unknown)}; expected {self.fields}."
+            )
+        key = self.key_of(row)
+        if key in self.done:
+            raise InvalidInputError(f"{self.path.name} already has a row with key {key}.")
+        line = _csv_line([canonical(row.get(name)) for name in self.fields])
+        assert self._fd is not None
+        with _locked(self._fd):
+            _write_all(self._fd, line)
+            os.fsync(self._fd)
+        self.done.add(key)
+
+    def close(self) -> None:
+        """Close the file descriptor."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> ResultLog:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_rows(path: str | os.PathLike, fields: Sequence[str] | None = None) -> list[dict[str, str]]:
+    """Read the complete rows of a results CSV as dictionaries of strings.
+
+    A torn last line (no trailing newline) is ignored, so a file being written by a running
+    sweep can be read safely.
+
+    Raises
+    ------
+    InvalidInputError
+        The file is missing, or its header differs from ``fields`` when given.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInputError(f"No results file at {str(path)!r}.")
+    data = path.read_bytes()
+    data = data[: data.rfind(b"\n") + 1]
+    if not data:
+        return []
+    reader = csv.reader(io.StringIO(data.decode("utf-8"), newline=""))
+    header = next(reader)
+    if fields is not None and header != list(fields):
+        raise InvalidInputError(
+            f"{path.name} has columns {header}, expected {list(fields)}; it was written by another "
+            "version or another kind of run. Use a new output file."
+        )
+    rows = []
+    for lineno, values in enumerate(reader, start=2):
+        if len(values) != len(header):
+            raise InvalidInputError(
+                f"{path.name} line {lineno} has {len(values)} fields, expected {len(header)}."
+            )
+        rows.append(dict(zip(header, values)))
+    return rows
+
+
+def _csv_line(values: Iterable[str]) -> bytes:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(list(values))
+    return buf.getvalue().encode("utf-8")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    # A regular file takes the whole buffer in one write; the loop only guards the
+    # theoretical short write, still under the caller's lock.
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _drop_torn_tail(fd: int) -> int:
+    """Truncate the file after its last newline; return the number of bytes dropped."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return 0
+    chunk = 1 << 16
+    pos = size
+    while pos > 0:
+        start = max(0, pos - chunk)
+        block = os.pread(fd, pos - start, start)
+        idx = block.rfind(b"\n")
+        if idx >= 0:
+            keep = start + idx + 1
+            break
+        pos = start
+    else:
+        keep = 0
+    if keep < size:
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+    return size - keep
+
+
+class _locked:
+    """Exclusive ``flock`` held for the duration of a ``with`` block."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __enter__(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)

@@ -1,0 +1,538 @@
+"""The benchmark studies: each one a sweep (CSV + JSON sidecar), a figure and a summary table.
+
+Sizes: ``"tiny"`` (seconds; for tests), ``"quick"`` (a few minutes on 2 cores) and ``"full"``
+(``make bench``). Every study writes under ``out_dir``:
+``NAME.csv`` (rows, :data:`margin_solver.sweeps.FIELDS`), ``NAME.json`` (config, version, runs),
+``NAME.png`` (figure, from the CSV only) and ``NAME.md`` (summary table, from the CSV only).
+Re-running a study with the same ``out_dir`` resumes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from margin_solver import study_plots
+from margin_solver.fileio import atomic_write_text
+from margin_solver.realdata import digits_shape, mnist_shape
+from margin_solver.sweeps import (
+    SweepConfig,
+    SweepGrid,
+    SweepResult,
+    load_results,
+    run_sweep,
+    sidecar_path,
+)
+from margin_solver.validation import InvalidInputError
+
+SIZES = ("tiny", "quick", "full")
+
+#: Methods compared in the studies.
+STUDY_METHODS = ("min-norm", "gd-two-step", "gd-long", "uniform-svm")
+
+
+@dataclass(frozen=True)
+class Study:
+    """A named study.
+
+    A sweep study has ``grids`` and ``config`` per size, a ``plot`` and a summary table from
+    its CSV (``table_by`` columns, ``table_columns`` values). A study that is not a grid of
+    cells (trajectories, solver speed) has ``custom(out_dir, size) -> (csv, png or None,
+    markdown table, message)`` instead.
+    """
+
+    name: str
+    title: str
+    grids: Callable[[str, Sequence[str]], list[SweepGrid]] | None = None
+    config: Callable[[str], SweepConfig] | None = None
+    plot: Callable[[Path, Path], Path] | None = None
+    table_by: tuple[str, ...] = ()
+    table_columns: tuple[str, ...] = ("train_error", "test_error_clean")
+    #: The study reads a user's local data file (``data_path`` of :func:`run_study`).
+    needs_path: bool = False
+    #: Methods compared unless the caller names others.
+    methods: tuple[str, ...] = STUDY_METHODS
+    custom: Callable[[Path, str], tuple[Path, Path | None, str, str]] | None = None
+
+
+@dataclass
+class StudyResult:
+    """Files a study wrote and what it did (``sweep`` for sweep studies)."""
+
+    name: str
+    csv: Path
+    png: Path | None
+    table: Path
+    message: str
+    seconds: float
+    sweep: SweepResult | None = None
+
+
+def _pick(size: str, tiny: Any, quick: Any, full: Any) -> Any:
+    return {"tiny": tiny, "quick": quick, "full": full}[size]
+
+
+# -- phase diagram ----------------------------------------------------------------------------------
+def _phase_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    n = _pick(size, [6, 12], [8, 16, 32, 64], [8, 16, 32, 64, 128])
+    snr = _pick(
+        size,
+        [0.1, 1.0],
+        np.geomspace(0.05, 1.0, 5).round(4).tolist(),
+        np.geomspace(0.03, 1.0, 7).round(4).tolist(),
+    )
+    d = _pick(size, 60, 1000, 4000)
+    seeds = _pick(size, 1, 3, 5)
+    return [SweepGrid(n=n, d=[d], snr=snr, eta=[0.1], seeds=seeds, methods=list(methods))]
+
+
+def _synthetic_config(size: str) -> SweepConfig:
+    return SweepConfig(sweep_seed=2410_07746, n_test=_pick(size, 100, 500, 2000))
+
+
+# -- d sweep ---------------------------------------------------------------------------------------
+def _dsweep_n(size: str) -> int:
+    return _pick(size, 8, 20, 40)
+
+
+def _dsweep_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    n = _dsweep_n(size)
+    d = _pick(
+        size,
+        [2 * n, n * n, 4 * n * n],
+        [2 * n, 5 * n, n * n // 2, n * n, 5 * n * n, 20 * n * n],
+        [2 * n, 5 * n, n * n // 2, n * n, 5 * n * n, 20 * n * n],
+    )
+    return [
+        SweepGrid(
+            n=[n], d=d, kappa=[4.0], eta=[0.1], seeds=_pick(size, 1, 3, 5), methods=list(methods)
+        )
+    ]
+
+
+def _dsweep_plot(csv: Path, png: Path) -> Path:
+    rows = load_results(csv)
+    n = int(rows[0]["n"])
+    return study_plots.plot_curves(
+        csv,
+        png,
+        "d",
+        ["test_error_clean", "train_error", "attn_signal_clean", "attn_signal_noisy"],
+        title=f"d-sweep at n={n}, kappa = n SNR^2 = {rows[0]['kappa']:g}, eta={rows[0]['eta']:g}",
+        xlabel="d (token dimension, log scale)",
+        logx=True,
+        vlines={"d = 2n": 2 * n, "d = n^2": n * n},
+    )
+
+
+# -- eta sweep -------------------------------------------------------------------------------------
+def _eta_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    return [
+        SweepGrid(
+            n=[_pick(size, 8, 20, 40)],
+            d=[_pick(size, 60, 1000, 4000)],
+            kappa=[4.0],
+            eta=_pick(
+                size, [0.0, 0.2], [0.0, 0.05, 0.1, 0.2, 0.3], [0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4]
+            ),
+            seeds=_pick(size, 1, 3, 5),
+            methods=list(methods),
+        )
+    ]
+
+
+def _eta_plot(csv: Path, png: Path) -> Path:
+    r = load_results(csv)[0]
+    return study_plots.plot_curves(
+        csv,
+        png,
+        "eta",
+        ["test_error_clean", "test_error_noisy", "attn_signal_clean", "attn_signal_noisy"],
+        title=f"Label-noise sweep: n={r['n']:g}, d={r['d']:g}, kappa={r['kappa']:g}",
+        xlabel="eta (label-flip probability)",
+        diagonal="test_error_noisy",
+    )
+
+
+# -- real data --------------------------------------------------------------------------------------
+def _digits_options(size: str) -> dict[str, Any]:
+    return {
+        "classes": [3, 8],
+        "patch": 4,
+        "position": True,
+        "lift": _pick(size, 64, 1024, 2048),
+        "lift_seed": 0,
+    }
+
+
+def _digits_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    T, d = digits_shape(**_digits_options(size))
+    return [
+        SweepGrid(
+            n=_pick(size, [10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 240]),
+            d=[d],
+            T=[T],
+            eta=[0.1],
+            seeds=_pick(size, 1, 3, 5),
+            methods=list(methods),
+            data="digits",
+        )
+    ]
+
+
+def _digits_config(size: str) -> SweepConfig:
+    return SweepConfig(sweep_seed=2410_07746, n_test=1000, data_options=_digits_options(size))
+
+
+def _image_plot(csv: Path, png: Path) -> Path:
+    r = load_results(csv)[0]
+    opts = json.loads(sidecar_path(csv).read_text())["config"]["data_options"]
+    a, b = opts["classes"]
+    lift = f", ReLU lift to d={r['d']:g}" if opts.get("lift") else ""
+    position = " + position" if opts.get("position", True) else ""
+    return study_plots.plot_curves(
+        csv,
+        png,
+        "n",
+        ["train_error", "test_error_clean", "test_error_noisy"],
+        title=f"{r['data']}: {a} (-1) vs {b} (+1) as T={r['T']:g} tokens of {opts['patch']}x{opts['patch']} "
+        f"patches{position}{lift}, eta={r['eta']:g}",
+        xlabel="n (training images)",
+        logx=True,
+    )
+
+
+def _mnist_options(size: str) -> dict[str, Any]:
+    return {
+        "classes": [3, 8],
+        "patch": 7,
+        "position": True,
+        "lift": _pick(size, 64, 512, 1024),
+        "lift_seed": 0,
+    }
+
+
+def _mnist_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
+    T, d = mnist_shape(**_mnist_options(size))
+    return [
+        SweepGrid(
+            n=_pick(size, [10, 20], [25, 50, 100, 200, 400], [25, 50, 100, 200, 400, 800]),
+            d=[d],
+            T=[T],
+            eta=[0.1],
+            seeds=_pick(size, 1, 3, 5),
+            methods=list(methods),
+            data="mnist",
+        )
+    ]
+
+
+def _mnist_config(size: str) -> SweepConfig:
+    return SweepConfig(sweep_seed=2410_07746, n_test=2000, data_options=_mnist_options(size))
+
+
+# -- trajectories and speed (not grids of cells) ------------------------------------------------------
+def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
+    from margin_solver.trajectory_study import (
+        plot_trajectories,
+        read_trajectories,
+        run_trajectories,
+    )
+
+    n = _pick(size, 8, 32, 64)
+    checkpoints = _pick(
+        size,
+        [1, 10, 50],
+        [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000],
+        [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
+    )
+    csv, png = out / "trajectories.csv", out / "trajectories.png"
+    message = run_trajectories(
+        csv,
+        n=n,
+        d=_pick(size, 100, 1000, 4000),
+        kappa=4.0,
+        eta=0.1,
+        seeds=_pick(size, 1, 3, 5),
+        checkpoints=checkpoints,
+        n_test=_pick(size, 100, 1000, 2000),
+        sweep_seed=2410_07746,
+    )
+    plot_trajectories(csv, png)
+    rows = [
+        r
+        for r in read_trajectories(csv)
+        if r["method"] != "gd-constant" or r["step"] in (1, 10, 100, checkpoints[-1])
+    ]
+    table = markdown_table(
+        rows,
+        ("method", "step"),
+        (
+            "norm",
+            "cos_v",
+            "cos_p",
+            "same_token",
+            "attn_signal_clean",
+            "attn_signal_noisy",
+            "test_error_clean",
+        ),
+    )
+    return csv, png, table, message
+
+
+def _speed(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
+    from margin_solver.speed_report import run_speed_report
+
+    csv, md, message = run_speed_report(out, size)
+    return csv, None, md.read_text(), message
+
+
+STUDIES: dict[str, Study] = {
+    s.name: s
+    for s in (
+        Study(
+            "phase",
+            "Phase diagram over n x SNR",
+            _phase_grids,
+            _synthetic_config,
+            lambda c, p: study_plots.plot_phase_diagram(c, p),
+            ("n", "snr"),
+            ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy"),
+            methods=("min-norm", "gd-two-step"),
+        ),
+        Study(
+            "dsweep",
+            "Dimension sweep at fixed n",
+            _dsweep_grids,
+            _synthetic_config,
+            _dsweep_plot,
+            ("d",),
+            ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy"),
+        ),
+        Study(
+            "eta",
+            "Label-noise sweep",
+            _eta_grids,
+            _synthetic_config,
+            _eta_plot,
+            ("eta",),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+        ),
+        Study(
+            "digits",
+            "Real data: handwritten digits",
+            _digits_grids,
+            _digits_config,
+            _image_plot,
+            ("n",),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+        ),
+        Study(
+            "mnist",
+            "Real data: MNIST from a local file",
+            _mnist_grids,
+            _mnist_config,
+            _image_plot,
+            ("n",),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+            needs_path=True,
+        ),
+        Study(
+            "trajectories", "GD trajectories against the min-norm solution", custom=_trajectories
+        ),
+        Study("speed", "Solver speed (v-step, min-norm, GD benchmarks)", custom=_speed),
+    )
+}
+
+
+def summary_table(csv: str | os.PathLike, by: Sequence[str], columns: Sequence[str]) -> str:
+    """Markdown table of a results CSV: one line per (grid point, method), mean ± std over seeds."""
+    return markdown_table(load_results(csv), (*by, "method"), columns)
+
+
+def markdown_table(rows: list[dict[str, Any]], keys: Sequence[str], columns: Sequence[str]) -> str:
+    """Markdown table: one line per distinct ``keys`` tuple, mean ± std (over seeds) per column."""
+    aggs = {col: study_plots.aggregate(rows, keys, col) for col in columns}
+    counts = study_plots.aggregate(rows, keys, lambda r: 0.0)
+    head = [*keys, "seeds", *columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in sorted(counts, key=_sort_key):
+        cells = [_key_text(k) for k in key] + [str(counts[key][2])]
+        for col in columns:
+            mean, std, cnt = aggs[col][key]
+            cells.append("-" if cnt == 0 else f"{mean:.3g} ± {std:.2g}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _key_text(value: Any) -> str:
+    if isinstance(value, float):
+        return "-" if np.isnan(value) else f"{value:g}"
+    return str(value)
+
+
+def _sort_key(key: tuple) -> tuple:
+    """Sort grid points with NaN (no step, e.g. the min-norm reference) first in each position."""
+    return tuple((0, 0.0) if isinstance(x, float) and np.isnan(x) else (1, x) for x in key)
+
+
+def run_study(
+    name: str,
+    out_dir: str | os.PathLike = "results",
+    size: str = "quick",
+    *,
+    methods: Sequence[str] | None = None,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+    data_path: str | os.PathLike | None = None,
+) -> StudyResult:
+    """Run (or resume) one study and write its CSV, JSON sidecar, PNG and markdown table.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`STUDIES`.
+    out_dir : path-like, default="results"
+    size : {"tiny", "quick", "full"}, default="quick"
+    methods : sequence of str, optional
+        Methods to compare (default: the study's own list, ``Study.methods``).
+    jobs, scheduler, progress
+        Passed to :func:`margin_solver.sweeps.run_sweep`.
+    data_path : path-like, optional
+        The local data file of a study that needs one (MNIST: idx directory or ``.npz``).
+
+    Returns
+    -------
+    StudyResult
+
+    Raises
+    ------
+    InvalidInputError
+        Unknown study or size.
+    """
+    if name not in STUDIES:
+        raise InvalidInputError(f"Unknown study {name!r}; available: {sorted(STUDIES)}.")
+    if size not in SIZES:
+        raise InvalidInputError(f"size must be one of {SIZES}, got {size!r}.")
+    study = STUDIES[name]
+    out = Path(out_dir)
+    table = out / f"{name}.md"
+    if study.custom is not None:
+        started = time.perf_counter()
+        csv, png, text, message = study.custom(out, size)
+        atomic_write_text(table, text)
+        return StudyResult(name, csv, png, table, message, time.perf_counter() - started)
+    config = study.config(size)
+    if study.needs_path:
+        if data_path is None:
+            raise InvalidInputError(
+                f"The {name} study reads a local file: give its path (bench --mnist PATH)."
+            )
+        config = dataclasses.replace(
+            config, data_options={**config.data_options, "path": str(data_path)}
+        )
+    csv, png = out / f"{name}.csv", out / f"{name}.png"
+    sweep = run_sweep(
+        study.grids(size, list(methods or study.methods)),
+        csv,
+        config,
+        jobs=jobs,
+        scheduler=scheduler,
+        progress=progress,
+    )
+    study.plot(csv, png)
+    atomic_write_text(table, summary_table(csv, study.table_by, study.table_columns))
+    return StudyResult(name, csv, png, table, sweep.message, sweep.seconds, sweep)
+
+
+def machine_description() -> str:
+    """``N cores, platform, Python x.y`` of this machine."""
+    import platform
+
+    return f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}"
+
+
+def run_bench(
+    out_dir: str | os.PathLike = "results",
+    size: str = "quick",
+    *,
+    studies: Sequence[str] | None = None,
+    command: str = "",
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+    on_study: Callable[[StudyResult], None] | None = None,
+    data_path: str | os.PathLike | None = None,
+    methods: Sequence[str] | None = None,
+) -> Path:
+    """Run several studies and write ``REPORT.md`` gathering their figures and tables.
+
+    Parameters
+    ----------
+    out_dir : path-like, default="results"
+    size : {"tiny", "quick", "full"}, default="quick"
+    studies : sequence of str, optional
+        Study names (default: every study of :data:`STUDIES`, in order, except those that
+        need a local data file when ``data_path`` is None).
+    data_path : path-like, optional
+        Local MNIST file or directory for the ``mnist`` study.
+    methods : sequence of str, optional
+        Methods of the sweep studies (default: each study's own list).
+    command : str
+        The command line to record in the report.
+    on_study : callable, optional
+        Called with each :class:`StudyResult` as soon as it is written.
+
+    Returns
+    -------
+    Path
+        The report.
+    """
+    from datetime import datetime, timezone
+
+    from margin_solver import __version__
+
+    names = list(
+        studies or [k for k, s in STUDIES.items() if data_path is not None or not s.needs_path]
+    )
+    for name in names:
+        if name not in STUDIES:
+            raise InvalidInputError(f"Unknown study {name!r}; available: {sorted(STUDIES)}.")
+    out = Path(out_dir)
+    started = datetime.now(timezone.utc)
+    sections = []
+    for name in names:
+        res = run_study(
+            name,
+            out,
+            size,
+            jobs=jobs,
+            scheduler=scheduler,
+            progress=progress,
+            data_path=data_path,
+            methods=methods,
+        )
+        if on_study is not None:
+            on_study(res)
+        figure = f"![{name}]({res.png.name})\n\n" if res.png is not None else ""
+        sections.append(
+            f"## {name}: {STUDIES[name].title}\n\n{figure}"
+            f"This run: {res.message}; {res.seconds:.1f} s wall time. Rows: `{res.csv.name}`.\n\n"
+            + res.table.read_text()
+        )
+    head = (
+        f"# margin-solver benchmark report ({size})\n\n"
+        f"- command: `{command or 'run_bench'}`\n- machine: {machine_description()}\n"
+        f"- margin-solver {__version__}\n- started {started.isoformat(timespec='seconds')}, "
+        f"finished {datetime.now(timezone.utc).isoformat(timespec='seconds')}\n\n"
+    )
+    return atomic_write_text(out / "REPORT.md", head + "\n".join(sections))

@@ -1,0 +1,656 @@
+"""Sweep engine: a grid of cells run in parallel, each finished row appended to a CSV at once.
+
+A *cell* is one point of the grid (data source, n, d, T, SNR or kappa, eta, seed) with one
+*method* (a name in :data:`margin_solver.methods.METHODS`). Cells run locally through joblib,
+or on an existing Dask distributed cluster when a scheduler address is given. Workers only
+compute and return rows; the parent process appends them to the results file
+(:class:`margin_solver.resultlog.ResultLog`: one write + fsync per row under a lock), so an
+interrupted sweep keeps every finished row and a re-run with the same output skips them.
+
+Randomness: one sweep seed and the cell's parameters (through a hash of their canonical
+text) give a :class:`numpy.random.SeedSequence` per cell, with separate children for the
+training set, the test set and the method's initialisation. The data depend on the cell but
+not on the method, so methods are compared on the same samples; nothing depends on which
+worker ran a cell or in what order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+import os
+import platform
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from margin_solver import __version__
+from margin_solver.data import Dataset, PaperDistribution
+from margin_solver.fileio import write_json
+from margin_solver.methods import METHODS, MethodCall
+from margin_solver.resultlog import ResultLog, canonical, read_rows
+from margin_solver.results import FAILED, ResultMixin, to_jsonable
+from margin_solver.theory import check_conditions
+from margin_solver.validation import InvalidInputError
+
+logger = logging.getLogger("margin_solver")
+
+#: Columns that identify a row: the cell's parameters, its seed and its method.
+KEY_FIELDS = ("data", "n", "d", "T", "snr", "kappa", "eta", "seed", "method")
+
+#: Columns a method may fill (see :mod:`margin_solver.methods` for their meaning).
+METHOD_FIELDS = (
+    "status",
+    "R",
+    "train_error",
+    "train_error_clean",
+    "test_error_clean",
+    "test_error_noisy",
+    "attn_signal_clean",
+    "attn_signal_noisy",
+    "attn_signal_test",
+    "min_margin",
+    "norm",
+    "p_norm",
+    "lower_bound",
+    "gap",
+    "iterations",
+    "message",
+)
+
+#: Every column of the results CSV, in order.
+FIELDS = (
+    *KEY_FIELDS,
+    "n_test",
+    "n_noisy",
+    "predicted_regime",
+    "snr_regime",
+    *METHOD_FIELDS,
+    "seconds",
+)
+
+#: How long to wait for a Dask scheduler to answer.
+DASK_CONNECT_TIMEOUT = "20s"
+
+#: Columns holding text; every other column is numeric.
+TEXT_FIELDS = frozenset({"data", "method", "status", "message", "predicted_regime", "snr_regime"})
+
+
+# -- cells and grids --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cell:
+    """One grid point with one method: a row of the results file.
+
+    Parameters
+    ----------
+    n, d, T : int
+        Training samples, token dimension, tokens per sample.
+    snr, kappa : float or None
+        Signal-to-noise ratio and ``kappa = n SNR^2``; give one, the other is derived
+        (both None for real data, whose SNR is not a parameter).
+    eta : float
+        Label-flip probability.
+    seed : int
+        Repetition index; with the sweep seed it fixes every random draw of the cell.
+    method : str
+        A name in :data:`margin_solver.methods.METHODS`.
+    data : str, default="paper"
+        A name in :data:`DATA_SOURCES`.
+    """
+
+    n: int
+    d: int
+    T: int
+    snr: float | None
+    kappa: float | None
+    eta: float
+    seed: int
+    method: str
+    data: str = "paper"
+
+    def __post_init__(self) -> None:
+        if self.snr is not None and self.kappa is None:
+            object.__setattr__(self, "kappa", self.n * float(self.snr) ** 2)
+        elif self.kappa is not None and self.snr is None:
+            object.__setattr__(self, "snr", float(np.sqrt(float(self.kappa) / self.n)))
+
+    def key(self) -> tuple[str, ...]:
+        """The row key: canonical text of :data:`KEY_FIELDS`."""
+        return tuple(canonical(getattr(self, name)) for name in KEY_FIELDS)
+
+    def data_key(self) -> tuple[str, ...]:
+        """The key without the method: cells sharing it see the same samples."""
+        return tuple(canonical(getattr(self, name)) for name in KEY_FIELDS if name != "method")
+
+
+@dataclass(frozen=True)
+class SweepGrid:
+    """A Cartesian grid of cells.
+
+    Parameters
+    ----------
+    n, d : sequence of int
+    methods : sequence of str
+    snr, kappa : sequence of float, optional
+        Give exactly one for synthetic data (``data="paper"``); neither for real data.
+    T : sequence of int, default=(2,)
+    eta : sequence of float, default=(0.1,)
+    seeds : int or sequence of int, default=1
+        A count (seeds 0..seeds-1) or explicit seed indices.
+    data : str, default="paper"
+
+    Examples
+    --------
+    >>> grid = SweepGrid(n=[10, 20], d=[100], kappa=[0.5, 4.0], seeds=2, methods=["uniform-svm"])
+    >>> len(grid.cells())
+    8
+    """
+
+    n: Sequence[int]
+    d: Sequence[int]
+    methods: Sequence[str]
+    snr: Sequence[float] | None = None
+    kappa: Sequence[float] | None = None
+    T: Sequence[int] = (2,)
+    eta: Sequence[float] = (0.1,)
+    seeds: int | Sequence[int] = 1
+    data: str = "paper"
+
+    def __post_init__(self) -> None:
+        if self.data == "paper" and (self.snr is None) == (self.kappa is None):
+            raise InvalidInputError("A synthetic grid needs exactly one of snr and kappa.")
+        for name in ("n", "d", "methods", "T", "eta"):
+            if len(getattr(self, name)) == 0:
+                raise InvalidInputError(f"The grid axis {name!r} is empty.")
+        # Refuse bad values here, before any cell runs, instead of writing a row of failures.
+        _check_axis(self.n, "n", _is_int_at_least(2), "integers >= 2")
+        _check_axis(self.d, "d", _is_int_at_least(1), "integers >= 1")
+        _check_axis(self.T, "T", _is_int_at_least(1), "integers >= 1")
+        _check_axis(self.eta, "eta", lambda x: _is_real(x) and 0 <= x < 0.5, "numbers in [0, 0.5)")
+        for name in ("snr", "kappa"):
+            if getattr(self, name) is not None:
+                _check_axis(getattr(self, name), name, lambda x: _is_real(x) and 0 <= x < np.inf,
+                            "finite numbers >= 0")
+        if not isinstance(self.seeds, (int, np.integer)):
+            _check_axis(self.seeds, "seeds", _is_int_at_least(0), "integers >= 0")
+
+    @property
+    def seed_list(self) -> list[int]:
+        """The seed indices."""
+        if isinstance(self.seeds, (int, np.integer)):
+            if self.seeds < 1:
+                raise InvalidInputError(f"seeds must be >= 1, got {self.seeds}.")
+            return list(range(int(self.seeds)))
+        return [int(s) for s in self.seeds]
+
+    def cells(self) -> list[Cell]:
+        """All cells, methods varying fastest (so a cell's methods finish close together)."""
+        strength: list[tuple[float | None, float | None]]
+        if self.snr is not None:
+            strength = [(float(s), None) for s in self.snr]
+        elif self.kappa is not None:
+            strength = [(None, float(k)) for k in self.kappa]
+        else:
+            strength = [(None, None)]
+        out = []
+        for n, (snr, kappa), d, T, eta, seed, method in itertools.product(
+            self.n, strength, self.d, self.T, self.eta, self.seed_list, self.methods
+        ):
+            out.append(
+                Cell(int(n), int(d), int(T), snr, kappa, float(eta), seed, str(method), self.data)
+            )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description (for the sidecar)."""
+        return to_jsonable(dataclasses.asdict(self))
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Settings shared by every cell of a sweep; a resumed sweep must use the same ones.
+
+    Parameters
+    ----------
+    sweep_seed : int, default=0
+        Root of every random stream.
+    n_test : int, default=1000
+        Test samples per cell (synthetic data; real data use their held-out images).
+    method_options : dict, default={}
+        Per-method keyword options, e.g. ``{"gd-long": {"steps": 500}}``.
+    data_options : dict, default={}
+        Options of the data source, e.g. ``PaperDistribution`` keywords (``sigma``,
+        ``signal``) for ``"paper"``, or the patching of ``"digits"``.
+    check : bool, default=True
+        Run the theorem checker (:func:`margin_solver.theory.check_conditions`, package
+        constants) on each cell's training set and record its ``predicted_regime`` and
+        ``snr_regime`` (not timed).
+    """
+
+    sweep_seed: int = 0
+    n_test: int = 1000
+    method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    data_options: dict[str, Any] = field(default_factory=dict)
+    check: bool = True
+
+    def __post_init__(self) -> None:
+        _check_axis([self.sweep_seed], "sweep_seed", _is_int_at_least(0), "an integer >= 0")
+        _check_axis([self.n_test], "n_test", _is_int_at_least(1), "an integer >= 1")
+        if not isinstance(self.data_options, dict):
+            raise InvalidInputError(f"data_options must be a dict, got {self.data_options!r}.")
+        if not isinstance(self.method_options, dict):
+            raise InvalidInputError(f"method_options must be a dict, got {self.method_options!r}.")
+        unknown = sorted(set(self.method_options) - set(METHODS))
+        if unknown:
+            raise InvalidInputError(
+                f"method_options name unknown method(s) {unknown}; available: {sorted(METHODS)}."
+            )
+        for method, options in self.method_options.items():
+            # Option names and values are the method's to check (a bad one is a failed row).
+            if not isinstance(options, dict):
+                raise InvalidInputError(
+                    f"method_options[{method!r}] must be a dict of options, got {options!r}."
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary."""
+        return to_jsonable(dataclasses.asdict(self))
+
+
+# -- seeds and data -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CellSeeds:
+    """Independent seed sequences of one cell."""
+
+    train: np.random.SeedSequence
+    test: np.random.SeedSequence
+    init: np.random.SeedSequence
+
+
+def cell_seeds(cell: Cell, sweep_seed: int) -> CellSeeds:
+    """Seed sequences for a cell, from the sweep seed and a hash of the cell's key.
+
+    Train and test streams depend on the data key only (same samples for every method);
+    the initialisation stream also on the method.
+
+    Examples
+    --------
+    >>> c = Cell(n=10, d=50, T=2, snr=0.5, kappa=None, eta=0.1, seed=0, method="uniform-svm")
+    >>> a, b = cell_seeds(c, 0), cell_seeds(c, 0)
+    >>> bool(a.train.generate_state(1)[0] == b.train.generate_state(1)[0])
+    True
+    """
+    words = _hash_words(cell.data_key())
+    entropy = int(sweep_seed)
+    method_words = _hash_words((cell.method,))
+    return CellSeeds(
+        train=np.random.SeedSequence(entropy, spawn_key=(*words, 0)),
+        test=np.random.SeedSequence(entropy, spawn_key=(*words, 1)),
+        init=np.random.SeedSequence(entropy, spawn_key=(*words, 2, *method_words)),
+    )
+
+
+def _hash_words(parts: Sequence[str]) -> tuple[int, ...]:
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
+    return tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
+
+
+def _paper_data(
+    cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]
+) -> tuple[Dataset, Dataset]:
+    dist = PaperDistribution(d=cell.d, T=cell.T, snr=cell.snr, eta=cell.eta, **options)
+    return dist.sample(cell.n, seeds.train), dist.sample(n_test, seeds.test)
+
+
+def _image_data(source: str) -> Callable[..., tuple[Dataset, Dataset]]:
+    def make(
+        cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]
+    ) -> tuple[Dataset, Dataset]:
+        from margin_solver import realdata
+
+        loader = getattr(realdata, f"{source}_train_test")
+        train, test = loader(cell.n, cell.eta, seeds.train, seeds.test, n_test=n_test, **options)
+        if (train.T, train.d) != (cell.T, cell.d):
+            raise InvalidInputError(
+                f"The {source} options give T={train.T}, d={train.d} but the cell says T={cell.T}, "
+                f"d={cell.d}; build the grid with realdata.{source}_shape(**options)."
+            )
+        return train, test
+
+    return make
+
+
+#: Data sources: name -> function(cell, seeds, n_test, options) -> (train, test).
+DATA_SOURCES: dict[str, Callable[..., tuple[Dataset, Dataset]]] = {
+    "paper": _paper_data,
+    "digits": _image_data("digits"),
+    "mnist": _image_data("mnist"),
+}
+
+
+# -- running one cell ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CellJob:
+    """Everything a worker needs for one cell (picklable; the method is resolved in the parent)."""
+
+    cell: Cell
+    method: Callable[..., dict[str, Any]]
+    config: SweepConfig
+
+
+def run_cell(job: CellJob) -> dict[str, Any]:
+    """Draw the cell's data, run its method and return its row (never raises on solver errors).
+
+    Only the method call is timed (``seconds``). An exception inside the data source or the
+    method gives a row with ``status="failed"`` and the error in ``message``.
+    """
+    cell, config = job.cell, job.config
+    row: dict[str, Any] = {name: getattr(cell, name) for name in KEY_FIELDS}
+    row["n_test"] = config.n_test
+    seeds = cell_seeds(cell, config.sweep_seed)
+    try:
+        train, test = DATA_SOURCES[cell.data](cell, seeds, config.n_test, dict(config.data_options))
+        row["n_test"] = test.n
+        row["n_noisy"] = None if train.flipped is None else int(train.flipped.sum())
+        if config.check:
+            report = check_conditions(train)
+            row.update(predicted_regime=report.predicted_regime, snr_regime=report.snr_regime)
+        call = MethodCall(
+            cell=cell,
+            options=dict(config.method_options.get(cell.method, {})),
+            init_seed=seeds.init,
+        )
+        start = time.perf_counter()
+        fields = job.method(train, test, call)
+        row["seconds"] = time.perf_counter() - start
+    except Exception as exc:  # noqa: BLE001 (a failed cell is a result row, not a crashed sweep)
+        logger.warning("cell %s failed: %s: %s", cell.key(), type(exc).__name__, exc)
+        row.update(status=FAILED, message=f"{type(exc).__name__}: {exc}")
+        return row
+    unknown = set(fields) - set(METHOD_FIELDS)
+    if unknown:
+        raise InvalidInputError(
+            f"method {cell.method!r} returned unknown fields {sorted(unknown)}."
+        )
+    row.update(fields)
+    return row
+
+
+# -- the engine ---------------------------------------------------------------------------------
+@dataclass(repr=False)
+class SweepResult(ResultMixin):
+    """What a call of :func:`run_sweep` did.
+
+    Attributes
+    ----------
+    path : str
+        The results CSV.
+    n_cells : int
+        Cells in the grid.
+    n_skipped : int
+        Cells already in the file (done by an earlier run).
+    n_run : int
+        Cells run and appended now.
+    n_failed : int
+        Of those, rows with ``status="failed"``.
+    seconds : float
+        Wall-clock time of this call.
+    """
+
+    status: str
+    message: str
+    path: str
+    n_cells: int
+    n_skipped: int
+    n_run: int
+    n_failed: int
+    seconds: float
+
+    @property
+    def success(self) -> bool:
+        """True when every cell of the grid has a row and none of this run's rows failed."""
+        return self.status == "complete" and self.n_failed == 0
+
+
+def sidecar_path(out: str | os.PathLike) -> Path:
+    """The JSON sidecar next to a results CSV (``results/x.csv`` -> ``results/x.json``)."""
+    return Path(out).with_suffix(".json")
+
+
+def run_sweep(
+    grids: SweepGrid | Sequence[SweepGrid],
+    out: str | os.PathLike,
+    config: SweepConfig | None = None,
+    *,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+) -> SweepResult:
+    """Run every cell of ``grids`` not yet in ``out``, appending one row per finished cell.
+
+    Parameters
+    ----------
+    grids : SweepGrid or sequence of SweepGrid
+        The cells to run (their union; duplicates run once).
+    out : path-like
+        Results CSV (columns :data:`FIELDS`); a JSON sidecar with the config, the package
+        version and the history of runs is written next to it (:func:`sidecar_path`).
+    config : SweepConfig, optional
+        Shared settings; must equal those of an existing ``out`` (else a new file is needed).
+    jobs : int, optional
+        Local worker processes for joblib (default: all cores; 1 runs in this process).
+    scheduler : str, optional
+        Address of a running Dask distributed scheduler (e.g. ``"tcp://127.0.0.1:8786"``);
+        when given, cells run there instead of joblib. Needs ``margin-solver[dask]``.
+    progress : bool, default=False
+        Show a tqdm progress bar (cells done, rate, time left) on stderr.
+
+    Returns
+    -------
+    SweepResult
+
+    Raises
+    ------
+    InvalidInputError
+        Unknown method or data source, an output written with another config or format,
+        or a scheduler address given without dask installed.
+
+    Notes
+    -----
+    A row with ``status="failed"`` is a result like any other and is not re-run on resume;
+    delete its line from the CSV to run that cell again. Extending a grid (new values on an
+    axis) with the same output runs only the new cells.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "s.csv"
+    >>> grid = SweepGrid(n=[8], d=[40], kappa=[4.0], methods=["uniform-svm"])
+    >>> run_sweep(grid, out, SweepConfig(n_test=50), jobs=1).n_run
+    1
+    """
+    started = time.perf_counter()
+    config = config or SweepConfig()
+    grids = [grids] if isinstance(grids, SweepGrid) else list(grids)
+    cells = list({c.key(): c for g in grids for c in g.cells()}.values())
+    _check_known(cells)
+    side = sidecar_path(out)
+    history = _check_sidecar(side, config)
+    with ResultLog(out, FIELDS, KEY_FIELDS) as log:
+        todo = [c for c in cells if c.key() not in log.done]
+        run = {
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "grids": [g.to_dict() for g in grids],
+            "n_cells": len(cells),
+            "n_skipped": len(cells) - len(todo),
+            "backend": f"dask:{scheduler}" if scheduler else f"joblib:{jobs or 'all'}",
+            "repaired_torn_bytes": log.repaired_bytes,
+        }
+        jobs_list = [CellJob(c, METHODS[c.method], config) for c in todo]
+        rows = _dask_rows(jobs_list, scheduler) if scheduler else _joblib_rows(jobs_list, jobs)
+        _write_sidecar(side, config, history + [run | {"state": "running"}])
+        n_run = n_failed = 0
+        state = "interrupted"
+        try:
+            with _progress_bar(len(todo), Path(out).name, progress) as bar:
+                for row in rows:
+                    log.append(row)
+                    n_run += 1
+                    n_failed += row.get("status") == FAILED
+                    bar.update(1)
+            state = "complete"
+        finally:
+            seconds = time.perf_counter() - started
+            run.update(state=state, n_run=n_run, n_failed=n_failed, seconds=round(seconds, 3))
+            _write_sidecar(side, config, history + [run])
+    message = f"{n_run} cells run ({n_failed} failed), {len(cells) - len(todo)} already done"
+    return SweepResult(
+        status="complete",
+        message=message,
+        path=str(out),
+        n_cells=len(cells),
+        n_skipped=len(cells) - len(todo),
+        n_run=n_run,
+        n_failed=n_failed,
+        seconds=seconds,
+    )
+
+
+def _is_real(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _is_int_at_least(minimum: int) -> Callable[[Any], bool]:
+    return lambda x: isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= minimum
+
+
+def _check_axis(values: Sequence[Any], name: str, valid: Callable[[Any], bool], what: str) -> None:
+    bad = [x for x in values if not valid(x)]
+    if bad:
+        raise InvalidInputError(f"{name} must be {what}; got {bad[:5]}.")
+
+
+def _check_known(cells: Iterable[Cell]) -> None:
+    for cell in cells:
+        if cell.method not in METHODS:
+            raise InvalidInputError(
+                f"Unknown method {cell.method!r}; available: {sorted(METHODS)}."
+            )
+        if cell.data not in DATA_SOURCES:
+            raise InvalidInputError(
+                f"Unknown data source {cell.data!r}; available: {sorted(DATA_SOURCES)}."
+            )
+
+
+def _check_sidecar(side: Path, config: SweepConfig) -> list[dict[str, Any]]:
+    """Return the run history of an existing sidecar, after checking its config matches."""
+    if not side.is_file():
+        return []
+    try:
+        meta = json.loads(side.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InvalidInputError(f"Cannot read the sweep sidecar {side}: {exc}") from None
+    if meta.get("config") != config.to_dict():
+        raise InvalidInputError(
+            f"{side.name} records another sweep config ({meta.get('config')}); resuming would mix "
+            "results. Use the same settings or a new --out."
+        )
+    return list(meta.get("runs", []))
+
+
+def _write_sidecar(side: Path, config: SweepConfig, runs: list[dict[str, Any]]) -> None:
+    write_json(
+        side,
+        {
+            "package": "margin-solver",
+            "version": __version__,
+            "python": platform.python_version(),
+            "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
+            "columns": list(FIELDS),
+            "key_columns": list(KEY_FIELDS),
+            "config": config.to_dict(),
+            "runs": runs,
+        },
+    )
+
+
+def _joblib_rows(jobs_list: list[CellJob], n_jobs: int | None) -> Iterator[dict[str, Any]]:
+    if not jobs_list:
+        return iter(())
+    from joblib import Parallel, delayed
+
+    n_jobs = n_jobs or -1
+    if n_jobs == 1:
+        return (run_cell(job) for job in jobs_list)
+    return Parallel(n_jobs=n_jobs, return_as="generator_unordered")(
+        delayed(run_cell)(j) for j in jobs_list
+    )
+
+
+def _dask_rows(jobs_list: list[CellJob], address: str) -> Iterator[dict[str, Any]]:
+    """Connect first (so a bad address or a missing dask fails before any work), then stream."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise InvalidInputError(
+            "Running on a Dask scheduler needs dask.distributed: pip install 'margin-solver[dask]'."
+        ) from None
+    try:
+        client = Client(address, set_as_default=False, timeout=DASK_CONNECT_TIMEOUT)
+    except OSError as exc:
+        raise InvalidInputError(f"Cannot reach the Dask scheduler at {address!r}: {exc}") from None
+
+    def stream() -> Iterator[dict[str, Any]]:
+        futures = client.map(run_cell, jobs_list, pure=False)
+        try:
+            for future in as_completed(futures, loop=client.loop):
+                yield future.result()
+        finally:
+            client.cancel(futures)
+            client.close()
+
+    return stream()
+
+
+class _progress_bar:
+    def __init__(self, total: int, name: str, enabled: bool):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc=name, unit="cell", disable=not enabled, smoothing=0.1)
+
+    def __enter__(self):
+        return self.bar
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+
+
+# -- reading results ------------------------------------------------------------------------------
+def load_results(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Read a results CSV into rows with numbers as floats (NaN where empty) and text as str.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "s.csv"
+    >>> _ = run_sweep(SweepGrid(n=[8], d=[40], kappa=[4.0], methods=["uniform-svm"]), out,
+    ...               SweepConfig(n_test=50), jobs=1)
+    >>> load_results(out)[0]["method"], load_results(out)[0]["n"]
+    ('uniform-svm', 8.0)
+    """
+    rows = read_rows(path, FIELDS)
+    return [
+        {
+            k: (v if k in TEXT_FIELDS else (float(v) if v != "" else float("nan")))
+            for k, v in row.items()
+        }
+        for row in rows
+    ]

@@ -1,0 +1,79 @@
+"""The append-only results log: one write per row, torn-line repair, keys, header checks."""
+
+import os
+
+import pytest
+
+from margin_solver import resultlog
+from margin_solver.resultlog import ResultLog, canonical, read_rows
+from margin_solver.validation import InvalidInputError
+
+FIELDS = ["k", "x", "note"]
+
+
+def test_each_row_is_one_write_followed_by_fsync(tmp_path, monkeypatch):
+    calls = []
+    real_write, real_fsync = os.write, os.fsync
+    monkeypatch.setattr(
+        resultlog.os, "write", lambda fd, b: calls.append(("write", bytes(b))) or real_write(fd, b)
+    )
+    monkeypatch.setattr(
+        resultlog.os, "fsync", lambda fd: calls.append(("fsync",)) or real_fsync(fd)
+    )
+    with ResultLog(tmp_path / "r.csv", FIELDS, ["k"]) as log:
+        calls.clear()
+        log.append({"k": 1, "x": 0.25, "note": "a, b"})
+        log.append({"k": 2, "x": float("nan")})
+    assert [c[0] for c in calls] == ["write", "fsync", "write", "fsync"]
+    assert calls[0][1] == b'1,0.25,"a, b"\n'
+    assert calls[2][1] == b"2,,\n"
+    assert read_rows(tmp_path / "r.csv", FIELDS) == [
+        {"k": "1", "x": "0.25", "note": "a, b"},
+        {"k": "2", "x": "", "note": ""},
+    ]
+
+
+def test_torn_last_line_is_dropped_on_open_and_ignored_by_readers(tmp_path):
+    path = tmp_path / "r.csv"
+    with ResultLog(path, FIELDS, ["k"]) as log:
+        log.append({"k": 1, "x": 1.5})
+    with open(path, "ab") as fh:
+        fh.write(b"2,3.")  # a crash in the middle of a row
+    assert [r["k"] for r in read_rows(path, FIELDS)] == ["1"]
+    log = ResultLog(path, FIELDS, ["k"]).open()
+    assert log.repaired_bytes == 4
+    assert log.done == {("1",)}
+    log.append({"k": 2, "x": 3.25})
+    log.close()
+    assert path.read_text() == "k,x,note\n1,1.5,\n2,3.25,\n"
+
+
+def test_torn_header_is_rewritten(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_bytes(b"k,x,no")
+    with ResultLog(path, FIELDS, ["k"]) as log:
+        assert log.repaired_bytes == 6
+        log.append({"k": 1})
+    assert path.read_text() == "k,x,note\n1,,\n"
+
+
+def test_duplicate_key_unknown_column_and_other_header_are_refused(tmp_path):
+    path = tmp_path / "r.csv"
+    with ResultLog(path, FIELDS, ["k"]) as log:
+        log.append({"k": 1})
+        with pytest.raises(InvalidInputError, match="already has a row"):
+            log.append({"k": 1, "x": 2})
+        with pytest.raises(InvalidInputError, match="unknown columns"):
+            log.append({"k": 3, "y": 2})
+    with pytest.raises(InvalidInputError, match="has columns"):
+        ResultLog(path, ["k", "other"], ["k"]).open()
+
+
+def test_canonical_text_round_trips_floats():
+    import numpy as np
+
+    for value in [0.1, 1 / 3, 2.0, 1e-300, np.float64(0.7), np.sqrt(4.0 / 7)]:
+        assert float(canonical(value)) == value
+        assert canonical(canonical(value)) == canonical(value)
+    assert canonical(np.int64(5)) == "5"
+    assert canonical(None) == canonical(float("nan")) == ""
