@@ -25,7 +25,7 @@ from margin_solver.metrics import evaluate
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.plots import plot_attention_allocation
 from margin_solver.study_plots import BENIGN, HARMFUL, NO_INTERPOLATION, plot_phase_diagram, regime_map
-from margin_solver.sweeps import SweepConfig, SweepGrid, load_results, run_sweep
+from margin_solver.sweeps import SweepConfig, SweepGrid, load_results, run_sweep, sidecar_path
 from margin_solver.theory import check_conditions
 
 
@@ -136,7 +136,7 @@ def small_phase_diagram(out: Path, seed: int) -> tuple[list[Path], list[str]]:
             f"(no interpolation in {above.count(NO_INTERPOLATION)}), harmful in "
             f"{below.count(HARMFUL)}/{len(below)} points with kappa < 1"
         )
-    return [csv, png], lines
+    return [csv, sidecar_path(csv), png], lines
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:

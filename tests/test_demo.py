@@ -21,7 +21,8 @@ def test_demo_tells_the_benign_and_harmful_story(tmp_path, capsys):
     assert benign["min_norm"]["test_error_clean"] < 0.05 < 0.3 < harmful["min_norm"]["test_error_clean"]
     assert benign["min_norm"]["attn_signal_clean"] > 0.9 > 0.1 > benign["min_norm"]["attn_signal_noisy"]
     assert len(report["phase_diagram"]) == 2 and "min-norm: benign in" in report["phase_diagram"][0]
-    assert {"demo_attention.png", "demo_phase_seed0.png", "demo_phase_seed0.csv", "demo.json"} == {
+    assert {"demo_attention.png", "demo_phase_seed0.png", "demo_phase_seed0.csv", "demo_phase_seed0.json",
+     "demo.json"} == {
         name.split("/")[-1] for name in report["files"]
     }
     for name in report["files"]:
