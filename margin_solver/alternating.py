@@ -3,13 +3,16 @@
 P_R (design section 4):  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1,  ||p|| <= R.
 
 For fixed p the v-step (:func:`margin_solver.vstep.solve_vstep`, an SVM on the attended
-features z_i = X_i^T s_i) gives v*(p), its dual alpha and ``coef = alpha * y``. The value
-function phi(p) = 1/2 ||v*(p)||^2 has, where alpha is unique, the envelope gradient
+features z_i = X_i^T s_i) gives v*(p) and its dual alpha. The value function
+phi(p) = 1/2 ||v*(p)||^2 has, where alpha is unique, the envelope gradient
 
-    grad phi(p) = - sum_i coef_i X_i^T [ s_i * (u_i - f_i) ],   u_i = X_i v*,  f_i = s_i^T u_i,
+    grad phi(p) = - sum_i alpha_i y_i X_i^T [ s_i * (u_i - f_i) ],   u_i = X_i v*,  f_i = s_i^T u_i,
 
-a combination of tokens with coefficients ``G_it = -coef_i s_it (u_it - f_i)``
-(:meth:`_Form.gradient_coefficients`). The p-step is a projected gradient step
+a combination of tokens with coefficients ``G_it = -alpha_i y_i s_it (u_it - f_i)``
+(:func:`gradient_coefficients`). The weights are the Lagrange multipliers alpha_i y_i, not
+the v-step's ``coef`` (v = sum_i coef_i z_i): the two agree when the features are linearly
+independent, but when they are not (n > d, e.g. d = 1) ``coef`` is only the minimum-norm way
+of writing v and a gradient built from it is wrong. The p-step is a projected gradient step
 ``p <- Proj(p - t pg / ||pg||)`` along the projected gradient pg (g with its blocked outward
 radial part removed when p is on the sphere, :func:`projected_gradient`) and
 ``Proj(p) = p min(1, R / ||p||)``, accepted only when phi decreases by at least an Armijo
@@ -155,6 +158,7 @@ class PhiPoint:
     attention: np.ndarray
     vstep: VStepResult
     phi: float
+    y: np.ndarray
     gradient: np.ndarray | None = None
 
     @property
@@ -169,19 +173,23 @@ class PhiPoint:
 
 
 def evaluate_phi(form: Form, y: np.ndarray, p: np.ndarray, vstep_solver: str = "ldp") -> PhiPoint:
-    """Solve the v-step at p; phi = inf when the attended features cannot be separated."""
+    """Solve the v-step at p; phi = inf when the attended features cannot be separated.
+
+    When ``vstep_solver`` raises or is inaccurate the v-step falls back to the other engines
+    (recorded in ``point.vstep.fallbacks``), so an engine failure is not read as infeasibility.
+    """
     s = softmax(form.scores(p))
-    result = solve_vstep(None, y, solver=vstep_solver, K=form.feature_gram(s), fallback=False)
+    result = solve_vstep(None, y, solver=vstep_solver, K=form.feature_gram(s))
     phi = 0.5 * result.norm**2 if result.success else math.inf
-    return PhiPoint(p, s, result, phi)
+    return PhiPoint(p, s, result, phi, y)
 
 
 def gradient_coefficients(form: Form, point: PhiPoint) -> np.ndarray:
-    """Token coefficients ``G_it = -coef_i s_it (u_it - f_i)`` of grad phi at a feasible point."""
+    """Token coefficients ``G_it = -alpha_i y_i s_it (u_it - f_i)`` of grad phi at a feasible p."""
     s = point.attention
     u = form.token_values(point.value_coefficients)
     f = np.sum(s * u, axis=1, keepdims=True)
-    return -point.vstep.coef[:, None] * s * (u - f)
+    return -(point.vstep.alpha * point.y)[:, None] * s * (u - f)
 
 
 def _with_gradient(form: Form, point: PhiPoint) -> PhiPoint:
@@ -229,7 +237,9 @@ class DescentRun:
     """Outcome of :func:`descend` from one start.
 
     ``n_iter`` counts accepted p-steps, ``n_eval`` v-step solves (trial points included);
-    the histories hold ``||v*||`` and the projected gradient norm at each iterate.
+    the histories hold ``||v*||`` and the projected gradient norm at each iterate;
+    ``fallbacks`` counts the v-step solves whose first engine failed (``last_fallback`` is
+    the most recent such failure, ``"engine: reason"``).
     """
 
     point: PhiPoint
@@ -239,6 +249,15 @@ class DescentRun:
     n_eval: int = 1
     norm_history: list[float] = field(default_factory=list)
     pg_history: list[float] = field(default_factory=list)
+    fallbacks: int = 0
+    last_fallback: str = ""
+
+    def count_fallbacks(self, point: PhiPoint) -> PhiPoint:
+        """Note whether ``point``'s v-step needed a fallback engine; return the point."""
+        if point.vstep.fallbacks:
+            self.fallbacks += 1
+            self.last_fallback = point.vstep.fallbacks[-1]
+        return point
 
     @property
     def norm(self) -> float:
@@ -275,10 +294,12 @@ def descend(
         ``"max_iter"`` or ``"infeasible"`` (the v-step is infeasible at ``p0``).
     """
     point = evaluate_phi(form, y, project(form, p0, R), vstep_solver)
-    if not point.feasible:
-        return DescentRun(point, INFEASIBLE, point.vstep.message, 0)
-    point = _with_gradient(form, point)
     run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
+    run.count_fallbacks(point)
+    if not point.feasible:
+        run.status, run.reason = INFEASIBLE, point.vstep.message
+        return run
+    point = _with_gradient(form, point)
     step = R
     phis = [point.phi]
     for it in range(max_iter):
@@ -295,7 +316,7 @@ def descend(
         while step >= _MIN_STEP * R:
             q = project(form, point.p - step * direction, R)
             predicted = form.inner(g, point.p - q)
-            candidate = evaluate_phi(form, y, q, vstep_solver)
+            candidate = run.count_fallbacks(evaluate_phi(form, y, q, vstep_solver))
             run.n_eval += 1
             if candidate.phi <= point.phi - _ARMIJO * predicted:
                 trial = candidate

@@ -47,7 +47,13 @@ from margin_solver.selection import (
     selection_svm,
     token_margins,
 )
-from margin_solver.validation import InvalidInputError, check_labels, check_positive, check_tokens
+from margin_solver.validation import (
+    InvalidInputError,
+    check_labels,
+    check_magnitude,
+    check_positive,
+    check_tokens,
+)
 
 __all__ = ["METHODS", "LowerBoundResult", "first_step_margins", "global_lower_bound"]
 
@@ -153,7 +159,7 @@ def global_lower_bound(
     ('optimal', 1.0, [0, 0])
     """
     start = time.perf_counter()
-    X = check_tokens(X)
+    X = check_magnitude(check_tokens(X), "X")
     n, T, _ = X.shape
     y = check_labels(y, n)
     if method not in METHODS:

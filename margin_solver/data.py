@@ -11,8 +11,10 @@ observed label flipped with probability ``eta``. ``SNR = rho / (sigma sqrt(d))``
 from __future__ import annotations
 
 import json
+import math
 import os
 import zipfile
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +27,7 @@ from margin_solver.validation import (
     check_labels,
     check_min_samples,
     check_positive,
+    check_seed,
     check_tokens,
 )
 
@@ -90,11 +93,11 @@ class PaperDistribution:
         check_positive(self.sigma, "sigma")
         if (self.rho is None) == (self.snr is None):
             raise InvalidInputError("Give exactly one of rho and snr.")
-        if self.rho is not None and (not np.isfinite(self.rho) or self.rho < 0):
-            raise InvalidInputError(f"rho must be a finite number >= 0, got {self.rho!r}.")
-        if self.snr is not None and (not np.isfinite(self.snr) or self.snr < 0):
-            raise InvalidInputError(f"snr must be a finite number >= 0, got {self.snr!r}.")
-        if not 0.0 <= float(self.eta) < 0.5:
+        for name in ("rho", "snr"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= _real(value, name) < math.inf:
+                raise InvalidInputError(f"{name} must be a finite number >= 0, got {value!r}.")
+        if not 0.0 <= _real(self.eta, "eta") < 0.5:
             raise InvalidInputError(f"eta must lie in [0, 0.5), got {self.eta!r}.")
         _check_choice(self.signal, "signal", SIGNAL_KINDS)
         _check_choice(self.signal_position, "signal_position", SIGNAL_POSITIONS)
@@ -153,7 +156,7 @@ class PaperDistribution:
             Seeds independent child streams for labels, flips, signal positions and noise.
         """
         _check_int(n, "n", 1)
-        ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+        ss = _seed_sequence(seed)
         r_label, r_flip, r_pos, r_noise = (np.random.default_rng(s) for s in ss.spawn(4))
         clean = r_label.choice(np.array([-1, 1]), size=n)
         flipped = r_flip.random(n) < self.eta
@@ -178,8 +181,7 @@ class PaperDistribution:
 
     def sample_train_test(self, n_train: int, n_test: int, seed: SeedLike = None) -> tuple[Dataset, Dataset]:
         """Draw a training and a test set from separate random streams of one seed."""
-        ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-        s_train, s_test = ss.spawn(2)
+        s_train, s_test = _seed_sequence(seed).spawn(2)
         return self.sample(n_train, s_train), self.sample(n_test, s_test)
 
 
@@ -202,7 +204,7 @@ class Dataset:
     ------
     InvalidInputError
         Wrong shapes or lengths, NaN/inf, labels not in {-1, +1}, n < 2, a signal
-        index outside [0, T).
+        index outside [0, T), params not a dict.
     """
 
     def __init__(
@@ -219,6 +221,8 @@ class Dataset:
         self.y = check_labels(y, n).astype(np.int64)
         self.clean_y = None if clean_y is None else check_labels(clean_y, n, "clean_y").astype(np.int64)
         self.signal_index = None if signal_index is None else _check_index(signal_index, n, T)
+        if params is not None and not isinstance(params, Mapping):
+            raise InvalidInputError(f"params must be a dict, got {type(params).__name__}.")
         self.params = dict(params) if params else {}
 
     @property
@@ -268,7 +272,13 @@ class Dataset:
         )
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write to ``path`` (``.npz``) atomically; returns the path written."""
+        """Write to ``path`` (``.npz``) atomically; returns the path written.
+
+        Raises
+        ------
+        InvalidInputError
+            When ``params`` holds a value JSON cannot encode.
+        """
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(path.suffix + ".npz")
@@ -277,7 +287,11 @@ class Dataset:
             arrays["clean_y"] = self.clean_y
         if self.signal_index is not None:
             arrays["signal_index"] = self.signal_index
-        arrays["params_json"] = np.array(json.dumps(self.params, default=_json_default))
+        try:
+            params_json = json.dumps(self.params, default=_json_default)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"Cannot save params as JSON: {exc}") from None
+        arrays["params_json"] = np.array(params_json)
         atomic_write(path, lambda fh: np.savez(fh, **arrays))
         return path
 
@@ -298,19 +312,21 @@ class Dataset:
         if not path.is_file():
             raise InvalidInputError(f"No dataset file at {str(path)!r}.")
         try:
-            with np.load(path, allow_pickle=False) as npz:
-                keys = set(npz.files)
-                missing = {"X", "y"} - keys
-                if missing:
-                    raise InvalidInputError(
-                        f"{path.name} lacks the array(s) {sorted(missing)}; a dataset file needs "
-                        f"'X' (n, T, d) and 'y' (n,), it has {sorted(keys)}."
-                    )
-                arrays = {k: npz[k] for k in ("X", "y", "clean_y", "signal_index", "params_json") if k in keys}
+            npz = np.load(path, allow_pickle=False)
+            if not isinstance(npz, np.lib.npyio.NpzFile):  # a bare .npy file
+                raise InvalidInputError(
+                    f"{path.name} is a single .npy array, not an .npz archive with 'X' and 'y'."
+                )
+            with npz:
+                arrays = _read_members(npz, path.name)
         except InvalidInputError:
             raise
         except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError) as exc:
             raise InvalidInputError(f"Cannot read {path.name} as a dataset (.npz): {exc}") from None
+        except MemoryError:  # a header declaring a shape far beyond the file's content
+            raise InvalidInputError(
+                f"Cannot read {path.name}: an array's header declares more data than fits in memory."
+            ) from None
         params = _parse_params(arrays.pop("params_json", None), path.name)
         try:
             return cls(params=params, **arrays)
@@ -331,6 +347,25 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
     return Dataset.load(path)
 
 
+_MEMBERS = ("X", "y", "clean_y", "signal_index", "params_json")
+
+
+def _read_members(npz: Any, name: str) -> dict[str, np.ndarray]:
+    """The dataset arrays of an open ``.npz``; raises when X or y is missing or not an array."""
+    keys = set(npz.files)
+    missing = {"X", "y"} - keys
+    if missing:
+        raise InvalidInputError(
+            f"{name} lacks the array(s) {sorted(missing)}; a dataset file needs "
+            f"'X' (n, T, d) and 'y' (n,), it has {sorted(keys)[:10]}."
+        )
+    arrays = {key: npz[key] for key in _MEMBERS if key in keys}
+    for key, value in arrays.items():
+        if not isinstance(value, np.ndarray):  # numpy hands back raw bytes for non-.npy members
+            raise InvalidInputError(f"{name}: member {key!r} is not a .npy array.")
+    return arrays
+
+
 def _parse_params(raw: np.ndarray | None, name: str) -> dict[str, Any]:
     if raw is None:
         return {}
@@ -338,7 +373,7 @@ def _parse_params(raw: np.ndarray | None, name: str) -> dict[str, Any]:
         raise InvalidInputError(f"{name}: params_json must be a single JSON string.")
     try:
         params = json.loads(str(raw[()]))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise InvalidInputError(f"{name}: params_json is not valid JSON: {exc}") from None
     if not isinstance(params, dict):
         raise InvalidInputError(f"{name}: params_json must encode a JSON object.")
@@ -353,10 +388,20 @@ def _check_index(signal_index: Any, n: int, T: int) -> np.ndarray:
         raise InvalidInputError(f"Expected signal_index of shape ({n},), got {arr.shape}.")
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr) & (arr == np.round(arr))):
         raise InvalidInputError("signal_index must hold whole numbers.")
-    arr = arr.astype(np.int64)
+    # Range first, in the given dtype: a cast of 1e300 to int64 would wrap around.
     if arr.size and (arr.min() < 0 or arr.max() >= T):
         raise InvalidInputError(f"signal_index must lie in [0, T) = [0, {T}), got range [{arr.min()}, {arr.max()}].")
-    return arr
+    return arr.astype(np.int64)
+
+
+def _real(value: Any, name: str) -> float:
+    """``float(value)`` for a real number (NaN compares false downstream); else raise."""
+    if isinstance(value, (bool, str, bytes)):
+        raise InvalidInputError(f"{name} must be a number, got {value!r}.")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name} must be a number, got {value!r}.") from None
 
 
 def _check_int(value: Any, name: str, minimum: int) -> None:
@@ -367,6 +412,11 @@ def _check_int(value: Any, name: str, minimum: int) -> None:
 def _check_choice(value: str, name: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise InvalidInputError(f"{name} must be one of {choices}, got {value!r}.")
+
+
+def _seed_sequence(seed: SeedLike) -> np.random.SeedSequence:
+    seed = check_seed(seed)
+    return seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
 
 
 def _seed_repr(ss: np.random.SeedSequence) -> Any:

@@ -53,8 +53,9 @@ _POWER_ITERATIONS = 60
 _LLOYD_ITERATIONS = 10
 #: Above this |cosine| between the two signal means the signal span is taken as one-dimensional.
 _ANTIPODAL_COSINE = 0.95
-#: Magnitudes whose squares, summed over d and n T tokens, stay finite and normal in float64.
-_SAFE_MIN, _SAFE_MAX = 1e-100, 1e100
+#: Magnitudes whose fourth powers (squared Gram entries, in the noise cross-talk), summed over
+#: d and n T tokens, stay finite and normal in float64.
+_SAFE_MIN, _SAFE_MAX = 1e-50, 1e50
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,12 @@ def _safe_scale(X: np.ndarray) -> tuple[np.ndarray, float]:
     if top == 0.0 or _SAFE_MIN <= top <= _SAFE_MAX:
         return X, 1.0
     return X / top, top
+
+
+def _safe_unit_scale(m: np.ndarray) -> np.ndarray:
+    """``m / max |m|`` (zero stays zero): a vector whose norm neither overflows nor underflows."""
+    top = float(np.max(np.abs(m))) if m.size else 0.0
+    return m / top if top > 0 else m
 
 
 def estimate_signal_index(
@@ -433,7 +440,9 @@ def noise_geometry(
     norm_dev = (
         float(np.max(np.abs(sq_norms / sq_norms.mean() - 1.0))) if sq_norms.mean() > 0 else None
     )
-    mus = np.array([m / np.linalg.norm(m) for m in mu if np.linalg.norm(m) > 0]).reshape(-1, d)
+    # mu is in the caller's scale: scale it like X before taking norms (overflow at 1e200).
+    mus = np.array([u / np.linalg.norm(u) for u in map(_safe_unit_scale, mu) if u.any()])
+    mus = mus.reshape(-1, d)
     signal_cos = None
     if len(mus) and positive.any():
         signal_cos = float(

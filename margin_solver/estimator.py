@@ -12,13 +12,15 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from margin_solver.gd import gradient_descent, token_scale
 from margin_solver.kernel import outputs
-from margin_solver.validation import InvalidInputError, check_labels, check_tokens
+from margin_solver.minnorm import solve_min_norm
+from margin_solver.validation import InvalidInputError, check_labels, check_magnitude, check_tokens
 
 __all__ = ["FitWarning", "NotFittedError", "SingleHeadAttentionClassifier"]
 
@@ -154,18 +156,17 @@ class SingleHeadAttentionClassifier:
         """
         if self.method not in METHODS:
             raise InvalidInputError(f"method must be one of {METHODS}, got {self.method!r}.")
-        Xc = check_tokens(X)
+        Xc = check_magnitude(check_tokens(X), "X")
         yc = check_labels(y, Xc.shape[0])
-        options = dict(self.solver_options or {})
+        solver = gradient_descent if self.method == "gd" else solve_min_norm
+        options = _solver_options(solver, self.solver_options)
         if self.method == "gd":
             result = gradient_descent(
                 Xc, yc, schedule=self.schedule, steps=self.steps, step_size=self.step_size,
                 weight_decay=self.weight_decay, R=self.R, seed=self.random_state, **options,
             )
         else:
-            from margin_solver.minnorm import solve_min_norm  # built on its own branch
-
-            R = DEFAULT_SCORE_RANGE / math.sqrt(token_scale(Xc)) if self.R is None else self.R
+            R = self.R if self.R is not None else _default_radius(Xc)
             result = solve_min_norm(Xc, yc, R, **options)
             if result.v is None:
                 raise InvalidInputError(f"No interpolator with ||p|| <= {R:.4g}: {result.message}")
@@ -211,3 +212,26 @@ class SingleHeadAttentionClassifier:
         }
         shown = [f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults.get(k)]
         return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def _default_radius(X: np.ndarray) -> float:
+    """``DEFAULT_SCORE_RANGE / nu``; all-zero tokens have no scale (and no interpolator)."""
+    nu2 = token_scale(X)
+    if nu2 <= 0:
+        raise InvalidInputError("All tokens are zero: every output is 0, so nothing interpolates.")
+    return DEFAULT_SCORE_RANGE / math.sqrt(nu2)
+
+
+def _solver_options(solver: Callable[..., Any], options: dict[str, Any] | None) -> dict[str, Any]:
+    """``options`` as keyword arguments of ``solver``; unknown or fixed names raise."""
+    options = dict(options or {})
+    params = inspect.signature(solver).parameters
+    fixed = {"X", "y", "R", "schedule", "steps", "step_size", "weight_decay", "seed"}
+    unknown = sorted(k for k in options if k not in params or k in fixed)
+    if unknown:
+        allowed = sorted(k for k in params if k not in fixed)
+        raise InvalidInputError(
+            f"solver_options {unknown} are not options of {solver.__name__} (or are set by "
+            f"the classifier's own parameters); allowed: {allowed}."
+        )
+    return options

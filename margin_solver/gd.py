@@ -44,7 +44,7 @@ from margin_solver.data import Dataset
 from margin_solver.kernel import LossGrads, token_loss_and_grads
 from margin_solver.metrics import evaluate
 from margin_solver.results import DIVERGED, MAX_ITER, OPTIMAL, ResultMixin
-from margin_solver.validation import InvalidInputError, check_positive
+from margin_solver.validation import InvalidInputError, check_magnitude, check_positive, check_seed
 
 __all__ = [
     "FIRST_STEP_SCALE",
@@ -398,6 +398,7 @@ def gradient_descent(
     """
     start = time.perf_counter()
     train = _as_dataset(X, y)
+    check_magnitude(train.X, "X")
     n, T, d = train.X.shape
     Xtr = train.X
     yf = train.y.astype(np.float64)
@@ -417,6 +418,7 @@ def gradient_descent(
     if R is not None:
         R = check_positive(R, "R")
     tol = _check_nonnegative(tol, "tol")
+    seed = check_seed(seed)
     recorded = _record_set(schedule, steps, record_steps, record_every)
 
     W0 = np.zeros((2, d))

@@ -10,6 +10,7 @@ import numpy as np
 from margin_solver.data import Dataset
 from margin_solver.kernel import attention, token_values
 from margin_solver.results import to_jsonable
+from margin_solver.validation import InvalidInputError, check_vector
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,11 @@ def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
     -------
     Metrics
 
+    Raises
+    ------
+    InvalidInputError
+        ``data`` is not a Dataset, or ``v`` / ``p`` are not finite vectors of length d.
+
     Examples
     --------
     >>> from margin_solver.data import PaperDistribution
@@ -69,6 +75,9 @@ def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
     >>> evaluate(v, np.zeros(50), ds).error
     0.0
     """
+    if not isinstance(data, Dataset):
+        raise InvalidInputError(f"data must be a Dataset, got {type(data).__name__}.")
+    v, p = check_vector(v, data.d, "v"), check_vector(p, data.d, "p")
     s = attention(data.X, p)
     f = np.sum(s * token_values(data.X, v), axis=1)
     pred = np.sign(f)

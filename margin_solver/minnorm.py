@@ -41,9 +41,16 @@ from margin_solver.blas import single_threaded_blas
 from margin_solver.bounds import LowerBoundResult, first_step_margins, global_lower_bound
 from margin_solver.data import Dataset, _check_int
 from margin_solver.kernel import TokenGram, margins
-from margin_solver.results import INFEASIBLE, ResultMixin
+from margin_solver.results import FAILED, INFEASIBLE, ResultMixin
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
-from margin_solver.validation import InvalidInputError, check_labels, check_positive, check_tokens
+from margin_solver.validation import (
+    InvalidInputError,
+    check_labels,
+    check_magnitude,
+    check_positive,
+    check_seed,
+    check_tokens,
+)
 
 __all__ = ["FORMS", "MinNormResult", "solve_min_norm"]
 
@@ -70,7 +77,8 @@ class MinNormResult(ResultMixin):
         ``(norm - lower_bound) / norm``; NaN without certification.
     status : str
         ``"optimal"`` (the best start met a stopping test: a stationary point, globally within
-        ``gap`` when certified), ``"max_iter"`` or ``"infeasible"``.
+        ``gap`` when certified), ``"max_iter"``, ``"infeasible"``, or ``"failed"`` when every
+        v-step engine broke down at the starts (no statement about feasibility).
     message : str
     R : float
         The radius of the ball on p.
@@ -97,6 +105,9 @@ class MinNormResult(ResultMixin):
         Wall-clock seconds, including certification.
     bound : LowerBoundResult or None
         The full lower-bound result when certified.
+    vstep_fallbacks : int
+        v-step solves of the descent where the LDP engine raised or was inaccurate and another
+        engine (ECOS, then Clarabel) stood in; the message then names the last failure.
     """
 
     v: np.ndarray | None
@@ -119,6 +130,7 @@ class MinNormResult(ResultMixin):
     form: str = "kernel"
     solve_time: float = 0.0
     bound: LowerBoundResult | None = None
+    vstep_fallbacks: int = 0
 
 
 def solve_min_norm(
@@ -194,6 +206,7 @@ def solve_min_norm(
         raise InvalidInputError("R (the radius of the ball ||p|| <= R) is required.")
     R = check_positive(R, "R")
     _check_options(form, n_random_starts, max_iter)
+    seed = check_seed(seed)
     gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")
     n, T, d = X.shape
     use_kernel = form == "kernel" or (form == "auto" and d > n * T)
@@ -211,18 +224,29 @@ def solve_min_norm(
         starts = _starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound)
         runs, start_norms = _run_starts(solver_form, y, R, starts, options)
     feasible = {k: r for k, r in runs.items() if r.point.feasible}
-    if not feasible:
-        why = next(iter(runs.values())).reason if runs else "no start could be built"
-        return _infeasible(
-            R,
-            solver_form.name,
-            f"infeasible: the v-step fails at every start; {why}",
-            bound,
-            start_time,
-            start_norms,
-        )
-    name = min(feasible, key=lambda k: feasible[k].norm)
-    return _result(X, y, R, solver_form, name, feasible[name], start_norms, bound, start_time)
+    if feasible:
+        name = min(feasible, key=lambda k: feasible[k].norm)
+        result = _result(X, y, R, solver_form, name, feasible[name], start_norms, bound, start_time)
+    else:
+        failed = [r for r in runs.values() if r.point.vstep.status == FAILED]
+        if failed:  # every v-step engine broke down: that says nothing about feasibility
+            status, why = FAILED, f"the v-step failed at a start point; {failed[0].reason}"
+        else:
+            why = next(iter(runs.values())).reason if runs else "no start could be built"
+            status, why = INFEASIBLE, f"infeasible: the v-step fails at every start; {why}"
+        result = _infeasible(R, solver_form.name, why, bound, start_time, start_norms, status)
+    result.vstep_fallbacks, note = _fallback_note(runs)
+    result.message += note
+    return result
+
+
+def _fallback_note(runs: dict[str, DescentRun]) -> tuple[int, str]:
+    """Number of v-step solves that fell back from the LDP engine, and a message suffix."""
+    count = sum(run.fallbacks for run in runs.values())
+    if not count:
+        return 0, ""
+    last = next(r.last_fallback for r in reversed(runs.values()) if r.fallbacks)
+    return count, f"; {count} v-step solve(s) fell back to another engine (last: {last})"
 
 
 def _run_starts(form, y, R, starts, options) -> tuple[dict[str, DescentRun], dict[str, float]]:
@@ -251,10 +275,10 @@ def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(X, Dataset):
         if y is not None:
             raise InvalidInputError("Give either a Dataset or (X, y), not a Dataset and y.")
-        return X.X, X.y.astype(np.float64)
+        return check_magnitude(X.X, "X"), X.y.astype(np.float64)
     if y is None:
         raise InvalidInputError("y is required when X is an array (or pass a Dataset as X).")
-    X = check_tokens(X)
+    X = check_magnitude(check_tokens(X), "X")
     return X, check_labels(y, X.shape[0])
 
 
@@ -323,7 +347,9 @@ def _result(X, y, R, form, name, run, start_norms, bound, start_time) -> MinNorm
     )
 
 
-def _infeasible(R, form_name, message, bound, start_time, start_norms=None) -> MinNormResult:
+def _infeasible(
+    R, form_name, message, bound, start_time, start_norms=None, status=INFEASIBLE
+) -> MinNormResult:
     return MinNormResult(
         v=None,
         p=None,
@@ -331,7 +357,7 @@ def _infeasible(R, form_name, message, bound, start_time, start_norms=None) -> M
         margin=0.0,
         lower_bound=None if bound is None else bound.value,
         gap=math.nan,
-        status=INFEASIBLE,
+        status=status,
         message=message,
         R=R,
         p_norm=math.nan,

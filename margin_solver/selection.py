@@ -13,7 +13,8 @@ the global lower bound (:mod:`margin_solver.bounds`), all in token-Gram form (th
   out: ``minimize ||p|| s.t. <p, x_{i, sel_i} - x_it> >= 1`` for every ``t != sel_i``, rescaled.
 
 All SVMs go through :func:`margin_solver.vstep.solve_vstep` with the exact LDP engine and a
-precomputed Gram matrix.
+precomputed Gram matrix, falling back to ECOS and Clarabel if LDP raises (so an engine failure
+is never taken for an infeasible selection, which would make the lower bound invalid).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def selection_svm(
     if samples.size == 0:
         return SelectionSVM(samples, tokens, 0.0, np.zeros(0))
     rows = selection_rows(samples, tokens, T)
-    result = solve_vstep(None, y[samples], solver="ldp", K=H[np.ix_(rows, rows)], fallback=False)
+    result = solve_vstep(None, y[samples], solver="ldp", K=H[np.ix_(rows, rows)])
     if not result.success:
         return SelectionSVM(samples, tokens, float("inf"), None)
     return SelectionSVM(samples, tokens, result.norm, result.coef)
@@ -205,7 +206,7 @@ def attention_svm(H: np.ndarray, T: int, selection: np.ndarray, R: float) -> np.
     if not keep.any():
         return np.zeros((n, T))
     E, K = E[keep], K[np.ix_(keep, keep)]
-    result = solve_vstep(None, np.ones(len(K)), solver="ldp", K=K, fallback=False)
+    result = solve_vstep(None, np.ones(len(K)), solver="ldp", K=K)
     if not result.success:
         return None
     c = (E.T @ result.coef).reshape(n, T)

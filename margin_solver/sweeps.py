@@ -170,6 +170,17 @@ class SweepGrid:
         for name in ("n", "d", "methods", "T", "eta"):
             if len(getattr(self, name)) == 0:
                 raise InvalidInputError(f"The grid axis {name!r} is empty.")
+        # Refuse bad values here, before any cell runs, instead of writing a row of failures.
+        _check_axis(self.n, "n", _is_int_at_least(2), "integers >= 2")
+        _check_axis(self.d, "d", _is_int_at_least(1), "integers >= 1")
+        _check_axis(self.T, "T", _is_int_at_least(1), "integers >= 1")
+        _check_axis(self.eta, "eta", lambda x: _is_real(x) and 0 <= x < 0.5, "numbers in [0, 0.5)")
+        for name in ("snr", "kappa"):
+            if getattr(self, name) is not None:
+                _check_axis(getattr(self, name), name, lambda x: _is_real(x) and 0 <= x < np.inf,
+                            "finite numbers >= 0")
+        if not isinstance(self.seeds, (int, np.integer)):
+            _check_axis(self.seeds, "seeds", _is_int_at_least(0), "integers >= 0")
 
     @property
     def seed_list(self) -> list[int]:
@@ -229,6 +240,25 @@ class SweepConfig:
     method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     data_options: dict[str, Any] = field(default_factory=dict)
     check: bool = True
+
+    def __post_init__(self) -> None:
+        _check_axis([self.sweep_seed], "sweep_seed", _is_int_at_least(0), "an integer >= 0")
+        _check_axis([self.n_test], "n_test", _is_int_at_least(1), "an integer >= 1")
+        if not isinstance(self.data_options, dict):
+            raise InvalidInputError(f"data_options must be a dict, got {self.data_options!r}.")
+        if not isinstance(self.method_options, dict):
+            raise InvalidInputError(f"method_options must be a dict, got {self.method_options!r}.")
+        unknown = sorted(set(self.method_options) - set(METHODS))
+        if unknown:
+            raise InvalidInputError(
+                f"method_options name unknown method(s) {unknown}; available: {sorted(METHODS)}."
+            )
+        for method, options in self.method_options.items():
+            # Option names and values are the method's to check (a bad one is a failed row).
+            if not isinstance(options, dict):
+                raise InvalidInputError(
+                    f"method_options[{method!r}] must be a dict of options, got {options!r}."
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
@@ -492,6 +522,20 @@ def run_sweep(
         n_failed=n_failed,
         seconds=seconds,
     )
+
+
+def _is_real(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _is_int_at_least(minimum: int) -> Callable[[Any], bool]:
+    return lambda x: isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= minimum
+
+
+def _check_axis(values: Sequence[Any], name: str, valid: Callable[[Any], bool], what: str) -> None:
+    bad = [x for x in values if not valid(x)]
+    if bad:
+        raise InvalidInputError(f"{name} must be {what}; got {bad[:5]}.")
 
 
 def _check_known(cells: Iterable[Cell]) -> None:

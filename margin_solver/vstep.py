@@ -55,6 +55,7 @@ from margin_solver.results import (
 from margin_solver.validation import (
     InvalidInputError,
     check_labels,
+    check_magnitude,
     check_matrix,
     check_positive,
 )
@@ -86,6 +87,10 @@ _SAME_RTOL = 100 * np.finfo(np.float64).eps
 # Margin violation tolerated in the exact KKT solve on the support (_solve_on_support);
 # anything left is removed by the rescaling to smallest margin 1.
 _KKT_RTOL = 1e-9
+
+# A given K whose smallest eigenvalue is below -_NOT_PSD_RTOL times its largest is not a Gram
+# matrix. Rounding in a computed Z Z^T moves eigenvalues by about n eps lambda_max, far less.
+_NOT_PSD_RTOL = 1e-8
 
 # LDP declares infeasibility when its NNLS residual norm falls below this. The residual is
 # 1 / sqrt(1 + ||w||^2) on the normalised problem, so this means a margin below 1e-8 of the
@@ -190,7 +195,7 @@ class _VStepData:
     def __init__(self, Z: Any, y: Any, K: Any) -> None:
         if Z is None and K is None:
             raise InvalidInputError("Give the features Z or their Gram matrix K = Z @ Z.T.")
-        self.Z = None if Z is None else check_matrix(Z, "Z")
+        self.Z = None if Z is None else check_magnitude(check_matrix(Z, "Z"), "Z")
         n = self.Z.shape[0] if self.Z is not None else None
         self._K_given = None if K is None else _check_gram(K, n)
         self.n = n if n is not None else self._K_given.shape[0]
@@ -213,6 +218,11 @@ class _VStepData:
         """
         scale = float(np.mean(np.diag(self.K)))
         lam, U = np.linalg.eigh(self.K / scale)
+        if lam[0] < -_NOT_PSD_RTOL * lam[-1]:
+            raise InvalidInputError(
+                f"K must be positive semidefinite (a Gram matrix Z @ Z.T), but its smallest "
+                f"eigenvalue is {lam[0] * scale:.3g} against a largest of {lam[-1] * scale:.3g}."
+            )
         keep = lam > self.n * np.finfo(np.float64).eps * lam[-1]
         root = np.sqrt(np.where(keep, lam, 0.0))
         return _Factor(self.y[:, None] * U * root, U, root, scale)
@@ -280,8 +290,9 @@ def solve_vstep(
     Raises
     ------
     InvalidInputError
-        On an unknown ``solver``, malformed ``Z``, ``y`` or ``K``, or ``"primal"`` without
-        ``Z``.
+        On an unknown ``solver``, malformed ``Z``, ``y`` or ``K`` (including a K that is
+        not positive semidefinite), ``Z`` of a scale float64 cannot carry
+        (:func:`~margin_solver.validation.check_magnitude`), or ``"primal"`` without ``Z``.
 
     Notes
     -----
@@ -331,6 +342,7 @@ def solve_vstep(
         samples, why = conflict
         return _infeasible(samples, why, None, [], start)
 
+    _ = data.factor  # every engine needs it; a K that is not a Gram matrix raises here, not in one
     fallbacks: list[str] = []
     inaccurate: VStepResult | None = None
     for name in _engine_chain(solver, fallback):

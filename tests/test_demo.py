@@ -5,12 +5,24 @@ import json
 from margin_solver.cli import main
 
 
-def test_demo_writes_report_and_json(tmp_path, capsys):
+def test_demo_tells_the_benign_and_harmful_story(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "margin_solver demo" in out and "kappa" in out
+    assert "Summary" in out and "files written" in out
     report = json.loads((tmp_path / "demo.json").read_text())
-    svm = report["uniform_attention_svm"]
-    assert svm["status"] == "optimal"
-    assert abs(svm["min_margin"] - 1.0) < 1e-9 and svm["gap"] < 1e-6
-    assert report["data"]["n"] == 40 and report["data"]["kappa"] == 4.0
+    benign, harmful = report["settings"]["benign"], report["settings"]["harmful"]
+    for rep in (benign, harmful):
+        mn = rep["min_norm"]
+        assert mn["status"] == "optimal" and mn["train_error"] == 0.0
+        # certified: the bound never exceeds the value and the gap is small
+        assert mn["lower_bound"] <= mn["norm_v"] * (1 + 1e-9) and mn["gap"] < 1e-3
+    assert benign["check"]["predicted_regime"] == "benign"
+    assert harmful["check"]["predicted_regime"] == "harmful"
+    assert benign["min_norm"]["test_error_clean"] < 0.05 < 0.3 < harmful["min_norm"]["test_error_clean"]
+    assert benign["min_norm"]["attn_signal_clean"] > 0.9 > 0.1 > benign["min_norm"]["attn_signal_noisy"]
+    assert len(report["phase_diagram"]) == 2 and "min-norm: benign in" in report["phase_diagram"][0]
+    assert {"demo_attention.png", "demo_phase_seed0.png", "demo_phase_seed0.csv", "demo.json"} == {
+        name.split("/")[-1] for name in report["files"]
+    }
+    for name in report["files"]:
+        assert (tmp_path / name.split("/")[-1]).stat().st_size > 0

@@ -2,7 +2,8 @@
 
 Each verb lives in its own module of this package and exposes ``NAME``, ``HELP``,
 ``EXAMPLE``, ``add_arguments(parser)`` and ``run(args) -> int``. Expected failures
-(bad input, unreadable files) print one line on stderr and exit with status 2.
+(bad input, unreadable or unwritable files, bad arguments) print one line on stderr and exit
+with status 2.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib
 import logging
 import sys
 from types import ModuleType
+from typing import NoReturn
 
 from margin_solver import __version__
 from margin_solver.validation import InvalidInputError
@@ -26,6 +28,13 @@ class CLIError(Exception):
     """An expected failure to report as one line and a non-zero exit status."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (the usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_INPUT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _verbs() -> list[ModuleType]:
     return [importlib.import_module(f"margin_solver.cli.{name}") for name in VERB_MODULES]
 
@@ -34,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one sub-command per verb."""
     verbs = _verbs()
     epilog = "examples:\n" + "\n".join(f"  {m.EXAMPLE}" for m in verbs)
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="margin-solver",
         description="Min-norm interpolators, theorem checks and GD endpoints for "
         "single-head softmax attention.",
@@ -68,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
         return int(args._run(args))
-    except (CLIError, InvalidInputError) as exc:
+    except (CLIError, InvalidInputError, OSError) as exc:
+        # OSError: an unreadable input or unwritable output path (a directory, no permission).
         print(f"margin-solver {args.verb}: error: {exc}", file=sys.stderr)
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt:

@@ -1,0 +1,163 @@
+"""Hardening (issue 7) of the command line: every verb fed bad files or bad arguments exits with
+a non-zero status and exactly one line on stderr that names the problem; never a traceback."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from margin_solver.cli import main
+from margin_solver.data import Dataset, PaperDistribution
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Input files, good and bad, by name; ``blocker`` is a regular file used as a directory."""
+    root = tmp_path_factory.mktemp("cli")
+    good = PaperDistribution(d=6, T=2, snr=0.8, eta=0.1).sample(6, seed=0)
+    X, y = good.X, good.y
+    paths = {"dir": root, "missing": root / "missing.npz"}
+    paths["good"] = good.save(root / "good.npz")
+    paths["other_d"] = PaperDistribution(d=5, snr=0.8).sample(4, seed=1).save(root / "other_d.npz")
+    paths["clash"] = Dataset(np.concatenate([X, X[:1]]), np.r_[y, -y[:1]]).save(root / "clash.npz")
+    paths["zeros"] = Dataset(np.zeros((4, 2, 3)), [1, -1, 1, -1]).save(root / "zeros.npz")
+    paths["huge"] = Dataset(X * 1e200, y).save(root / "huge.npz")
+    raw = {
+        "nan": {"X": np.where(X == X[0, 1, 2], np.nan, X), "y": y},
+        "y01": {"X": X, "y": (y + 1) // 2},
+        "no_X": {"y": y},
+        "strings": {"X": X.astype(str), "y": y},
+        "objects": {"X": X.astype(object), "y": y},  # pickled by savez; never unpickled on load
+        "X2d": {"X": X[:, 0], "y": y},
+    }
+    for name, arrays in raw.items():
+        paths[name] = root / f"{name}.npz"
+        np.savez(paths[name], **arrays)
+    paths["text"] = root / "text.npz"
+    paths["text"].write_text("not a zip archive")
+    paths["truncated"] = root / "truncated.npz"
+    paths["truncated"].write_bytes(paths["good"].read_bytes()[:300])
+    paths["blocker"] = root / "blocker"
+    paths["blocker"].write_text("a file, not a directory")
+    for name, content in {
+        "sol_keys": {"v": [1.0] * 6},
+        "sol_nan": {"v": [float("nan")] * 6, "p": [0.0] * 6},
+        "sol_short": {"v": [1.0] * 5, "p": [0.0] * 5},
+    }.items():
+        paths[name] = root / f"{name}.json"
+        paths[name].write_text(json.dumps(content))
+    paths["sol_bad_json"] = root / "sol_bad_json.json"
+    paths["sol_bad_json"].write_text("{not json")
+    paths["foreign_csv"] = root / "foreign.csv"
+    paths["foreign_csv"].write_text("a,b\n1,2\n")
+    return paths
+
+
+SWEEP = ["sweep", "--n", "8", "--d", "20", "--methods", "uniform-svm", "--n-test", "10", "--jobs", "1", "--no-progress"]
+
+# (argv with {placeholders} for the files above, pattern the stderr line must contain)
+CASES = {
+    # solve
+    "solve missing file": (["solve", "{missing}", "--R", "1"], r"No dataset file"),
+    "solve directory": (["solve", "{dir}", "--R", "1"], r"No dataset file"),
+    "solve not a zip": (["solve", "{text}", "--R", "1"], r"Cannot read text.npz"),
+    "solve truncated": (["solve", "{truncated}", "--R", "1"], r"Cannot read truncated.npz"),
+    "solve NaN": (["solve", "{nan}", "--R", "1"], r"X contains NaN"),
+    "solve labels 0/1": (["solve", "{y01}", "--R", "1"], r"\{-1, \+1\}"),
+    "solve no X": (["solve", "{no_X}", "--R", "1"], r"lacks the array\(s\) \['X'\]"),
+    "solve strings": (["solve", "{strings}", "--R", "1"], r"numeric"),
+    "solve objects": (["solve", "{objects}", "--R", "1"], r"[Oo]bject"),
+    "solve 2-D X": (["solve", "{X2d}", "--R", "1"], r"shape"),
+    "solve huge scale": (["solve", "{huge}", "--R", "1"], r"largest \|entry\|"),
+    "solve infeasible": (["solve", "{clash}", "--R", "1"], r"infeasible"),
+    "solve R text": (["solve", "{good}", "--R", "abc"], r"invalid float value"),
+    "solve R missing": (["solve", "{good}"], r"required: --R"),
+    "solve R negative": (["solve", "{good}", "--R", "-1"], r"R must be a positive"),
+    "solve R nan": (["solve", "{good}", "--R", "nan"], r"R must be a positive"),
+    "solve R inf": (["solve", "{good}", "--R", "inf"], r"R must be a positive finite"),
+    "solve random starts": (["solve", "{good}", "--R", "1", "--random-starts", "-1"], r"n_random_starts"),
+    "solve max iter": (["solve", "{good}", "--R", "1", "--max-iter", "0"], r"max_iter"),
+    "solve time limit": (["solve", "{good}", "--R", "1", "--certify", "--time-limit", "-1"], r"time_limit"),
+    "solve json unwritable": (["solve", "{good}", "--R", "1", "--json", "{blocker}/r.json"], r"blocker"),
+    # gd
+    "gd NaN": (["gd", "{nan}"], r"X contains NaN"),
+    "gd all-zero": (["gd", "{zeros}"], r"All tokens are zero"),
+    "gd huge scale": (["gd", "{huge}"], r"largest \|entry\|"),
+    "gd steps two-step": (["gd", "{good}", "--steps", "3"], r"--steps does not apply"),
+    "gd steps 0": (["gd", "{good}", "--schedule", "constant", "--steps", "0"], r"steps must be a positive"),
+    "gd test no X": (["gd", "{good}", "--test", "{no_X}"], r"lacks the array"),
+    "gd test other d": (["gd", "{good}", "--test", "{other_d}"], r"test has d=5"),
+    "gd beta0": (["gd", "{good}", "--beta0", "-1"], r"beta0 must be a positive"),
+    "gd weight decay": (["gd", "{good}", "--weight-decay", "nan"], r"weight_decay"),
+    "gd record every": (["gd", "{good}", "--schedule", "constant", "--steps", "3", "--record-every", "0"], r"record_every"),
+    "gd schedule": (["gd", "{good}", "--schedule", "fast"], r"invalid choice"),
+    "gd json unwritable": (["gd", "{good}", "--json", "{blocker}/g.json"], r"blocker"),
+    "gd plot unwritable": (["gd", "{good}", "--plot", "{blocker}/g.png"], r"blocker"),
+    # check
+    "check NaN": (["check", "{nan}"], r"X contains NaN"),
+    "check test labels": (["check", "{good}", "--test", "{y01}"], r"\{-1, \+1\}"),
+    "check test other d": (["check", "{good}", "--test", "{other_d}"], r"d=5"),
+    "check solution keys": (["check", "{good}", "--solution", "{sol_keys}"], r"lacks key\(s\) \['p'\]"),
+    "check solution NaN": (["check", "{good}", "--solution", "{sol_nan}"], r"NaN"),
+    "check solution length": (["check", "{good}", "--solution", "{sol_short}"], r"shape \(6,\)"),
+    "check solution JSON": (["check", "{good}", "--solution", "{sol_bad_json}"], r"not valid JSON"),
+    "check solution missing": (["check", "{good}", "--solution", "{missing}"], r"No solution file"),
+    "check constant name": (["check", "{good}", "--constant", "bogus=1"], r"NAME=VALUE"),
+    "check constant value": (["check", "{good}", "--constant", "kappa_benign=-1"], r"kappa_benign"),
+    "check json unwritable": (["check", "{good}", "--json", "{blocker}/c.json"], r"blocker"),
+    # sweep (arguments are validated before any cell runs)
+    "sweep n 0": ([*SWEEP, "--n", "0", "--kappa", "1", "--out", "{dir}/s.csv"], r"n must be integers >= 2"),
+    "sweep n 1": ([*SWEEP, "--n", "1", "--kappa", "1", "--out", "{dir}/s.csv"], r"n must be integers >= 2"),
+    "sweep n text": ([*SWEEP, "--n", "many", "--kappa", "1", "--out", "{dir}/s.csv"], r"invalid int value"),
+    "sweep kappa negative": ([*SWEEP, "--kappa", "-1", "--out", "{dir}/s.csv"], r"kappa must be finite numbers >= 0"),
+    "sweep kappa nan": ([*SWEEP, "--kappa", "nan", "--out", "{dir}/s.csv"], r"kappa must be finite"),
+    "sweep snr inf": ([*SWEEP, "--snr", "inf", "--out", "{dir}/s.csv"], r"snr must be finite"),
+    "sweep T 0": ([*SWEEP, "--kappa", "1", "--T", "0", "--out", "{dir}/s.csv"], r"T must be integers >= 1"),
+    "sweep d 0": ([*SWEEP, "--kappa", "1", "--d", "0", "--out", "{dir}/s.csv"], r"d must be integers >= 1"),
+    "sweep eta": ([*SWEEP, "--kappa", "1", "--eta", "0.7", "--out", "{dir}/s.csv"], r"eta must be numbers in \[0, 0.5\)"),
+    "sweep seeds 0": ([*SWEEP, "--kappa", "1", "--seeds", "0", "--out", "{dir}/s.csv"], r"seeds must be >= 1"),
+    "sweep sweep seed": ([*SWEEP, "--kappa", "1", "--sweep-seed", "-1", "--out", "{dir}/s.csv"], r"sweep_seed must be an integer >= 0"),
+    "sweep n test": ([*SWEEP, "--kappa", "1", "--n-test", "0", "--out", "{dir}/s.csv"], r"n_test must be an integer >= 1"),
+    "sweep method": ([*SWEEP, "--kappa", "1", "--methods", "nope", "--out", "{dir}/s.csv"], r"Unknown method 'nope'"),
+    "sweep method options": ([*SWEEP, "--kappa", "1", "--method-options", '{"nope": {}}', "--out", "{dir}/s.csv"], r"unknown method\(s\) \['nope'\]"),
+    "sweep method options list": ([*SWEEP, "--kappa", "1", "--method-options", '{"uniform-svm": [1]}', "--out", "{dir}/s.csv"], r"method_options\['uniform-svm'\] must be a dict"),
+    "sweep data options JSON": ([*SWEEP, "--kappa", "1", "--data-options", "{bad", "--out", "{dir}/s.csv"], r"not valid JSON"),
+    "sweep data options list": ([*SWEEP, "--kappa", "1", "--data-options", "[1]", "--out", "{dir}/s.csv"], r"must be a JSON object"),
+    "sweep no strength": ([*SWEEP, "--out", "{dir}/s.csv"], r"give --snr or --kappa"),
+    "sweep out directory": ([*SWEEP, "--kappa", "1", "--out", "{dir}"], r"Is a directory"),
+    "sweep out under a file": ([*SWEEP, "--kappa", "1", "--out", "{blocker}/s.csv"], r"blocker"),
+    "sweep out foreign csv": ([*SWEEP, "--kappa", "1", "--out", "{foreign_csv}"], r"has columns \['a', 'b'\]"),
+    # bench
+    "bench unknown argument": (["bench", "--tiny", "nope"], r"unrecognized arguments: nope"),
+    "bench unknown study": (["bench", "--tiny", "--only", "nope"], r"invalid choice: 'nope'"),
+    "bench unknown method": (["bench", "--tiny", "--methods", "nope", "--out", "{dir}/bench"], r"Unknown method 'nope'"),
+}
+
+
+def _run(argv, capsys):
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse usage errors exit from parse_args
+        status = exc.code
+    return status, capsys.readouterr()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_cli_input_is_one_line_and_a_failure_status(case, files, capsys):
+    template, pattern = CASES[case]
+    argv = [re.sub(r"\{(\w+)\}", lambda m: str(files.get(m[1], m[0])), arg) for arg in template]
+    status, captured = _run(argv, capsys)
+    lines = captured.err.strip().splitlines()
+    assert status not in (0, None)
+    assert len(lines) == 1, captured.err
+    assert "Traceback" not in captured.err and "Traceback" not in captured.out
+    assert lines[0].startswith("margin-solver")
+    assert re.search(pattern, lines[0]), lines[0]
+
+
+def test_sweep_refusals_leave_no_results_file(files, capsys):
+    """Argument errors stop a sweep before it writes anything."""
+    out = files["dir"] / "refused.csv"
+    status, _ = _run([*SWEEP, "--kappa", "nan", "--out", str(out)], capsys)
+    assert status == 2 and not out.exists()
