@@ -1,0 +1,21 @@
+"""The README's Python example runs as printed."""
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_python_example_runs(capsys):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(blocks) == 1
+    assert len(blocks[0].strip().splitlines()) <= 12
+    exec(compile(blocks[0], "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "AGREES: predicted benign, observed benign" in out
+
+
+def test_readme_opens_with_the_two_commands():
+    lines = README.read_text().splitlines()
+    fence = lines.index("```")
+    assert lines[fence + 1].startswith("make demo") and lines[fence + 2].startswith("make test")
