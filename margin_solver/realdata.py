@@ -37,7 +37,9 @@ def load_digits_images() -> tuple[np.ndarray, np.ndarray]:
     """The scikit-learn handwritten digits: images (1797, 8, 8) in [0, 1] and labels 0..9.
 
     scikit-learn ships the file inside its package, so nothing is downloaded. It is an
-    optional dependency of margin-solver (extras ``bench`` and ``test``).
+    optional dependency of margin-solver (extras ``bench`` and ``test``): only the digits study
+    needs it, and its public :func:`sklearn.datasets.load_digits` is used rather than the CSV
+    file inside the package, whose name and layout are scikit-learn internals.
 
     Raises
     ------
