@@ -311,6 +311,14 @@ class Dataset:
         path = Path(path)
         if not path.is_file():
             raise InvalidInputError(f"No dataset file at {str(path)!r}.")
+        if not (zipfile.is_zipfile(path) or _starts_with(path, NPY_MAGIC)):
+            # np.load would fall back to unpickling and answer with advice to allow it
+            what = ("a damaged or truncated .npz archive" if _starts_with(path, ZIP_MAGIC)
+                    else "not an .npz archive")
+            raise InvalidInputError(
+                f"{path.name} is {what}; a dataset file is a zip of .npy arrays "
+                "'X' and 'y', as written by numpy.savez or Dataset.save."
+            )
         try:
             npz = np.load(path, allow_pickle=False)
             if not isinstance(npz, np.lib.npyio.NpzFile):  # a bare .npy file
@@ -340,6 +348,15 @@ class Dataset:
         if self.flipped is not None:
             extra += f", noisy={int(self.flipped.sum())}"
         return f"Dataset(n={self.n}, T={self.T}, d={self.d}{extra})"
+
+
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _starts_with(path: Path, prefix: bytes) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(len(prefix)) == prefix
 
 
 def load_dataset(path: str | os.PathLike) -> Dataset:

@@ -65,7 +65,7 @@ def test_check_exit_zero_whatever_the_verdict(files, capsys):
     ("args", "pattern"),
     [
         (["missing.npz"], "No dataset file"),
-        (["junk.npz"], "Cannot read junk.npz"),
+        (["junk.npz"], "junk.npz is not an .npz archive"),
         (["nox.npz"], "lacks the array"),
         (["train.npz", "--solution", "short.json"], r"v of shape \(300,\)"),
         (["train.npz", "--solution", "broken.json"], "not valid JSON"),

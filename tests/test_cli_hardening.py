@@ -61,8 +61,8 @@ CASES = {
     # solve
     "solve missing file": (["solve", "{missing}", "--R", "1"], r"No dataset file"),
     "solve directory": (["solve", "{dir}", "--R", "1"], r"No dataset file"),
-    "solve not a zip": (["solve", "{text}", "--R", "1"], r"Cannot read text.npz"),
-    "solve truncated": (["solve", "{truncated}", "--R", "1"], r"Cannot read truncated.npz"),
+    "solve not a zip": (["solve", "{text}", "--R", "1"], r"text.npz is not an .npz archive"),
+    "solve truncated": (["solve", "{truncated}", "--R", "1"], r"truncated.npz is a damaged or truncated .npz archive"),
     "solve NaN": (["solve", "{nan}", "--R", "1"], r"X contains NaN"),
     "solve labels 0/1": (["solve", "{y01}", "--R", "1"], r"\{-1, \+1\}"),
     "solve no X": (["solve", "{no_X}", "--R", "1"], r"lacks the array\(s\) \['X'\]"),

@@ -48,7 +48,7 @@ def test_missing_and_bad_files(tmp_path, capsys):
     bad.write_text("not a zip")
     assert main(["solve", str(bad), "--R", "1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "Cannot read bad.npz" in err
+    assert len(err.splitlines()) == 1 and "bad.npz is not an .npz archive" in err
 
 
 def test_infeasible_data_is_one_line(tmp_path, capsys):

@@ -150,7 +150,7 @@ def test_load_errors_are_clear(tmp_path):
     with pytest.raises(InvalidInputError, match="No dataset file"):
         load_dataset(tmp_path / "nope.npz")
     (tmp_path / "junk.npz").write_bytes(b"not a zip archive")
-    with pytest.raises(InvalidInputError, match="Cannot read junk.npz"):
+    with pytest.raises(InvalidInputError, match="junk.npz is not an .npz archive"):
         load_dataset(tmp_path / "junk.npz")
     np.savez(tmp_path / "noy.npz", X=GOOD_X)
     with pytest.raises(InvalidInputError, match=r"lacks the array\(s\) \['y'\]"):
