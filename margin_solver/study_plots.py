@@ -1,8 +1,8 @@
 """Figures of the benchmark studies, drawn from results CSVs only (never recomputed).
 
 Every figure has a title, labelled axes (with the definition of the quantity), a colour bar
-or legend, and is saved at 200 dpi. Values are means over seeds; error bars are one standard
-deviation over seeds.
+or legend, and is saved at :data:`margin_solver.plots.DPI` (200 dpi). Values are means over
+seeds; error bars are one standard deviation over seeds.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from margin_solver.plots import save_figure
 from margin_solver.sweeps import load_results
-
-DPI = 200
 
 #: Regime codes of the phase map.
 NO_INTERPOLATION, BENIGN, HARMFUL = 0, 1, 2
@@ -314,22 +313,10 @@ def plot_curves(
 def _save(
     fig, png: str | os.PathLike, rect: tuple[float, float, float, float] = (0, 0, 1, 1)
 ) -> Path:
-    png = Path(png)
-    png.parent.mkdir(parents=True, exist_ok=True)
+    """Lay out a pyplot figure inside ``rect`` (room kept for a figure legend), save it with
+    :func:`margin_solver.plots.save_figure` and release it from pyplot."""
     fig.tight_layout(rect=rect)
-    tmp = png.with_name(f".{png.name}.tmp.png")
-    fig.savefig(tmp, dpi=DPI)
-    _shrink(tmp)
-    os.replace(tmp, png)
-    _pyplot().close(fig)
-    return png
-
-
-def _shrink(path: Path) -> None:
-    """Re-encode a figure with an adaptive 256-colour palette: about 3x smaller, same look
-    (figures have few distinct colours), still at :data:`DPI` dots per inch."""
-    from PIL import Image
-
-    with Image.open(path) as img:
-        small = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
-    small.save(path, optimize=True, dpi=(DPI, DPI))
+    try:
+        return save_figure(fig, png)
+    finally:
+        _pyplot().close(fig)
