@@ -27,7 +27,7 @@ from margin_solver.compare import compare
 from margin_solver.data import PaperDistribution
 from margin_solver.gd import gradient_descent
 from margin_solver.methods import min_norm_solution, model_fields
-from margin_solver.resultlog import ResultLog
+from margin_solver.resultlog import ResultLog, progress_message
 from margin_solver.sweeps import Cell, cell_seeds
 
 FIELDS = (
@@ -64,22 +64,22 @@ def run_trajectories(
     sweep_seed: int,
 ) -> str:
     """Compute (or resume) the trajectory rows into ``csv``; return a one-line summary."""
-    started = time.perf_counter()
-    written = 0
+    written = skipped = 0
     with ResultLog(csv, FIELDS, KEY_FIELDS) as log:
         for seed in range(seeds):
             cell = Cell(n, d, 2, None, kappa, eta, seed, "trajectory")
             base = {"n": n, "d": d, "kappa": kappa, "eta": eta, "seed": seed}
-            todo = (
+            planned = (
                 [("min-norm", None)]
                 + [("gd-two-step", 2)]
                 + [("gd-constant", k) for k in checkpoints]
             )
             todo = [
                 (m, k)
-                for m, k in todo
+                for m, k in planned
                 if log.key_of({**base, "method": m, "step": k}) not in log.done
             ]
+            skipped += len(planned) - len(todo)
             if not todo:
                 continue
             seeds_ = cell_seeds(cell, sweep_seed)
@@ -110,7 +110,7 @@ def run_trajectories(
                     }
                 )
                 written += 1
-    return f"{written} rows computed in {time.perf_counter() - started:.1f} s"
+    return progress_message("row", "computed", written, skipped)
 
 
 def _row(v: np.ndarray, p: np.ndarray, ref: Any, train, test) -> dict[str, Any]:
