@@ -61,7 +61,7 @@ def test_divergence_exits_nonzero(files, capsys):
     "argv, match",
     [
         (["--steps", "5"], "--steps does not apply"),
-        (["--schedule", "constant", "--steps", "0"], "steps must be a positive integer"),
+        (["--schedule", "constant", "--steps", "0"], "steps must be an integer >= 1"),
         (["--weight-decay", "-1"], "weight_decay must be"),
     ],
 )
