@@ -31,7 +31,8 @@ _LABELS = {
 }
 
 
-def _pyplot():
+def agg_pyplot():
+    """``matplotlib.pyplot`` on the Agg canvas (no display needed), imported on first use."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -125,7 +126,7 @@ def plot_phase_diagram(
     The dashed curve is SNR = 1/sqrt(n) (kappa = n SNR^2 = 1), the order of the
     benign/harmful threshold in the authors' reply (seed W4, Q3).
     """
-    plt = _pyplot()
+    plt = agg_pyplot()
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
     rows = load_results(csv)
@@ -233,7 +234,7 @@ def plot_phase_diagram(
         f"Phase diagram: d={meta['d']:g}, T={meta['T']:g}, eta={meta['eta']:g}, "
         f"{int(max(v[2] for v in err.values()))} seeds per cell"
     )
-    return _save(fig, png, rect=(0, 0.03, 1, 1))
+    return save_pyplot_figure(fig, png, rect=(0, 0.03, 1, 1))
 
 
 def _agreement(predicted: str | None, observed: int | None) -> str:
@@ -259,7 +260,7 @@ def plot_curves(
 ) -> Path:
     """One panel per column in ``panels``: its mean +- std over seeds against ``x``, one line
     per method (and, for attention, one line per clean/noisy split)."""
-    plt = _pyplot()
+    plt = agg_pyplot()
     rows = load_results(csv)
     methods = sorted({r["method"] for r in rows})
     ncols = 2 if len(panels) == 4 else len(panels)
@@ -307,10 +308,10 @@ def plot_curves(
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.suptitle(title)
-    return _save(fig, png)
+    return save_pyplot_figure(fig, png)
 
 
-def _save(
+def save_pyplot_figure(
     fig, png: str | os.PathLike, rect: tuple[float, float, float, float] = (0, 0, 1, 1)
 ) -> Path:
     """Lay out a pyplot figure inside ``rect`` (room kept for a figure legend), save it with
@@ -319,4 +320,4 @@ def _save(
     try:
         return save_figure(fig, png)
     finally:
-        _pyplot().close(fig)
+        agg_pyplot().close(fig)

@@ -144,9 +144,9 @@ def read_trajectories(csv: str | os.PathLike) -> list[dict[str, Any]]:
 def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
     """Four panels against the GD step: norm, cosines, attention, clean test error; the
     min-norm solution and the two-step endpoint drawn as reference levels."""
-    from margin_solver.study_plots import _pyplot, _save, aggregate
+    from margin_solver.study_plots import agg_pyplot, aggregate, save_pyplot_figure
 
-    plt = _pyplot()
+    plt = agg_pyplot()
     rows = read_trajectories(csv)
     gd = [r for r in rows if r["method"] == "gd-constant"]
     ref = {m: [r for r in rows if r["method"] == m] for m in ("min-norm", "gd-two-step")}
@@ -223,4 +223,4 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
         f"GD trajectory vs the min-norm interpolator: n={r0['n']:g}, d={r0['d']:g}, "
         f"kappa={r0['kappa']:g}, eta={r0['eta']:g}, {len(ref['min-norm'])} seeds (mean ± std)"
     )
-    return _save(fig, png)
+    return save_pyplot_figure(fig, png)
