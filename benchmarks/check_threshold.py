@@ -163,12 +163,14 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def plot(path: Path, rows: list[dict]) -> None:
-    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from margin_solver.plots import save_figure
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig = Figure(figsize=(6, 3.5), layout="tight")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     for key in sorted({(r["n"], r["eta"]) for r in rows}):
         sel = [r for r in rows if (r["n"], r["eta"]) == key]
         ax.plot(
@@ -184,8 +186,7 @@ def plot(path: Path, rows: list[dict]) -> None:
     ax.set_xlabel("kappa = n SNR^2")
     ax.set_ylabel("share of seeds: signal selection cheaper")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def main() -> None:

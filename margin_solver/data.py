@@ -24,6 +24,7 @@ import numpy as np
 from margin_solver.fileio import atomic_write
 from margin_solver.validation import (
     InvalidInputError,
+    check_int,
     check_labels,
     check_min_samples,
     check_positive,
@@ -88,8 +89,8 @@ class PaperDistribution:
     signal_seed: int = 0
 
     def __post_init__(self) -> None:
-        _check_int(self.d, "d", 1)
-        _check_int(self.T, "T", 1)
+        check_int(self.d, "d", 1)
+        check_int(self.T, "T", 1)
         check_positive(self.sigma, "sigma")
         if (self.rho is None) == (self.snr is None):
             raise InvalidInputError("Give exactly one of rho and snr.")
@@ -155,7 +156,7 @@ class PaperDistribution:
         seed : int or numpy.random.SeedSequence, optional
             Seeds independent child streams for labels, flips, signal positions and noise.
         """
-        _check_int(n, "n", 1)
+        check_int(n, "n", 1)
         ss = _seed_sequence(seed)
         r_label, r_flip, r_pos, r_noise = (np.random.default_rng(s) for s in ss.spawn(4))
         clean = r_label.choice(np.array([-1, 1]), size=n)
@@ -419,11 +420,6 @@ def _real(value: Any, name: str) -> float:
         return float(value)
     except (TypeError, ValueError):
         raise InvalidInputError(f"{name} must be a number, got {value!r}.") from None
-
-
-def _check_int(value: Any, name: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}.")
 
 
 def _check_choice(value: str, name: str, choices: tuple[str, ...]) -> None:

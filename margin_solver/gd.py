@@ -44,7 +44,14 @@ from margin_solver.data import Dataset
 from margin_solver.kernel import LossGrads, token_loss_and_grads
 from margin_solver.metrics import evaluate
 from margin_solver.results import DIVERGED, MAX_ITER, OPTIMAL, ResultMixin
-from margin_solver.validation import InvalidInputError, check_magnitude, check_positive, check_seed
+from margin_solver.validation import (
+    InvalidInputError,
+    check_int,
+    check_magnitude,
+    check_nonnegative,
+    check_positive,
+    check_seed,
+)
 
 __all__ = [
     "FIRST_STEP_SCALE",
@@ -414,10 +421,10 @@ def gradient_descent(
             raise InvalidInputError(f"test has d={test.d} features but the training set has d={d}.")
     steps = _check_steps(schedule, steps)
     sizes = _step_sizes(Xtr, schedule, steps, step_size, beta0, beta1)
-    lam = _check_nonnegative(weight_decay, "weight_decay")
+    lam = check_nonnegative(weight_decay, "weight_decay")
     if R is not None:
         R = check_positive(R, "R")
-    tol = _check_nonnegative(tol, "tol")
+    tol = check_nonnegative(tol, "tol")
     seed = check_seed(seed)
     recorded = _record_set(schedule, steps, record_steps, record_every)
 
@@ -589,9 +596,7 @@ def _check_steps(schedule: str, steps: int | None) -> int:
         return 2
     if steps is None:
         return 1000
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise InvalidInputError(f"steps must be a positive integer, got {steps!r}.")
-    return int(steps)
+    return check_int(steps, "steps", 1)
 
 
 def _step_sizes(
@@ -618,16 +623,6 @@ def _step_sizes(
     return (1.0 / math.sqrt(token_scale(X)),)
 
 
-def _check_nonnegative(value: Any, name: str) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{name} must be a number >= 0, got {value!r}.") from None
-    if not math.isfinite(out) or out < 0:
-        raise InvalidInputError(f"{name} must be a finite number >= 0, got {value!r}.")
-    return out
-
-
 def _record_set(
     schedule: str, steps: int, record_steps: Iterable[int] | None, record_every: int | None
 ) -> set[int]:
@@ -641,9 +636,8 @@ def _record_set(
         return out
     if record_every is None:
         record_every = 1 if schedule == "two-step" else max(1, steps // 100)
-    if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
-        raise InvalidInputError(f"record_every must be a positive integer, got {record_every!r}.")
-    return set(range(0, steps + 1, int(record_every))) | {steps}
+    record_every = check_int(record_every, "record_every", 1)
+    return set(range(0, steps + 1, record_every)) | {steps}
 
 
 def _choose_form(form: str, nT: int, d: int, steps: int) -> str:

@@ -22,20 +22,20 @@ import numpy as np
 from scipy.special import expit
 
 __all__ = [
-    "softmax",
-    "scores",
-    "attention",
-    "attended_features",
-    "token_values",
-    "outputs",
-    "margins",
-    "logistic_loss",
-    "logistic_loss_derivative",
-    "output_grad_p",
-    "loss_and_grads",
-    "token_loss_and_grads",
     "LossGrads",
     "TokenGram",
+    "attended_features",
+    "attention",
+    "logistic_loss",
+    "logistic_loss_derivative",
+    "loss_and_grads",
+    "margins",
+    "output_grad_p",
+    "outputs",
+    "scores",
+    "softmax",
+    "token_loss_and_grads",
+    "token_values",
 ]
 
 

@@ -39,12 +39,13 @@ import numpy as np
 from margin_solver.alternating import DenseForm, DescentRun, KernelForm, descend, norm
 from margin_solver.blas import single_threaded_blas
 from margin_solver.bounds import LowerBoundResult, first_step_margins, global_lower_bound
-from margin_solver.data import Dataset, _check_int
+from margin_solver.data import Dataset
 from margin_solver.kernel import TokenGram, margins
 from margin_solver.results import FAILED, INFEASIBLE, ResultMixin
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
     InvalidInputError,
+    check_int,
     check_labels,
     check_magnitude,
     check_positive,
@@ -285,8 +286,8 @@ def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
 def _check_options(form: str, n_random_starts: Any, max_iter: Any) -> None:
     if form not in FORMS:
         raise InvalidInputError(f"Unknown form {form!r}; expected one of {list(FORMS)}.")
-    _check_int(n_random_starts, "n_random_starts", 0)
-    _check_int(max_iter, "max_iter", 1)
+    check_int(n_random_starts, "n_random_starts", 0)
+    check_int(max_iter, "max_iter", 1)
 
 
 def _starts(form, H, y, T, R, n_random, seed, bound):

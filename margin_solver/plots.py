@@ -6,8 +6,8 @@ its path. The pyplot state machine is not used, so calls are safe in scripts and
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,18 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-__all__ = ["plot_attention_allocation", "plot_gd_trajectory", "plot_step_size_grid"]
+from margin_solver.fileio import atomic_write
+
+__all__ = [
+    "DPI",
+    "plot_attention_allocation",
+    "plot_gd_trajectory",
+    "plot_step_size_grid",
+    "save_figure",
+]
+
+#: Print resolution of every figure the package writes (dots per inch).
+DPI = 200
 
 
 def plot_gd_trajectory(
@@ -80,7 +91,7 @@ def plot_gd_trajectory(
         ax.set_xlabel("GD step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(title or "Gradient descent trajectory")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_step_size_grid(
@@ -128,7 +139,7 @@ def plot_step_size_grid(
     for ax in axes[1]:
         ax.set_xlabel("kappa = n SNR^2")
     fig.suptitle("GD endpoints over kappa: two-step step-size constants and long runs, T = 2")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_attention_allocation(
@@ -176,7 +187,7 @@ def plot_attention_allocation(
     axes[0].set_ylabel("attention on the signal token (per training sample)")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=9)
     fig.suptitle(title or "Where the attention goes: clean vs noisy training samples")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _pair_label(c0: str, g: str) -> str:
@@ -185,15 +196,43 @@ def _pair_label(c0: str, g: str) -> str:
     return f"two-step, c0={c0}, g={g}"
 
 
-def _save(fig: Figure, path: str | os.PathLike) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=110, format="png")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+def save_figure(fig: Figure, path: str | os.PathLike, dpi: int = DPI) -> Path:
+    """Write ``fig`` as a PNG at ``dpi`` dots per inch, atomically.
+
+    The image is re-encoded with an adaptive 256-colour palette: figures have few distinct
+    colours, so it looks the same and is about 3x smaller.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure, laid out already (constrained layout or ``tight_layout``).
+    path : str or PathLike
+        Output PNG; parent folders are created.
+    dpi : int, default :data:`DPI`
+        Resolution, also stored in the PNG's metadata.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from matplotlib.figure import Figure
+    >>> fig = Figure(figsize=(2, 2))
+    >>> _ = fig.add_subplot().plot([0, 1], [1, 0])
+    >>> save_figure(fig, Path(tempfile.mkdtemp()) / "line.png").name
+    'line.png'
+    """
+    from PIL import Image  # matplotlib's own dependency
+
+    def write(fh) -> None:
+        raw = io.BytesIO()
+        fig.savefig(raw, format="png", dpi=dpi)
+        raw.seek(0)
+        with Image.open(raw) as img:
+            small = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+        small.save(fh, format="png", optimize=True, dpi=(dpi, dpi))
+
+    return atomic_write(path, write)

@@ -155,6 +155,30 @@ class ResultLog:
         self.close()
 
 
+def progress_message(noun: str, verb: str, new: int, done: int, failed: int | None = None) -> str:
+    """One-line summary of a resumable run, e.g. ``"8 cells run (0 failed), 4 already done"``.
+
+    Parameters
+    ----------
+    noun : str
+        Singular name of a unit of work ("cell", "row", "speed script"); an "s" is added
+        unless ``new == 1``.
+    verb : str
+        Past participle for the units done in this call ("run", "computed").
+    new, done : int
+        Units done in this call, units found already done in the log.
+    failed : int, optional
+        Of the ``new`` ones, how many failed (left out when None).
+
+    Examples
+    --------
+    >>> progress_message("speed script", "run", 1, 0)
+    '1 speed script run, 0 already done'
+    """
+    failures = "" if failed is None else f" ({failed} failed)"
+    return f"{new} {noun}{'' if new == 1 else 's'} {verb}{failures}, {done} already done"
+
+
 def read_rows(path: str | os.PathLike, fields: Sequence[str] | None = None) -> list[dict[str, str]]:
     """Read the complete rows of a results CSV as dictionaries of strings.
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from margin_solver.fileio import atomic_write_text
-from margin_solver.resultlog import ResultLog, read_rows
+from margin_solver.resultlog import ResultLog, progress_message, read_rows
 
 FIELDS = ("script", "size", "command", "exit_code", "seconds", "output")
 KEY_FIELDS = ("script", "size")
@@ -121,4 +121,4 @@ def run_speed_report(
             "```\n" + r["output"].replace("\\n", "\n").strip() + "\n```\n"
         )
     atomic_write_text(md, "\n".join(parts))
-    return csv, md, f"{ran} speed scripts run, {len(rows) - ran} already done"
+    return csv, md, progress_message("speed script", "run", ran, len(rows) - ran)

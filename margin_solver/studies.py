@@ -163,33 +163,62 @@ def _eta_plot(csv: Path, png: Path) -> Path:
 
 
 # -- real data --------------------------------------------------------------------------------------
-def _digits_options(size: str) -> dict[str, Any]:
-    return {
-        "classes": [3, 8],
-        "patch": 4,
-        "position": True,
-        "lift": _pick(size, 64, 1024, 2048),
-        "lift_seed": 0,
-    }
+@dataclass(frozen=True)
+class _ImageStudy:
+    """Sizes of a real-data study: images cut into patch tokens, ReLU-lifted to ``lifts``."""
 
+    data: str
+    shape: Callable[..., tuple[int, int]]
+    patch: int
+    lifts: tuple[int, int, int]
+    ns: tuple[list[int], list[int], list[int]]
+    n_test: int
 
-def _digits_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
-    T, d = digits_shape(**_digits_options(size))
-    return [
-        SweepGrid(
-            n=_pick(size, [10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 240]),
-            d=[d],
-            T=[T],
-            eta=[0.1],
-            seeds=_pick(size, 1, 3, 5),
-            methods=list(methods),
-            data="digits",
+    def options(self, size: str) -> dict[str, Any]:
+        return {
+            "classes": [3, 8],
+            "patch": self.patch,
+            "position": True,
+            "lift": _pick(size, *self.lifts),
+            "lift_seed": 0,
+        }
+
+    def grids(self, size: str, methods: Sequence[str]) -> list[SweepGrid]:
+        T, d = self.shape(**self.options(size))
+        return [
+            SweepGrid(
+                n=_pick(size, *self.ns),
+                d=[d],
+                T=[T],
+                eta=[0.1],
+                seeds=_pick(size, 1, 3, 5),
+                methods=list(methods),
+                data=self.data,
+            )
+        ]
+
+    def config(self, size: str) -> SweepConfig:
+        return SweepConfig(
+            sweep_seed=2410_07746, n_test=self.n_test, data_options=self.options(size)
         )
-    ]
 
 
-def _digits_config(size: str) -> SweepConfig:
-    return SweepConfig(sweep_seed=2410_07746, n_test=1000, data_options=_digits_options(size))
+_DIGITS = _ImageStudy(
+    data="digits",
+    shape=digits_shape,
+    patch=4,
+    lifts=(64, 1024, 2048),
+    ns=([10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 240]),
+    n_test=1000,
+)
+_MNIST = _ImageStudy(
+    data="mnist",
+    shape=mnist_shape,
+    patch=7,
+    lifts=(64, 512, 1024),
+    ns=([10, 20], [25, 50, 100, 200, 400], [25, 50, 100, 200, 400, 800]),
+    n_test=2000,
+)
 
 
 def _image_plot(csv: Path, png: Path) -> Path:
@@ -208,35 +237,6 @@ def _image_plot(csv: Path, png: Path) -> Path:
         xlabel="n (training images)",
         logx=True,
     )
-
-
-def _mnist_options(size: str) -> dict[str, Any]:
-    return {
-        "classes": [3, 8],
-        "patch": 7,
-        "position": True,
-        "lift": _pick(size, 64, 512, 1024),
-        "lift_seed": 0,
-    }
-
-
-def _mnist_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
-    T, d = mnist_shape(**_mnist_options(size))
-    return [
-        SweepGrid(
-            n=_pick(size, [10, 20], [25, 50, 100, 200, 400], [25, 50, 100, 200, 400, 800]),
-            d=[d],
-            T=[T],
-            eta=[0.1],
-            seeds=_pick(size, 1, 3, 5),
-            methods=list(methods),
-            data="mnist",
-        )
-    ]
-
-
-def _mnist_config(size: str) -> SweepConfig:
-    return SweepConfig(sweep_seed=2410_07746, n_test=2000, data_options=_mnist_options(size))
 
 
 # -- trajectories and speed (not grids of cells) ------------------------------------------------------
@@ -329,8 +329,8 @@ STUDIES: dict[str, Study] = {
         Study(
             "digits",
             "Real data: handwritten digits",
-            _digits_grids,
-            _digits_config,
+            _DIGITS.grids,
+            _DIGITS.config,
             _image_plot,
             ("n",),
             ("train_error", "test_error_clean", "test_error_noisy"),
@@ -338,8 +338,8 @@ STUDIES: dict[str, Study] = {
         Study(
             "mnist",
             "Real data: MNIST from a local file",
-            _mnist_grids,
-            _mnist_config,
+            _MNIST.grids,
+            _MNIST.config,
             _image_plot,
             ("n",),
             ("train_error", "test_error_clean", "test_error_noisy"),

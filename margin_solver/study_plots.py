@@ -1,8 +1,8 @@
 """Figures of the benchmark studies, drawn from results CSVs only (never recomputed).
 
 Every figure has a title, labelled axes (with the definition of the quantity), a colour bar
-or legend, and is saved at 200 dpi. Values are means over seeds; error bars are one standard
-deviation over seeds.
+or legend, and is saved at :data:`margin_solver.plots.DPI` (200 dpi). Values are means over
+seeds; error bars are one standard deviation over seeds.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from margin_solver.plots import save_figure
 from margin_solver.sweeps import load_results
-
-DPI = 200
 
 #: Regime codes of the phase map.
 NO_INTERPOLATION, BENIGN, HARMFUL = 0, 1, 2
@@ -32,7 +31,8 @@ _LABELS = {
 }
 
 
-def _pyplot():
+def agg_pyplot():
+    """``matplotlib.pyplot`` on the Agg canvas (no display needed), imported on first use."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -126,7 +126,7 @@ def plot_phase_diagram(
     The dashed curve is SNR = 1/sqrt(n) (kappa = n SNR^2 = 1), the order of the
     benign/harmful threshold in the authors' reply (seed W4, Q3).
     """
-    plt = _pyplot()
+    plt = agg_pyplot()
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
     rows = load_results(csv)
@@ -234,7 +234,7 @@ def plot_phase_diagram(
         f"Phase diagram: d={meta['d']:g}, T={meta['T']:g}, eta={meta['eta']:g}, "
         f"{int(max(v[2] for v in err.values()))} seeds per cell"
     )
-    return _save(fig, png, rect=(0, 0.03, 1, 1))
+    return save_pyplot_figure(fig, png, rect=(0, 0.03, 1, 1))
 
 
 def _agreement(predicted: str | None, observed: int | None) -> str:
@@ -260,7 +260,7 @@ def plot_curves(
 ) -> Path:
     """One panel per column in ``panels``: its mean +- std over seeds against ``x``, one line
     per method (and, for attention, one line per clean/noisy split)."""
-    plt = _pyplot()
+    plt = agg_pyplot()
     rows = load_results(csv)
     methods = sorted({r["method"] for r in rows})
     ncols = 2 if len(panels) == 4 else len(panels)
@@ -308,28 +308,16 @@ def plot_curves(
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.suptitle(title)
-    return _save(fig, png)
+    return save_pyplot_figure(fig, png)
 
 
-def _save(
+def save_pyplot_figure(
     fig, png: str | os.PathLike, rect: tuple[float, float, float, float] = (0, 0, 1, 1)
 ) -> Path:
-    png = Path(png)
-    png.parent.mkdir(parents=True, exist_ok=True)
+    """Lay out a pyplot figure inside ``rect`` (room kept for a figure legend), save it with
+    :func:`margin_solver.plots.save_figure` and release it from pyplot."""
     fig.tight_layout(rect=rect)
-    tmp = png.with_name(f".{png.name}.tmp.png")
-    fig.savefig(tmp, dpi=DPI)
-    _shrink(tmp)
-    os.replace(tmp, png)
-    _pyplot().close(fig)
-    return png
-
-
-def _shrink(path: Path) -> None:
-    """Re-encode a figure with an adaptive 256-colour palette: about 3x smaller, same look
-    (figures have few distinct colours), still at :data:`DPI` dots per inch."""
-    from PIL import Image
-
-    with Image.open(path) as img:
-        small = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
-    small.save(path, optimize=True, dpi=(DPI, DPI))
+    try:
+        return save_figure(fig, png)
+    finally:
+        agg_pyplot().close(fig)

@@ -36,7 +36,7 @@ from margin_solver import __version__
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.fileio import write_json
 from margin_solver.methods import METHODS, MethodCall
-from margin_solver.resultlog import ResultLog, canonical, read_rows
+from margin_solver.resultlog import ResultLog, canonical, progress_message, read_rows
 from margin_solver.results import FAILED, ResultMixin, to_jsonable
 from margin_solver.theory import check_conditions
 from margin_solver.validation import InvalidInputError
@@ -511,7 +511,7 @@ def run_sweep(
             seconds = time.perf_counter() - started
             run.update(state=state, n_run=n_run, n_failed=n_failed, seconds=round(seconds, 3))
             _write_sidecar(side, config, history + [run])
-    message = f"{n_run} cells run ({n_failed} failed), {len(cells) - len(todo)} already done"
+    message = progress_message("cell", "run", n_run, len(cells) - len(todo), n_failed)
     return SweepResult(
         status="complete",
         message=message,

@@ -27,7 +27,7 @@ from margin_solver.compare import compare
 from margin_solver.data import PaperDistribution
 from margin_solver.gd import gradient_descent
 from margin_solver.methods import min_norm_solution, model_fields
-from margin_solver.resultlog import ResultLog
+from margin_solver.resultlog import ResultLog, progress_message
 from margin_solver.sweeps import Cell, cell_seeds
 
 FIELDS = (
@@ -64,22 +64,22 @@ def run_trajectories(
     sweep_seed: int,
 ) -> str:
     """Compute (or resume) the trajectory rows into ``csv``; return a one-line summary."""
-    started = time.perf_counter()
-    written = 0
+    written = skipped = 0
     with ResultLog(csv, FIELDS, KEY_FIELDS) as log:
         for seed in range(seeds):
             cell = Cell(n, d, 2, None, kappa, eta, seed, "trajectory")
             base = {"n": n, "d": d, "kappa": kappa, "eta": eta, "seed": seed}
-            todo = (
+            planned = (
                 [("min-norm", None)]
                 + [("gd-two-step", 2)]
                 + [("gd-constant", k) for k in checkpoints]
             )
             todo = [
                 (m, k)
-                for m, k in todo
+                for m, k in planned
                 if log.key_of({**base, "method": m, "step": k}) not in log.done
             ]
+            skipped += len(planned) - len(todo)
             if not todo:
                 continue
             seeds_ = cell_seeds(cell, sweep_seed)
@@ -110,7 +110,7 @@ def run_trajectories(
                     }
                 )
                 written += 1
-    return f"{written} rows computed in {time.perf_counter() - started:.1f} s"
+    return progress_message("row", "computed", written, skipped)
 
 
 def _row(v: np.ndarray, p: np.ndarray, ref: Any, train, test) -> dict[str, Any]:
@@ -144,9 +144,9 @@ def read_trajectories(csv: str | os.PathLike) -> list[dict[str, Any]]:
 def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
     """Four panels against the GD step: norm, cosines, attention, clean test error; the
     min-norm solution and the two-step endpoint drawn as reference levels."""
-    from margin_solver.study_plots import _pyplot, _save, aggregate
+    from margin_solver.study_plots import agg_pyplot, aggregate, save_pyplot_figure
 
-    plt = _pyplot()
+    plt = agg_pyplot()
     rows = read_trajectories(csv)
     gd = [r for r in rows if r["method"] == "gd-constant"]
     ref = {m: [r for r in rows if r["method"] == m] for m in ("min-norm", "gd-two-step")}
@@ -223,4 +223,4 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
         f"GD trajectory vs the min-norm interpolator: n={r0['n']:g}, d={r0['d']:g}, "
         f"kappa={r0['kappa']:g}, eta={r0['eta']:g}, {len(ref['min-norm'])} seeds (mean ± std)"
     )
-    return _save(fig, png)
+    return save_pyplot_figure(fig, png)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -167,6 +168,35 @@ def check_positive(value: Any, name: str, allow_inf: bool = False) -> float:
         raise InvalidInputError(f"{name} must be a positive number, got {value!r}.") from None
     if np.isnan(out) or (np.isinf(out) and not allow_inf) or out <= 0:
         raise InvalidInputError(f"{name} must be a positive finite number, got {value!r}.")
+    return out
+
+
+def check_int(value: Any, name: str, minimum: int = 0) -> int:
+    """Validate an integer count or index (not a bool, not a float) ``>= minimum``; return it.
+
+    Raises
+    ------
+    InvalidInputError
+        Naming ``name``, the bound and the value given.
+
+    Examples
+    --------
+    >>> check_int(3, "n", 1)
+    3
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def check_nonnegative(value: Any, name: str) -> float:
+    """Validate a finite scalar ``>= 0`` (e.g. a weight decay or a tolerance); return it."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name} must be a number >= 0, got {value!r}.") from None
+    if not math.isfinite(out) or out < 0:
+        raise InvalidInputError(f"{name} must be a finite number >= 0, got {value!r}.")
     return out
 
 

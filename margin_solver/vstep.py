@@ -355,7 +355,7 @@ def solve_vstep(
             samples = _ldp_certificate(data.factor.G)
             if samples:
                 why = "no v separates these samples (LDP certificate u >= 0 with G^T u = 0)"
-                return _infeasible(samples, why, name, fallbacks, start)
+                return _warn_unsolved(_infeasible(samples, why, name, fallbacks, start))
             _record(fallbacks, name, "reported infeasible but LDP found no certificate")
             continue
         if out.coef is None:
@@ -377,8 +377,8 @@ def solve_vstep(
         )
         inaccurate.fallbacks = fallbacks
         inaccurate.solve_time = time.perf_counter() - start
-        return inaccurate
-    return _failed(fallbacks, start)
+        return _warn_unsolved(inaccurate)
+    return _warn_unsolved(_failed(fallbacks, start))
 
 
 def _check_gram(K: Any, n: int | None) -> np.ndarray:
@@ -436,7 +436,16 @@ def _engine_chain(solver: str, fallback: bool) -> list[str]:
 
 def _record(fallbacks: list[str], name: str, reason: str) -> None:
     fallbacks.append(f"{name}: {reason}")
-    logger.warning("v-step engine %r did not give an optimal solution: %s", name, reason)
+    # Only informative while another engine may still succeed (the min-norm solve runs
+    # hundreds of v-steps); _warn_unsolved warns when none does.
+    logger.info("v-step engine %r did not give an optimal solution: %s", name, reason)
+
+
+def _warn_unsolved(result: VStepResult) -> VStepResult:
+    """Log a warning for a final answer that is not optimal after engine failures."""
+    if result.fallbacks:
+        logger.warning("v-step ended %s: %s", result.status, result.message)
+    return result
 
 
 def _solve_gram_socp(data: _VStepData, tol: float, *, engine: str) -> _EngineOutput:
@@ -580,6 +589,11 @@ def _ldp(G: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     sum(u) = 1: a certificate that G w >= 1 is infeasible. Otherwise w = -r[:-1] / r[-1] =
     G^T u / (1 - sum(u)), so the dual (w = G^T alpha) is alpha = u / (1 - sum(u)).
 
+    At the NNLS optimum r is orthogonal to E u (complementary slackness), so
+    ||r||^2 = -r^T f = 1 - sum(u), and alpha = u / ||r||^2 is computed that way: near
+    infeasibility (||r|| of order 1e-8, ||w|| of order 1e8) 1 - sum(u) cancels to a few
+    rounding errors or to exactly 0, while ||r|| = ||E u - f|| keeps its accuracy.
+
     Returns
     -------
     u : ndarray of shape (n,)
@@ -596,7 +610,7 @@ def _ldp(G: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     u, rnorm = nnls(E, f, maxiter=50 * n)
     if rnorm <= _LDP_INFEASIBLE_RNORM:
         return u, None
-    return u, u / (1.0 - u.sum())
+    return u, u / rnorm**2  # rnorm**2 >= 1e-16 here: no division by zero
 
 
 def _ldp_certificate(G: np.ndarray) -> list[int]:

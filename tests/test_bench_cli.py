@@ -63,7 +63,7 @@ def test_bench_tiny_writes_every_study_and_resumes(tmp_path, capsys):
         == 0
     )
     printed = capsys.readouterr().out
-    assert "0 cells run (0 failed), 8 already done" in printed and "0 rows computed" in printed
+    assert "0 cells run (0 failed), 8 already done" in printed and "0 rows computed, 5 already done" in printed
 
 
 def test_sweep_cli_runs_a_grid_and_reports_bad_input(tmp_path, capsys):

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from matplotlib.image import imread
+from PIL import Image
 
 from margin_solver.cli import main
 from margin_solver.data import PaperDistribution
@@ -60,7 +61,7 @@ def test_divergence_exits_nonzero(files, capsys):
     "argv, match",
     [
         (["--steps", "5"], "--steps does not apply"),
-        (["--schedule", "constant", "--steps", "0"], "steps must be a positive integer"),
+        (["--schedule", "constant", "--steps", "0"], "steps must be an integer >= 1"),
         (["--weight-decay", "-1"], "weight_decay must be"),
     ],
 )
@@ -82,3 +83,5 @@ def test_plot_function_without_test_columns(files, tmp_path):
     path = plot_gd_trajectory(res.trajectory, tmp_path / "sub" / "t.png", title="test figure")
     assert path.is_file() and imread(path).ndim == 3
     assert not list((tmp_path / "sub").glob("*.tmp*"))
+    with Image.open(path) as img:  # print resolution, like the study figures
+        assert img.info["dpi"][0] == pytest.approx(200, abs=1)

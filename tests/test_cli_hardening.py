@@ -85,7 +85,7 @@ CASES = {
     "gd all-zero": (["gd", "{zeros}"], r"All tokens are zero"),
     "gd huge scale": (["gd", "{huge}"], r"largest \|entry\|"),
     "gd steps two-step": (["gd", "{good}", "--steps", "3"], r"--steps does not apply"),
-    "gd steps 0": (["gd", "{good}", "--schedule", "constant", "--steps", "0"], r"steps must be a positive"),
+    "gd steps 0": (["gd", "{good}", "--schedule", "constant", "--steps", "0"], r"steps must be an integer >= 1"),
     "gd test no X": (["gd", "{good}", "--test", "{no_X}"], r"lacks the array"),
     "gd test other d": (["gd", "{good}", "--test", "{other_d}"], r"test has d=5"),
     "gd beta0": (["gd", "{good}", "--beta0", "-1"], r"beta0 must be a positive"),

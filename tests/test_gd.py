@@ -228,7 +228,7 @@ def test_arrays_and_records(small):
         ({"step_size": 1.0}, "takes beta0 and beta1"),
         ({"schedule": "constant", "beta0": 1.0}, "belong to the two-step schedule"),
         ({"beta0": -1.0}, "beta0 must be a positive"),
-        ({"schedule": "constant", "steps": 0}, "steps must be a positive integer"),
+        ({"schedule": "constant", "steps": 0}, "steps must be an integer >= 1"),
         ({"weight_decay": -0.1}, "weight_decay must be a finite number >= 0"),
         ({"R": 0}, "R must be a positive"),
         ({"init": "ones"}, "init must be one of"),

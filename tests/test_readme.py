@@ -7,7 +7,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_readme_python_example_runs(capsys):
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
     assert len(blocks) == 1
     assert len(blocks[0].strip().splitlines()) <= 12
     exec(compile(blocks[0], "README.md", "exec"), {})

@@ -2,6 +2,8 @@
 
 import doctest
 import json
+import logging
+import warnings
 
 import cvxpy as cp
 import numpy as np
@@ -335,3 +337,41 @@ def test_result_serialises_and_prints():
     assert repr(res).splitlines()[1].strip() == (
         "message: optimal (engine ecos), KKT system solved exactly on its 2 support vectors"
     )
+
+
+def test_nearly_infeasible_ldp_divides_by_the_residual_not_a_cancelled_sum():
+    # Two almost equal features with opposite labels: ||w|| ~ 1e7, so the NNLS residual r has
+    # ||r||^2 = 1 - sum(u) ~ 1e-15, which float64 used to round to exactly 0 (seed 8 gave a
+    # divide-by-zero RuntimeWarning and an infinite dual).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for seed in range(12):
+            rng = np.random.default_rng(seed)
+            for gap in np.geomspace(1e-7, 3e-6, 12):
+                Z = rng.standard_normal((6, 5))
+                Z[1] = Z[0] + gap * rng.standard_normal(5)
+                res = solve_vstep(Z, [1, -1, 1, -1, 1, -1], solver="ldp", fallback=False)
+                if res.status == INFEASIBLE:
+                    continue
+                assert np.isfinite(res.alpha).all() and np.isfinite(res.norm)
+                assert res.min_margin == pytest.approx(1.0, rel=1e-12)
+
+
+def test_ldp_dual_identity_on_a_well_posed_problem():
+    rng = np.random.default_rng(3)
+    G = rng.standard_normal((8, 5)) + 2.0  # a common direction: feasible, ||w|| of order 1
+    u, alpha = vstep._ldp(G)
+    np.testing.assert_allclose(alpha, u / (1.0 - u.sum()), rtol=1e-10)
+    w = G.T @ alpha
+    assert (G @ w).min() == pytest.approx(1.0, rel=1e-10)
+
+
+def test_engine_failures_are_info_unless_no_engine_succeeds(monkeypatch, caplog):
+    monkeypatch.setitem(vstep._ENGINES, "ecos", _raise_solver_error)
+    with caplog.at_level(logging.INFO, logger="margin_solver"):
+        assert solve_vstep(HAND_Z, HAND_Y).status == "optimal"
+    assert [r.levelno for r in caplog.records] == [logging.INFO]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="margin_solver"):
+        assert solve_vstep(HAND_Z, HAND_Y, fallback=False).status == "failed"
+    assert [r.levelno for r in caplog.records] == [logging.INFO, logging.WARNING]

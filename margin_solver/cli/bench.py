@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     def report(res: StudyResult) -> None:
         figure = f"{res.png}, " if res.png is not None else ""
         print(
-            f"{res.name}: {res.message} in {res.seconds:.1f} s -> {figure}{res.table}", flush=True
+            f"{res.name}: {res.message} ({res.seconds:.1f} s) -> {figure}{res.table}", flush=True
         )
 
     path = run_bench(

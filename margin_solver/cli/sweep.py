@@ -118,5 +118,5 @@ def run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         progress=not args.no_progress,
     )
-    print(f"{result.path}: {result.message} in {result.seconds:.1f} s")
+    print(f"{result.path}: {result.message} ({result.seconds:.1f} s)")
     return 0 if result.success else 1
