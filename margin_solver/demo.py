@@ -21,10 +21,17 @@ from margin_solver.compare import compare
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.fileio import write_json
 from margin_solver.gd import gradient_descent
+from margin_solver.kernel import attention
 from margin_solver.metrics import evaluate
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.plots import plot_attention_allocation
-from margin_solver.study_plots import BENIGN, HARMFUL, NO_INTERPOLATION, plot_phase_diagram, regime_map
+from margin_solver.study_plots import (
+    BENIGN,
+    HARMFUL,
+    NO_INTERPOLATION,
+    plot_phase_diagram,
+    regime_map,
+)
 from margin_solver.sweeps import SweepConfig, SweepGrid, load_results, run_sweep, sidecar_path
 from margin_solver.theory import check_conditions
 
@@ -53,8 +60,6 @@ SETTINGS = (DemoSetting("benign", kappa=5.0), DemoSetting("harmful", kappa=0.25)
 
 def _per_sample_attention(p: np.ndarray, data: Dataset) -> tuple[np.ndarray, np.ndarray]:
     """Attention on the signal token of each clean and each noisy sample."""
-    from margin_solver.kernel import attention
-
     on_signal = attention(data.X, p)[np.arange(data.n), data.signal_index]
     return on_signal[~data.flipped], on_signal[data.flipped]
 
@@ -145,14 +150,14 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
 
 def format_setting(name: str, rep: dict[str, Any]) -> str:
     """Readable text of one setting's results."""
-    data, mn, gd = rep["data"], rep["min_norm"], rep["two_step_gd"]
+    data, mn = rep["data"], rep["min_norm"]
     check = rep["check"]
     lines = [
-        f"--- {name}: n={data['n']}, T={data['T']}, d={data['d']}, SNR={data['snr']:.4g}, "
-        f"kappa={data['kappa']:.3g}, eta={data['eta']} ({data['noisy_samples']} noisy labels) ---",
-        f"min-norm interpolator (R = 100/sqrt(d), certified): ||v|| = {mn['norm_v']:.6g}, "
+        (f"--- {name}: n={data['n']}, T={data['T']}, d={data['d']}, SNR={data['snr']:.4g}, "
+        f"kappa={data['kappa']:.3g}, eta={data['eta']} ({data['noisy_samples']} noisy labels) ---"),
+        (f"min-norm interpolator (R = 100/sqrt(d), certified): ||v|| = {mn['norm_v']:.6g}, "
         f"lower bound = {_fmt(mn['lower_bound'], '.6g')}, gap = {_fmt(mn['gap'], '.1e')}, "
-        f"{mn['seconds']:.2f} s",
+        f"{mn['seconds']:.2f} s"),
         "",
         rep["comparison_table"],
         "",
