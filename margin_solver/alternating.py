@@ -250,6 +250,25 @@ def _barzilai_borwein(form: Form, previous: PhiPoint, point: PhiPoint) -> float 
     return form.inner(s, s) / sr if sr > 0 else None
 
 
+def _line_search(form, y, point, direction, step, shortest, R, run, vstep_solver):
+    """Backtrack from ``Proj(p - step direction)`` (``direction`` of unit norm) until the
+    Armijo test holds or the step falls below ``shortest``; return (accepted point or None,
+    last trial length, accepted at once)."""
+    g = point.gradient
+    slope = form.inner(g, direction)  # d phi / d step at step 0, before projection
+    first_trial = True
+    while step >= shortest:
+        q = project(form, point.p - step * direction, R)
+        predicted = form.inner(g, point.p - q)
+        candidate = run.count_fallbacks(evaluate_phi(form, y, q, vstep_solver))
+        run.n_eval += 1
+        if candidate.phi <= point.phi - _ARMIJO * predicted:
+            return candidate, step, first_trial
+        step = _backtrack(step, point.phi, candidate.phi, slope)
+        first_trial = False
+    return None, step, False
+
+
 def _remember(form: Form, pairs: list, move: np.ndarray, change: np.ndarray, memory: int) -> None:
     """Keep the pair (step, change of projected gradient) when its curvature is positive."""
     sr = form.inner(move, change)
@@ -362,28 +381,20 @@ def descend(
             break
         if last_move is not None:
             _remember(form, pairs, last_move, pg - last_pg, memory)
-        direction = _quasi_newton(form, pairs, pg) if pairs else None
-        if direction is not None:
-            step = min(norm(form, direction), 2 * R)
-            direction = direction / norm(form, direction)
-        else:
+        trial, first_trial = None, False
+        quasi = _quasi_newton(form, pairs, pg) if pairs else None
+        if quasi is not None:
+            length = norm(form, quasi)
+            # a quasi-Newton step that must shrink 1000-fold is a bad model: restart instead
+            step0 = min(length, 2 * R)
+            trial, _, _ = _line_search(form, y, point, quasi / length, step0, 1e-3 * step0, R,
+                                       run, vstep_solver)
+        if trial is None:  # no quasi-Newton step: a projected-gradient step, memory restarted
             pairs.clear()
-            direction = pg / pg_norm
             if bb_lambda is not None:
                 step = min(max(bb_lambda * pg_norm, _MIN_STEP * R), 2 * R)
-        slope = form.inner(g, direction)  # d phi / d step at step 0, before projection
-        trial = None
-        first_trial = True
-        while step >= _MIN_STEP * R:
-            q = project(form, point.p - step * direction, R)
-            predicted = form.inner(g, point.p - q)
-            candidate = run.count_fallbacks(evaluate_phi(form, y, q, vstep_solver))
-            run.n_eval += 1
-            if candidate.phi <= point.phi - _ARMIJO * predicted:
-                trial = candidate
-                break
-            step = _backtrack(step, point.phi, candidate.phi, slope)
-            first_trial = False
+            trial, step, first_trial = _line_search(form, y, point, pg / pg_norm, step,
+                                                    _MIN_STEP * R, R, run, vstep_solver)
         if trial is None:
             run.status = OPTIMAL
             run.reason = "no step passes the Armijo test (a kink of phi or a stationary point)"
