@@ -385,9 +385,9 @@ def descend(
         quasi = _quasi_newton(form, pairs, pg) if pairs else None
         if quasi is not None:
             length = norm(form, quasi)
-            # a quasi-Newton step that must shrink 1000-fold is a bad model: restart instead
+            # a quasi-Newton step that must shrink 10-fold is a bad model: restart instead
             step0 = min(length, 2 * R)
-            trial, _, _ = _line_search(form, y, point, quasi / length, step0, 1e-3 * step0, R,
+            trial, _, _ = _line_search(form, y, point, quasi / length, step0, 0.1 * step0, R,
                                        run, vstep_solver)
         if trial is None:  # no quasi-Newton step: a projected-gradient step, memory restarted
             pairs.clear()
