@@ -345,7 +345,7 @@ def descend(
     window: int = 10,
     vstep_solver: str = "ldp",
     use_bb: bool = True,
-    memory: int = 10,
+    memory: int = 30,
 ) -> DescentRun:
     """Projected quasi-Newton descent on phi(p) over ``||p|| <= R`` from ``p0``.
 
