@@ -22,14 +22,15 @@ Direction and step schedule: after a few steps the direction is the L-BFGS one, 
 H the inverse-curvature estimate built from the last ``memory`` pairs (p change, projected
 gradient change) of positive curvature (:func:`_quasi_newton`), and its first trial length is
 ``||H pg||`` (the quasi-Newton step, at most 2R). Without usable pairs (at the start, or when
-``H pg`` is not a descent direction, which also empties the memory) the direction is ``pg``
+``H pg`` is not a descent direction or its trial must shrink 10-fold before the Armijo test
+holds; both also empty the memory) the direction is ``pg``
 and the trial length is the Barzilai-Borwein one ``||pg|| <s, s> / <s, r>`` when the last step
 had positive curvature, else the doubling schedule: measured in units of R (the first trial is
 ``t = R``), doubled up to 2R after a step accepted at its first trial. A rejected trial is
 shrunk to the minimiser of the quadratic through phi(0), phi'(0) and phi(t), kept within
 [t/10, t/2]. Why: on strongly correlated tokens (lifted image patches, token Gram condition
 number ~1e6) phi is ill-conditioned and plain projected-gradient steps zigzag (step lengths
-of ~1e-3 R, relative decrease ~1e-4 per step), so the digits cells of the benchmark stopped at
+of ~5e-4 R, relative decrease ~1e-4 per step), so the digits cells of the benchmark stopped at
 ``max_iter`` far from stationarity; the curvature pairs remove most of that (docs/benchmarks.md,
 "Convergence on digits"). No tuning to the scale of R or of the gradient is needed.
 
@@ -250,7 +251,17 @@ def _barzilai_borwein(form: Form, previous: PhiPoint, point: PhiPoint) -> float 
     return form.inner(s, s) / sr if sr > 0 else None
 
 
-def _line_search(form, y, point, direction, step, shortest, R, run, vstep_solver):
+def _line_search(
+    form: Form,
+    y: np.ndarray,
+    point: PhiPoint,
+    direction: np.ndarray,
+    step: float,
+    shortest: float,
+    R: float,
+    run: DescentRun,
+    vstep_solver: str,
+) -> tuple[PhiPoint | None, float, bool]:
     """Backtrack from ``Proj(p - step direction)`` (``direction`` of unit norm) until the
     Armijo test holds or the step falls below ``shortest``; return (accepted point or None,
     last trial length, accepted at once)."""
