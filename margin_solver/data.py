@@ -330,7 +330,8 @@ class Dataset:
                 arrays = _read_members(npz, path.name)
         except InvalidInputError:
             raise
-        except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError) as exc:
+        # NotImplementedError: zipfile on a damaged header naming an unknown zip version
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError, NotImplementedError) as exc:
             raise InvalidInputError(f"Cannot read {path.name} as a dataset (.npz): {exc}") from None
         except MemoryError:  # a header declaring a shape far beyond the file's content
             raise InvalidInputError(

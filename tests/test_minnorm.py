@@ -174,3 +174,30 @@ def test_bad_shapes():
     ds = Dataset(np.ones((2, 2, 3)), [1, -1])
     with pytest.raises(InvalidInputError, match="not a Dataset and y"):
         solve_min_norm(ds, ds.y, 1.0)
+
+
+def test_digits_instance_converges_within_the_cap_and_beats_plain_gradient_steps():
+    # Lifted digit patches are strongly correlated (token Gram condition number ~1e6), so
+    # phi is ill-conditioned: the plain projected-gradient schedule (memory=0, use_bb=False,
+    # the method before the quasi-Newton direction) zigzags and hits max_iter=500 here.
+    from margin_solver.alternating import descend
+    from margin_solver.bounds import first_step_margins
+    from margin_solver.gd import token_scale
+    from margin_solver.realdata import digits_train_test
+    from margin_solver.selection import attention_svm, hard_selection_alternation
+
+    train, _ = digits_train_test(20, 0.1, 0, 1000, lift=256, lift_seed=0)
+    R = 100 / math.sqrt(token_scale(train.X))
+    res = solve_min_norm(train, R=R, n_random_starts=0)
+    assert res.status == "optimal" and res.n_iter < 500
+    assert res.min_margin >= 1 - 1e-7 and res.p_norm <= R * (1 + 1e-9)
+
+    X, y, T = train.X, train.y.astype(float), train.T
+    gram = TokenGram(X)
+    form = KernelForm(X, gram)
+    hard = hard_selection_alternation(gram.H, y, T, first_step_margins(gram.H, y, T))
+    p0 = form.from_coefficients(attention_svm(gram.H, T, hard.tokens, R))
+    plain = descend(form, y, p0, R, memory=0, use_bb=False)
+    quasi = descend(form, y, p0, R)
+    assert plain.status == "max_iter" and quasi.status == "optimal"
+    assert quasi.norm <= plain.norm
