@@ -149,7 +149,7 @@ def solve_min_norm(
     bound_method: str = "auto",
     bound_time_limit: float = 30.0,
 ) -> MinNormResult:
-    """Approximately solve P_R by alternating v-steps and projected gradient p-steps.
+    """Approximately solve P_R by alternating v-steps with projected quasi-Newton p-steps.
 
     Parameters
     ----------
