@@ -9,7 +9,6 @@ Every error and attention number comes from :func:`margin_solver.metrics.evaluat
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from margin_solver.data import Dataset
 from margin_solver.metrics import Metrics, evaluate
-from margin_solver.results import to_jsonable
+from margin_solver.results import format_cell, to_jsonable
 from margin_solver.validation import InvalidInputError, check_vector
 
 __all__ = ["Comparison", "ModelSummary", "compare"]
@@ -111,12 +110,12 @@ class Comparison:
             va, vb = getattr(self.a, key), getattr(self.b, key)
             if va is None and vb is None:
                 continue
-            lines.append(f"{label:<{width}}{_fmt(va):>{col}}{_fmt(vb):>{col}}")
-        lines.append(f"{'cos(v_a, v_b)':<{width}}{_fmt(self.cos_v):>{col}}")
-        lines.append(f"{'cos(p_a, p_b)':<{width}}{_fmt(self.cos_p):>{col}}")
-        lines.append(f"{'same token (train)':<{width}}{_fmt(self.same_token_train):>{col}}")
+            lines.append(f"{label:<{width}}{format_cell(va):>{col}}{format_cell(vb):>{col}}")
+        lines.append(f"{'cos(v_a, v_b)':<{width}}{format_cell(self.cos_v):>{col}}")
+        lines.append(f"{'cos(p_a, p_b)':<{width}}{format_cell(self.cos_p):>{col}}")
+        lines.append(f"{'same token (train)':<{width}}{format_cell(self.same_token_train):>{col}}")
         if self.same_token_test is not None:
-            lines.append(f"{'same token (test)':<{width}}{_fmt(self.same_token_test):>{col}}")
+            lines.append(f"{'same token (test)':<{width}}{format_cell(self.same_token_test):>{col}}")
         return "\n".join(lines)
 
 
@@ -218,11 +217,3 @@ def _cosine(x: np.ndarray, y: np.ndarray) -> float | None:
     return float(np.clip(x @ y / (nx * ny), -1.0, 1.0))
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan"
-    return f"{value:.4g}"

@@ -52,6 +52,18 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+def format_cell(value: Any) -> str:
+    """A value as a terminal-table cell: ``-`` for None, yes/no for booleans, whole
+    numbers as they are, other numbers to 4 significant digits."""
+    if value is None:
+        return "-"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return f"{value:.4g}"
+
+
 def _short(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"array{value.shape} {value.dtype}" if value.size > 6 else np.array2string(

@@ -40,7 +40,7 @@ from margin_solver.estimation import (
     noise_geometry,
 )
 from margin_solver.metrics import Metrics, evaluate
-from margin_solver.results import ResultMixin
+from margin_solver.results import ResultMixin, format_cell
 from margin_solver.solutions import solution_vectors
 from margin_solver.validation import InvalidInputError
 
@@ -679,24 +679,14 @@ def _compare(predicted: str, seen: str, what: str) -> str:
     return f"{word}: {what} {predicted}, observed {seen}"
 
 
-def _fmt(x: Any) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    return f"{x:.4g}"
-
-
 def format_report(report: ConditionReport) -> str:
     """The report as a terminal table (what ``str(report)`` returns)."""
     head = ("condition", "value", "threshold", "holds", "role", "source", "rule (constant)")
     table = []
     for r in report.conditions:
-        value = _fmt(r.value) + ("*" if r.estimated and r.value is not None else "")
+        value = format_cell(r.value) + ("*" if r.estimated and r.value is not None else "")
         rule = r.formula + ("" if r.constant == "-" else f" ({r.constant})")
-        table.append((r.name, value, _fmt(r.threshold), _fmt(r.holds), r.role, r.tag, rule))
+        table.append((r.name, value, format_cell(r.threshold), format_cell(r.holds), r.role, r.tag, rule))
     widths = [max(len(row[i]) for row in [head, *table]) for i in range(len(head))]
 
     def line(row: tuple[str, ...]) -> str:
@@ -706,8 +696,8 @@ def format_report(report: ConditionReport) -> str:
     out = [
         f"Theorem-condition check: n={report.n}, T={report.T}, d={report.d}",
         (
-            f"measured: rho={_fmt(est.rho)} sigma={_fmt(est.sigma)} SNR={_fmt(est.snr)} "
-            f"eta={_fmt(est.eta)} (signal index {est.signal_index_source}, classes from "
+            f"measured: rho={format_cell(est.rho)} sigma={format_cell(est.sigma)} SNR={format_cell(est.snr)} "
+            f"eta={format_cell(est.eta)} (signal index {est.signal_index_source}, classes from "
             f"{est.class_source}); * = estimated from the data"
         ),
         "",
@@ -725,19 +715,19 @@ def format_report(report: ConditionReport) -> str:
     if obs is not None:
         tr = obs.train
         out.append(
-            f"observed: interpolates={_fmt(obs.interpolates)}, train error={_fmt(tr['error'])}, "
-            f"min margin={_fmt(tr['min_margin'])}"
+            f"observed: interpolates={format_cell(obs.interpolates)}, train error={format_cell(tr['error'])}, "
+            f"min margin={format_cell(tr['min_margin'])}"
         )
         out.append(
-            f"  attention on signal: clean {_fmt(tr['attn_signal_clean'])}, noisy "
-            f"{_fmt(tr['attn_signal_noisy'])}"
+            f"  attention on signal: clean {format_cell(tr['attn_signal_clean'])}, noisy "
+            f"{format_cell(tr['attn_signal_noisy'])}"
             + (" (estimated split)" if obs.attention_estimated else "")
             + " [Thm 3.3 item 3 / seed Q5.1: clean -> signal, noisy -> noise]"
         )
         if obs.test is not None:
             out.append(
-                f"  test error {_fmt(obs.test['error'])} vs eta {_fmt(obs.eta)}; clean test error "
-                f"{_fmt(obs.clean_error)}{' (estimated)' if obs.clean_error_estimated else ''} vs 0"
+                f"  test error {format_cell(obs.test['error'])} vs eta {format_cell(obs.eta)}; clean test error "
+                f"{format_cell(obs.clean_error)}{' (estimated)' if obs.clean_error_estimated else ''} vs 0"
             )
         out.append(f"  observed regime: {obs.regime or '-'} ({obs.reason})")
     out.append(f"verdict: {report.verdict}")
