@@ -17,12 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.compare import compare
+from margin_solver.compare import ModelSummary, compare
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.fileio import write_json
 from margin_solver.gd import gradient_descent
 from margin_solver.kernel import attention
-from margin_solver.metrics import evaluate
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.plots import plot_attention_allocation
 from margin_solver.study_plots import (
@@ -64,17 +63,17 @@ def _per_sample_attention(p: np.ndarray, data: Dataset) -> tuple[np.ndarray, np.
     return on_signal[~data.flipped], on_signal[data.flipped]
 
 
-def _model_row(result: Any, train: Dataset, test: Dataset) -> dict[str, Any]:
-    tr, te = evaluate(result.v, result.p, train), evaluate(result.v, result.p, test)
+def _model_row(result: Any, summary: ModelSummary) -> dict[str, Any]:
+    """The demo's row for one model, read off the comparison's summary of it."""
     return {
         "status": result.status,
-        "norm_v": float(np.linalg.norm(result.v)),
-        "norm_p": float(np.linalg.norm(result.p)),
-        "train_error": tr.error,
-        "test_error_clean": te.error_clean,
-        "test_error_noisy": te.error,
-        "attn_signal_clean": tr.attn_signal_clean,
-        "attn_signal_noisy": tr.attn_signal_noisy,
+        "norm_v": summary.norm_v,
+        "norm_p": summary.norm_p,
+        "train_error": summary.train_error,
+        "test_error_clean": summary.test_error_clean,
+        "test_error_noisy": summary.test_error,
+        "attn_signal_clean": summary.attn_signal_clean,
+        "attn_signal_noisy": summary.attn_signal_noisy,
     }
 
 
@@ -91,9 +90,9 @@ def run_setting(setting: DemoSetting, seed: int) -> tuple[dict[str, Any], dict[s
     gd_seconds = time.perf_counter() - start
     comparison = compare(mn, gd, train, test, names=("min-norm", "two-step GD"))
     check = check_conditions(train, solution=mn, test=test)
-    min_norm = _model_row(mn, train, test)
+    min_norm = _model_row(mn, comparison.a)
     min_norm.update(lower_bound=mn.lower_bound, gap=mn.gap, seconds=mn_seconds, message=mn.message)
-    two_step = _model_row(gd, train, test)
+    two_step = _model_row(gd, comparison.b)
     two_step.update(seconds=gd_seconds, message=gd.message)
     report = {
         "data": {
