@@ -361,6 +361,26 @@ def _starts_with(path: Path, prefix: bytes) -> bool:
         return fh.read(len(prefix)) == prefix
 
 
+def as_dataset(X: Any, y: Any = None, name: str = "X") -> Dataset:
+    """Accept either a :class:`Dataset` (then ``y`` must be None) or arrays ``(X, y)``.
+
+    Raises
+    ------
+    InvalidInputError
+        A Dataset together with ``y``, arrays without ``y``, or arrays failing validation.
+    """
+    if isinstance(X, Dataset):
+        if y is not None:
+            raise InvalidInputError(
+                f"{name} is a Dataset, which carries its labels: give either a Dataset or "
+                f"({name}, y), not a Dataset and y."
+            )
+        return X
+    if y is None:
+        raise InvalidInputError(f"y is required when {name} is an array (or pass a Dataset).")
+    return Dataset(X, y)
+
+
 def load_dataset(path: str | os.PathLike) -> Dataset:
     """Load a dataset from ``.npz`` (see :meth:`Dataset.load`)."""
     return Dataset.load(path)

@@ -40,7 +40,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from margin_solver.data import Dataset
+from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import LossGrads, token_loss_and_grads
 from margin_solver.metrics import evaluate
 from margin_solver.results import DIVERGED, MAX_ITER, OPTIMAL, ResultMixin
@@ -404,7 +404,7 @@ def gradient_descent(
     ('max_iter', 2, True)
     """
     start = time.perf_counter()
-    train = _as_dataset(X, y)
+    train = as_dataset(X, y)
     check_magnitude(train.X, "X")
     n, T, d = train.X.shape
     Xtr = train.X
@@ -416,7 +416,7 @@ def gradient_descent(
     if form not in FORMS:
         raise InvalidInputError(f"form must be one of {FORMS}, got {form!r}.")
     if test is not None:
-        test = _as_dataset(test, None, name="test")
+        test = as_dataset(test, None, name="test")
         if test.d != d:
             raise InvalidInputError(f"test has d={test.d} features but the training set has d={d}.")
     steps = _check_steps(schedule, steps)
@@ -574,16 +574,6 @@ def _columns(rows: list[dict[str, float]]) -> dict[str, np.ndarray]:
     out = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in TRAJECTORY_COLUMNS}
     out["step"] = out["step"].astype(np.int64)
     return out
-
-
-def _as_dataset(X: Any, y: Any, name: str = "X") -> Dataset:
-    if isinstance(X, Dataset):
-        if y is not None:
-            raise InvalidInputError(f"{name} is a Dataset, which carries its labels; do not pass y.")
-        return X
-    if y is None:
-        raise InvalidInputError(f"y is required when {name} is an array (or pass a Dataset).")
-    return Dataset(X, y)
 
 
 def _check_steps(schedule: str, steps: int | None) -> int:

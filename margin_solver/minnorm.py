@@ -39,7 +39,7 @@ import numpy as np
 from margin_solver.alternating import DenseForm, DescentRun, KernelForm, descend, norm
 from margin_solver.blas import single_threaded_blas
 from margin_solver.bounds import LowerBoundResult, first_step_margins, global_lower_bound
-from margin_solver.data import Dataset
+from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import TokenGram, margins
 from margin_solver.results import FAILED, INFEASIBLE, ResultMixin
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
@@ -273,12 +273,10 @@ def _run_starts(form, y, R, starts, options) -> tuple[dict[str, DescentRun], dic
 
 
 def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(X, Dataset):
-        if y is not None:
-            raise InvalidInputError("Give either a Dataset or (X, y), not a Dataset and y.")
-        return check_magnitude(X.X, "X"), X.y.astype(np.float64)
-    if y is None:
-        raise InvalidInputError("y is required when X is an array (or pass a Dataset as X).")
+    if isinstance(X, Dataset) or y is None:
+        data = as_dataset(X, y)
+        return check_magnitude(data.X, "X"), data.y.astype(np.float64)
+    # plain arrays skip Dataset, whose n >= 2 rule P_R does not need
     X = check_magnitude(check_tokens(X), "X")
     return X, check_labels(y, X.shape[0])
 
