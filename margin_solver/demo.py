@@ -22,6 +22,7 @@ from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.fileio import write_json
 from margin_solver.gd import gradient_descent
 from margin_solver.kernel import attention
+from margin_solver.metrics import signal_attention
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.plots import plot_attention_allocation
 from margin_solver.study_plots import (
@@ -59,7 +60,7 @@ SETTINGS = (DemoSetting("benign", kappa=5.0), DemoSetting("harmful", kappa=0.25)
 
 def _per_sample_attention(p: np.ndarray, data: Dataset) -> tuple[np.ndarray, np.ndarray]:
     """Attention on the signal token of each clean and each noisy sample."""
-    on_signal = attention(data.X, p)[np.arange(data.n), data.signal_index]
+    on_signal = signal_attention(attention(data.X, p), data)
     return on_signal[~data.flipped], on_signal[data.flipped]
 
 

@@ -84,7 +84,7 @@ def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
     error_clean = None if data.clean_y is None else float(np.mean(pred != data.clean_y))
     attn_all = attn_clean = attn_noisy = None
     if data.signal_index is not None:
-        on_signal = s[np.arange(data.n), data.signal_index]
+        on_signal = signal_attention(s, data)
         attn_all = float(on_signal.mean())
         if data.flipped is not None:
             attn_clean = _mean_or_none(on_signal[~data.flipped])
@@ -99,6 +99,19 @@ def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
         attn_signal_noisy=attn_noisy,
         selected_token=np.argmax(s, axis=1),
     )
+
+
+def signal_attention(s: np.ndarray, data: Dataset) -> np.ndarray:
+    """Each sample's attention weight on its signal token, shape (n,).
+
+    Parameters
+    ----------
+    s : ndarray of shape (n_samples, n_tokens)
+        Attention weights on ``data``.
+    data : Dataset
+        Must carry ``signal_index``.
+    """
+    return s[np.arange(data.n), data.signal_index]
 
 
 def _mean_or_none(values: np.ndarray) -> float | None:
