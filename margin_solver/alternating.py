@@ -55,7 +55,7 @@ import numpy as np
 
 from margin_solver.kernel import TokenGram, attended_features, softmax
 from margin_solver.results import INFEASIBLE, MAX_ITER, OPTIMAL
-from margin_solver.vstep import VStepResult, solve_vstep
+from margin_solver.vstep import VStepResult, solve_vstep, solve_vstep_on_support
 
 __all__ = [
     "DenseForm",
@@ -182,14 +182,26 @@ class PhiPoint:
         return self.attention * self.vstep.coef[:, None]
 
 
-def evaluate_phi(form: Form, y: np.ndarray, p: np.ndarray, vstep_solver: str = "ldp") -> PhiPoint:
+def evaluate_phi(
+    form: Form,
+    y: np.ndarray,
+    p: np.ndarray,
+    vstep_solver: str = "ldp",
+    support: np.ndarray | None = None,
+) -> PhiPoint:
     """Solve the v-step at p; phi = inf when the attended features cannot be separated.
 
-    When ``vstep_solver`` raises or is inaccurate the v-step falls back to the other engines
+    With ``support`` (the support vectors at a nearby p) the v-step is first tried on that
+    support (:func:`margin_solver.vstep.solve_vstep_on_support`, one Cholesky solve); when
+    the KKT conditions fail there, or without ``support``, the full v-step runs. When
+    ``vstep_solver`` raises or is inaccurate the v-step falls back to the other engines
     (recorded in ``point.vstep.fallbacks``), so an engine failure is not read as infeasibility.
     """
     s = softmax(form.scores(p))
-    result = solve_vstep(None, y, solver=vstep_solver, K=form.feature_gram(s))
+    K = form.feature_gram(s)
+    result = None if support is None else solve_vstep_on_support(K, y, support)
+    if result is None:
+        result = solve_vstep(None, y, solver=vstep_solver, K=K)
     phi = 0.5 * result.norm**2 if result.success else math.inf
     return PhiPoint(p, s, result, phi, y)
 
@@ -271,8 +283,8 @@ def _line_search(
     while step >= shortest:
         q = project(form, point.p - step * direction, R)
         predicted = form.inner(g, point.p - q)
-        candidate = run.count_fallbacks(evaluate_phi(form, y, q, vstep_solver))
-        run.n_eval += 1
+        candidate = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
+        run.count_solve(candidate)
         if candidate.phi <= point.phi - _ARMIJO * predicted:
             return candidate, step, first_trial
         step = _backtrack(step, point.phi, candidate.phi, slope)
@@ -309,7 +321,9 @@ def _quasi_newton(form: Form, pairs: list, pg: np.ndarray) -> np.ndarray | None:
 class DescentRun:
     """Outcome of :func:`descend` from one start.
 
-    ``n_iter`` counts accepted p-steps, ``n_eval`` v-step solves (trial points included);
+    ``n_iter`` counts accepted p-steps, ``n_eval`` v-step solves (trial points included),
+    ``n_on_support`` those solved on the support vectors of the current iterate (one
+    Cholesky solve, :func:`margin_solver.vstep.solve_vstep_on_support`);
     the histories hold ``||v*||`` and the projected gradient norm at each iterate;
     ``fallbacks`` counts the v-step solves whose first engine failed (``last_fallback`` is
     the most recent such failure, ``"engine: reason"``).
@@ -320,17 +334,23 @@ class DescentRun:
     reason: str
     n_iter: int
     n_eval: int = 1
+    n_on_support: int = 0
     norm_history: list[float] = field(default_factory=list)
     pg_history: list[float] = field(default_factory=list)
     fallbacks: int = 0
     last_fallback: str = ""
 
-    def count_fallbacks(self, point: PhiPoint) -> PhiPoint:
-        """Note whether ``point``'s v-step needed a fallback engine; return the point."""
+    def count_solve(self, point: PhiPoint) -> None:
+        """Count a trial point's v-step solve and whether it needed a fallback engine."""
+        self.n_eval += 1
+        self.n_on_support += point.vstep.solver == "support"
+        self.count_fallbacks(point)
+
+    def count_fallbacks(self, point: PhiPoint) -> None:
+        """Note whether ``point``'s v-step needed a fallback engine."""
         if point.vstep.fallbacks:
             self.fallbacks += 1
             self.last_fallback = point.vstep.fallbacks[-1]
-        return point
 
     @property
     def norm(self) -> float:

@@ -232,7 +232,9 @@ class TokenGram:
     def feature_gram(self, s: np.ndarray) -> np.ndarray:
         """Gram matrix ``K_ij = <z_i, z_j>`` of attended features for attention ``s`` (n, T)."""
         H4 = self.H.reshape(self.n, self.T, self.n, self.T)
-        return np.einsum("it,itjr,jr->ij", s, H4, s, optimize=True)
+        # s with H4 first, then with s: O((nT)^2) for any shapes. A fixed path skips
+        # einsum's path search, which costs as much as the contraction at n T = 400.
+        return np.einsum("it,itjr,jr->ij", s, H4, s, optimize=["einsum_path", (0, 1), (0, 1)])
 
     def feature_coefficients(self, s: np.ndarray, beta: np.ndarray) -> np.ndarray:
         """Token coefficients of ``sum_i beta_i z_i`` where ``z_i = X_i^T s_i``; shape (n, T)."""
@@ -248,5 +250,8 @@ class TokenGram:
 
     @staticmethod
     def materialize(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
-        """Dense vector ``X^T coef = sum_it coef_it x_it``; shape (d,)."""
-        return np.einsum("nt,ntd->d", coef, X)
+        """Dense vector ``X^T coef = sum_it coef_it x_it``; shape (d,).
+
+        ``coef`` of shape (k, n, T) gives k vectors, shape (k, d), in one pass over X.
+        """
+        return np.tensordot(coef, X, axes=2)

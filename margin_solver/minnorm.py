@@ -223,7 +223,7 @@ def solve_min_norm(
             if bound.status == INFEASIBLE:
                 return _infeasible(R, solver_form.name, bound.message, bound, start_time)
         starts = _starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound)
-        runs, start_norms = _run_starts(solver_form, y, R, starts, options)
+        runs, start_norms = _run_starts(solver_form, gram.H, y, T, R, starts, options)
     feasible = {k: r for k, r in runs.items() if r.point.feasible}
     if feasible:
         name = min(feasible, key=lambda k: feasible[k].norm)
@@ -250,21 +250,28 @@ def _fallback_note(runs: dict[str, DescentRun]) -> tuple[int, str]:
     return count, f"; {count} v-step solve(s) fell back to another engine (last: {last})"
 
 
-def _run_starts(form, y, R, starts, options) -> tuple[dict[str, DescentRun], dict[str, float]]:
-    """Descend from every start; a start repeating an earlier selection reuses its norm."""
+def _run_starts(
+    form, H, y, T, R, starts, options
+) -> tuple[dict[str, DescentRun], dict[str, float]]:
+    """Descend from every start; a start repeating an earlier selection reuses its norm.
+
+    Selections are realised here, after that check, since each realisation is an SVM with
+    n (T - 1) constraints (a third of the whole solve's time at n = 100, T = 4).
+    """
     runs: dict[str, DescentRun] = {}
     start_norms: dict[str, float] = {}
     seen: dict[tuple[int, ...], str] = {}
     for name, p0, selection in starts:
-        if p0 is None:
-            start_norms[name] = math.inf
-            continue
         if selection is not None:
             key = tuple(int(t) for t in selection)
             if key in seen:
                 start_norms[name] = start_norms[seen[key]]
                 continue
             seen[key] = name
+            p0 = _realise(form, H, T, selection, R)
+        if p0 is None:
+            start_norms[name] = math.inf
+            continue
         run = descend(form, y, p0, R, **options)
         runs[name] = run
         start_norms[name] = run.norm
@@ -289,16 +296,17 @@ def _check_options(form: str, n_random_starts: Any, max_iter: Any) -> None:
 
 
 def _starts(form, H, y, T, R, n_random, seed, bound):
-    """Yield ``(name, p0, selection)``; p0 is None when a selection cannot be realised."""
+    """Yield ``(name, p0, selection)``: a selection start has p0 None (realised by
+    :func:`_run_starts`), a random start p0 None when it is the zero vector."""
     yield "zero", form.zeros(), None
     margins0 = first_step_margins(H, y, T)
     first = best_tokens(margins0)
-    yield "first_step", _realise(form, H, T, first, R), first
+    yield "first_step", None, first
     hard = hard_selection_alternation(H, y, T, margins0)
     if hard.feasible:
-        yield "hard_selection", _realise(form, H, T, hard.tokens, R), hard.tokens
+        yield "hard_selection", None, hard.tokens
     if bound is not None and bound.selection is not None:
-        yield "lb_selection", _realise(form, H, T, bound.selection, R), bound.selection
+        yield "lb_selection", None, bound.selection
     n = len(y)
     rng = np.random.default_rng(seed)
     for k in range(n_random):
@@ -314,8 +322,10 @@ def _realise(form, H, T, selection, R):
 
 def _result(X, y, R, form, name, run, start_norms, bound, start_time) -> MinNormResult:
     point = run.point
-    v = TokenGram.materialize(X, point.value_coefficients)
-    p = form.dense(point.p)
+    if isinstance(form, KernelForm):  # v and p in one pass over X
+        v, p = TokenGram.materialize(X, np.stack([point.value_coefficients, point.p]))
+    else:
+        v, p = TokenGram.materialize(X, point.value_coefficients), point.p
     norm = run.norm
     lower = None if bound is None else bound.value
     gap = math.nan if lower is None else (norm - lower) / norm

@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 
 import cvxpy as cp
 import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.optimize import nnls
 
 from margin_solver.results import (
@@ -200,6 +201,13 @@ class _VStepData:
         self._K_given = None if K is None else _check_gram(K, n)
         self.n = n if n is not None else self._K_given.shape[0]
         self.y = check_labels(y, self.n)
+
+    @classmethod
+    def trusted(cls, K: np.ndarray, y: np.ndarray) -> _VStepData:
+        """Wrap a Gram matrix and labels that the caller formed itself, without validation."""
+        data = cls.__new__(cls)
+        data.Z, data._K_given, data.n, data.y = None, K, len(y), y
+        return data
 
     @cached_property
     def K(self) -> np.ndarray:
@@ -379,6 +387,61 @@ def solve_vstep(
         inaccurate.solve_time = time.perf_counter() - start
         return _warn_unsolved(inaccurate)
     return _warn_unsolved(_failed(fallbacks, start))
+
+
+def solve_vstep_on_support(
+    K: np.ndarray, y: np.ndarray, support: np.ndarray, *, tol: float = 1e-9
+) -> VStepResult | None:
+    """The v-step from a guessed set of support vectors, or None when the guess is wrong.
+
+    The inner loop of the min-norm descent solves hundreds of v-steps at nearby attention
+    vectors, whose support vectors rarely change. Given the support S, the optimum solves
+    ``Q_SS a = 1`` with ``Q = diag(y) K diag(y)`` (one Cholesky factorisation of size |S|,
+    no eigendecomposition and no NNLS); when ``a >= 0`` and every margin is at least 1 (to
+    the KKT tolerance of :func:`solve_vstep`), all KKT conditions hold and ``alpha = a`` on
+    S (zero elsewhere) is the exact optimum, certified as in :func:`solve_vstep`
+    (``solver="support"``, ``refined=True``).
+
+    Parameters
+    ----------
+    K : ndarray of shape (n_samples, n_samples)
+        Gram matrix of the features. **Not validated**: this is for callers that formed K
+        themselves (use :func:`solve_vstep` on user input).
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}, float64 (not validated).
+    support : ndarray of bool, shape (n_samples,)
+        The guessed support vectors, e.g. ``previous.alpha > 0``.
+    tol : float, default=1e-9
+        As in :func:`solve_vstep`: the relative duality gap must be at most ``1000 * tol``.
+
+    Returns
+    -------
+    VStepResult or None
+        The optimal solution, or None when the guess does not satisfy the KKT conditions (a
+        wrong support, a singular ``Q_SS``, or an infeasible problem): then call
+        :func:`solve_vstep`.
+    """
+    start = time.perf_counter()
+    S = np.flatnonzero(support)
+    if S.size == 0:
+        return None
+    y_S = y[S]
+    try:
+        factor = cho_factor(K[np.ix_(S, S)] * np.outer(y_S, y_S), check_finite=False)
+    except LinAlgError:
+        return None
+    a = cho_solve(factor, np.ones(S.size), check_finite=False)
+    if not a.min() >= 0:  # also False for NaN
+        return None
+    alpha = np.zeros(len(y))
+    alpha[S] = a
+    coef = alpha * y
+    margins = y * (K @ coef)
+    if np.abs(margins[S] - 1.0).max() > _KKT_RTOL or margins.min() < 1.0 - _KKT_RTOL:
+        return None
+    data = _VStepData.trusted(K, y)
+    result = _certified(data, _EngineOutput(OPTIMAL, coef, alpha), "support", tol, [], start, True)
+    return result if result is not None and result.status == OPTIMAL else None
 
 
 def _check_gram(K: Any, n: int | None) -> np.ndarray:
@@ -629,13 +692,25 @@ def _polish(
     fallbacks: list[str],
     start: float,
 ) -> VStepResult | None:
-    """Refine, rescale to exact feasibility and recompute the certificate of an engine's answer.
+    """Refine an engine's answer on its support, then certify it (:func:`_certified`)."""
+    exact = _solve_on_support(data, out)
+    refined = exact is not None
+    return _certified(data, exact if refined else out, name, tol, fallbacks, start, refined)
+
+
+def _certified(
+    data: _VStepData,
+    out: _EngineOutput,
+    name: str,
+    tol: float,
+    fallbacks: list[str],
+    start: float,
+    refined: bool,
+) -> VStepResult | None:
+    """Rescale to exact feasibility and recompute the certificate of a primal-dual pair.
 
     Returns None when v = Z^T coef does not separate the samples at all.
     """
-    exact = _solve_on_support(data, out)
-    if exact is not None:
-        out = exact
     margins = data.y * (data.K @ out.coef)
     raw_min = float(margins.min())
     if not np.isfinite(raw_min) or raw_min <= 0:
@@ -647,7 +722,7 @@ def _polish(
     gap = _relative_gap(data, sq_norm, alpha)
     if out.status == OPTIMAL and gap <= _GAP_FACTOR * tol:
         status, message = OPTIMAL, f"optimal (engine {name})"
-        if exact is not None:
+        if refined:
             message += (
                 f", KKT system solved exactly on its {np.count_nonzero(alpha)} support vectors"
             )
@@ -670,7 +745,7 @@ def _polish(
         solve_time=time.perf_counter() - start,
         n_iter=out.n_iter,
         rescale=rescale,
-        refined=exact is not None,
+        refined=refined,
     )
 
 

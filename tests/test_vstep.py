@@ -375,3 +375,39 @@ def test_engine_failures_are_info_unless_no_engine_succeeds(monkeypatch, caplog)
     with caplog.at_level(logging.INFO, logger="margin_solver"):
         assert solve_vstep(HAND_Z, HAND_Y, fallback=False).status == "failed"
     assert [r.levelno for r in caplog.records] == [logging.INFO, logging.WARNING]
+
+
+# --- the v-step from a guessed support (the min-norm descent's inner loop) -------------------
+
+
+@pytest.mark.parametrize("n, d, seed", [(5, 40, 0), (30, 200, 1), (40, 30, 2), (60, 400, 3)])
+def test_solve_on_the_true_support_equals_the_full_solve(n, d, seed):
+    Z, y = gaussian_instance(n, d, seed) if d >= n else planted_instance(n, d, seed)
+    K = Z @ Z.T
+    full = solve_vstep(None, y, solver="ldp", K=K)
+    warm = vstep.solve_vstep_on_support(K, y, full.alpha > 0)
+    assert warm is not None and warm.status == "optimal" and warm.solver == "support"
+    assert warm.refined and warm.gap <= 1e-9
+    np.testing.assert_allclose(warm.alpha, full.alpha, rtol=1e-8, atol=1e-10 * full.alpha.max())
+    assert warm.norm == pytest.approx(full.norm, rel=1e-10)
+    assert warm.min_margin == pytest.approx(1.0, abs=1e-12)
+
+
+def test_solve_on_a_wrong_support_returns_none():
+    # HAND: the optimum has support {0, 1}; sample 2 has margin 2.
+    K = HAND_Z @ HAND_Z.T
+    # Leaving out sample 1 gives v = (1, 0), whose margin on sample 1 is 0 < 1.
+    assert vstep.solve_vstep_on_support(K, HAND_Y, np.array([True, False, True])) is None
+    # Forcing sample 2 onto the margin needs a negative dual.
+    assert vstep.solve_vstep_on_support(K, HAND_Y, np.array([True, True, True])) is None
+    assert vstep.solve_vstep_on_support(K, HAND_Y, np.zeros(3, dtype=bool)) is None
+    exact = vstep.solve_vstep_on_support(K, HAND_Y, np.array([True, True, False]))
+    np.testing.assert_allclose(exact.alpha, [1.0, 0.25, 0.0], rtol=1e-12)
+
+
+def test_solve_on_support_of_infeasible_data_returns_none():
+    # Equal features with opposite labels: Q_SS is singular, no KKT point exists.
+    Z = np.array([[1.0, 2.0], [1.0, 2.0], [0.0, 1.0]])
+    y = np.array([1.0, -1.0, 1.0])
+    assert vstep.solve_vstep_on_support(Z @ Z.T, y, np.ones(3, dtype=bool)) is None
+    assert solve_vstep(Z, y, solver="ldp").status == INFEASIBLE
