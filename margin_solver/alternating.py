@@ -101,6 +101,10 @@ class DenseForm:
         """Inner product of two vectors in this form's representation."""
         return float(a @ b)
 
+    def metric(self, a: np.ndarray) -> np.ndarray:
+        """The representation ``m`` with ``inner(b, a) = sum(b * m)`` for every b: a itself."""
+        return a
+
     def feature_gram(self, s: np.ndarray) -> np.ndarray:
         """``K_ij = <z_i, z_j>`` for attention ``s``."""
         Z = attended_features(self.X, s)
@@ -140,6 +144,10 @@ class KernelForm:
     def inner(self, a: np.ndarray, b: np.ndarray) -> float:
         """``<X^T a, X^T b> = a^T H b``."""
         return float(a.reshape(-1) @ (self.gram.H @ b.reshape(-1)))
+
+    def metric(self, a: np.ndarray) -> np.ndarray:
+        """``H a``, so that ``inner(b, a) = sum(b * H a)`` costs O(nT) once it is stored."""
+        return self.gram.apply(a)
 
     def feature_gram(self, s: np.ndarray) -> np.ndarray:
         """``K_ij = s_i^T H_ij s_j``."""
@@ -293,10 +301,21 @@ def _line_search(
 
 
 def _remember(form: Form, pairs: list, move: np.ndarray, change: np.ndarray, memory: int) -> None:
-    """Keep the pair (step, change of projected gradient) when its curvature is positive."""
-    sr = form.inner(move, change)
-    if memory > 0 and sr > 1e-12 * norm(form, move) * norm(form, change):  # (a product overflows)
-        pairs.append((move, change, 1.0 / sr))
+    """Keep the pair (step, change of projected gradient) when its curvature is positive.
+
+    Each pair is stored with its images under the form's metric, so that the two-loop
+    recursion of :func:`_quasi_newton` takes O(nT) inner products in kernel form instead of
+    O((nT)^2) ones (2 ``memory`` of them per step).
+    """
+    if memory == 0:
+        return
+    move_m, change_m = form.metric(move), form.metric(change)
+    sr = float(np.vdot(move, change_m))
+    # norms taken apart: the product of the squared norms can overflow
+    move_norm = math.sqrt(max(float(np.vdot(move, move_m)), 0.0))
+    change_norm = math.sqrt(max(float(np.vdot(change, change_m)), 0.0))
+    if sr > 1e-12 * move_norm * change_norm:
+        pairs.append((move, change, move_m, change_m, 1.0 / sr))
         del pairs[:-memory]
 
 
@@ -305,14 +324,14 @@ def _quasi_newton(form: Form, pairs: list, pg: np.ndarray) -> np.ndarray | None:
     None when it is not a descent direction (``<pg, H pg> <= 0``)."""
     q = pg.copy()
     coefs = []
-    for s, r, rho in reversed(pairs):
-        a = rho * form.inner(s, q)
+    for s, r, s_m, r_m, rho in reversed(pairs):
+        a = rho * float(np.vdot(s_m, q))
         q = q - a * r
         coefs.append(a)
-    s, r, rho = pairs[-1]
-    q = q / (rho * form.inner(r, r))
-    for (s, r, rho), a in zip(pairs, reversed(coefs)):
-        b = rho * form.inner(r, q)
+    s, r, s_m, r_m, rho = pairs[-1]
+    q = q / (rho * float(np.vdot(r, r_m)))
+    for (s, r, s_m, r_m, rho), a in zip(pairs, reversed(coefs)):
+        b = rho * float(np.vdot(r_m, q))
         q = q + (a - b) * s
     return q if form.inner(pg, q) > 0 else None
 
@@ -400,7 +419,7 @@ def descend(
     point = _with_gradient(form, point)
     step = R
     bb_lambda = None
-    pairs: list[tuple[np.ndarray, np.ndarray, float]] = []  # quasi-Newton (s, r, 1 / <s, r>)
+    pairs: list[tuple] = []  # quasi-Newton (s, r, metric s, metric r, 1 / <s, r>)
     last_move, last_pg = None, None
     phis = [point.phi]
     for it in range(max_iter):

@@ -119,7 +119,8 @@ class VStepResult(ResultMixin):
         v as a combination of the features, v = sum_i coef_i z_i exactly: the form callers
         working with a Gram matrix (token-Gram form) need. It equals ``alpha * y`` at the
         optimum (to solver accuracy; exactly for ``"ldp"``). When K is singular the
-        combination is not unique and this is the minimum-norm one.
+        combination is not unique: it is ``alpha * y`` when the KKT system was solved on the
+        support by Cholesky, else the minimum-norm one.
     norm : float
         ||v||, computed as sqrt(coef^T K coef).
     min_margin : float
@@ -422,6 +423,23 @@ def solve_vstep_on_support(
         :func:`solve_vstep`.
     """
     start = time.perf_counter()
+    alpha = _kkt_on_support(K, y, support)
+    if alpha is None:
+        return None
+    data = _VStepData.trusted(K, y)
+    out = _EngineOutput(OPTIMAL, alpha * y, alpha)
+    result = _certified(data, out, "support", tol, [], start, refined=True)
+    return result if result is not None and result.status == OPTIMAL else None
+
+
+def _kkt_on_support(K: np.ndarray, y: np.ndarray, support: np.ndarray) -> np.ndarray | None:
+    """The dual alpha that puts exactly the samples of ``support`` on the margin, when it is
+    the optimum; else None.
+
+    Solves ``Q_SS a = 1`` (``Q = diag(y) K diag(y)``) by Cholesky and checks the remaining KKT
+    conditions: ``a >= 0`` and every margin ``(Q alpha)_i >= 1``, with the support's margins
+    equal to 1, to ``_KKT_RTOL``. None also when ``Q_SS`` is not numerically positive definite.
+    """
     S = np.flatnonzero(support)
     if S.size == 0:
         return None
@@ -435,13 +453,10 @@ def solve_vstep_on_support(
         return None
     alpha = np.zeros(len(y))
     alpha[S] = a
-    coef = alpha * y
-    margins = y * (K @ coef)
+    margins = y * (K @ (alpha * y))
     if np.abs(margins[S] - 1.0).max() > _KKT_RTOL or margins.min() < 1.0 - _KKT_RTOL:
         return None
-    data = _VStepData.trusted(K, y)
-    result = _certified(data, _EngineOutput(OPTIMAL, coef, alpha), "support", tol, [], start, True)
-    return result if result is not None and result.status == OPTIMAL else None
+    return alpha
 
 
 def _check_gram(K: Any, n: int | None) -> np.ndarray:
@@ -754,10 +769,12 @@ def _solve_on_support(data: _VStepData, out: _EngineOutput) -> _EngineOutput | N
 
     Interior-point answers are accurate to about the square root of their tolerance in v
     (1e-5 at tol = 1e-9, worse on ill-conditioned K). Given the support S, the optimum solves
-    a linear system: in the normalised reduced coordinates w = G_S^T a with G_S w = 1, i.e.
-    (G_S G_S^T) a = 1. If a >= 0, G_S w = 1 and G w >= 1 (to _KKT_RTOL), all KKT conditions
-    hold and this is the optimum; otherwise (a wrong support, or one too ill-conditioned to
-    solve accurately) None, and the engine's answer stands.
+    a linear system, ``Q_SS a = 1``, solved by Cholesky (:func:`_kkt_on_support`); when
+    Q_SS is singular to working precision, by least squares in the normalised reduced
+    coordinates: w = G_S^T a with G_S w = 1, i.e. (G_S G_S^T) a = 1. If a >= 0, the support's
+    margins are 1 and all others at least 1 (to _KKT_RTOL), all KKT conditions hold and this
+    is the optimum; otherwise (a wrong support, or one too ill-conditioned to solve
+    accurately) None, and the engine's answer stands.
 
     S holds the samples whose dual, relative to the largest, exceeds their margin slack: an
     interior-point dual on a sample just off the margin is of order gap / slack, far below
@@ -770,6 +787,11 @@ def _solve_on_support(data: _VStepData, out: _EngineOutput) -> _EngineOutput | N
     support = alpha / alpha.max() > margins / margins.min() - 1.0
     if not support.any():
         return None
+    exact = _kkt_on_support(data.K, data.y, support)
+    if exact is not None:
+        return out._replace(coef=exact * data.y, alpha=exact)
+    # Q_SS singular to working precision (e.g. more support vectors than the rank of K):
+    # least squares on the clipped factor.
     G_S = data.factor.G[support]
     a, *_ = np.linalg.lstsq(G_S @ G_S.T, np.ones(G_S.shape[0]), rcond=None)
     w = G_S.T @ a
