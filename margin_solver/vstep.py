@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 import cvxpy as cp
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.linalg.lapack import dpocon, dpotrf
 from scipy.optimize import nnls
 
 from margin_solver.results import (
@@ -88,6 +89,11 @@ _SAME_RTOL = 100 * np.finfo(np.float64).eps
 # Margin violation tolerated in the exact KKT solve on the support (_solve_on_support);
 # anything left is removed by the rescaling to smallest margin 1.
 _KKT_RTOL = 1e-9
+
+# K / scale is factored by Cholesky for the LDP engine when its reciprocal condition number
+# estimate exceeds this times n: far above n * eps, the eigenvalue clipping threshold of
+# _VStepData.factor, so that no eigenvalue would have been clipped.
+_CHOLESKY_RCOND_PER_N = 100 * np.finfo(np.float64).eps
 
 # A given K whose smallest eigenvalue is below -_NOT_PSD_RTOL times its largest is not a Gram
 # matrix. Rounding in a computed Z Z^T moves eigenvalues by about n eps lambda_max, far less.
@@ -216,6 +222,29 @@ class _VStepData:
         return self._K_given if self._K_given is not None else self.Z @ self.Z.T
 
     @cached_property
+    def scale(self) -> float:
+        """Mean diagonal of K, the unit in which the engines see it (see :attr:`factor`)."""
+        return float(np.mean(np.diag(self.K)))
+
+    @cached_property
+    def cholesky_G(self) -> np.ndarray | None:
+        """G = diag(y) L with L the Cholesky factor of K / scale, or None.
+
+        None unless K / scale is so well conditioned (reciprocal condition number estimate
+        above ``_CHOLESKY_RCOND_PER_N * n``) that the clipping of :attr:`factor` would drop
+        no eigenvalue: then both factors describe the same problem, and Cholesky costs a
+        fraction of the eigendecomposition (the LDP engine's largest cost at n = 100).
+        """
+        K = self.K / self.scale
+        lower, info = dpotrf(K, lower=1, clean=1)
+        if info != 0:
+            return None
+        rcond, info = dpocon(lower, np.abs(K).sum(axis=0).max(), uplo="L")
+        if info != 0 or not rcond > _CHOLESKY_RCOND_PER_N * self.n:
+            return None
+        return self.y[:, None] * lower
+
+    @cached_property
     def factor(self) -> _Factor:
         """Factor K / scale = B B^T with B = U diag(root) and G = diag(y) B.
 
@@ -225,7 +254,7 @@ class _VStepData:
         their columns of B stay as zero columns so that G is always n x n and the cached
         cvxpy model for size n fits every rank.
         """
-        scale = float(np.mean(np.diag(self.K)))
+        scale = self.scale
         lam, U = np.linalg.eigh(self.K / scale)
         if lam[0] < -_NOT_PSD_RTOL * lam[-1]:
             raise InvalidInputError(
@@ -351,7 +380,9 @@ def solve_vstep(
         samples, why = conflict
         return _infeasible(samples, why, None, [], start)
 
-    _ = data.factor  # every engine needs it; a K that is not a Gram matrix raises here, not in one
+    # Every engine needs a factor of K; a K that is not a Gram matrix raises here, not in one
+    # (a successful Cholesky factorisation proves positive definiteness).
+    _ = data.factor if solver != "ldp" or data.cholesky_G is None else None
     fallbacks: list[str] = []
     inaccurate: VStepResult | None = None
     for name in _engine_chain(solver, fallback):
@@ -439,6 +470,9 @@ def _kkt_on_support(K: np.ndarray, y: np.ndarray, support: np.ndarray) -> np.nda
     Solves ``Q_SS a = 1`` (``Q = diag(y) K diag(y)``) by Cholesky and checks the remaining KKT
     conditions: ``a >= 0`` and every margin ``(Q alpha)_i >= 1``, with the support's margins
     equal to 1, to ``_KKT_RTOL``. None also when ``Q_SS`` is not numerically positive definite.
+    (Correcting a wrong guess by active-set steps was tried and dropped: where the guess fails
+    in the descent, many samples sit on the margin with zero dual, the corrections wander,
+    and the full solve was as fast.)
     """
     S = np.flatnonzero(support)
     if S.size == 0:
@@ -554,12 +588,25 @@ def _solve_primal(data: _VStepData, tol: float) -> _EngineOutput:
 
 
 def _solve_ldp(data: _VStepData, tol: float) -> _EngineOutput:
-    """Lawson-Hanson LDP on the Gram-reduced problem; exact, so ``tol`` is not used."""
-    G, scale = data.factor.G, data.factor.scale
-    _, alpha = _ldp(G)
-    if alpha is None:
-        return _EngineOutput(INFEASIBLE)
-    return _EngineOutput(OPTIMAL, data.coef_from_w(G.T @ alpha), alpha / scale)
+    """Lawson-Hanson LDP on the Gram-reduced problem; exact, so ``tol`` is not used.
+
+    On the Cholesky factor when K is well conditioned (then v = sum_i alpha_i y_i z_i gives
+    the coefficients directly), else on the clipped eigen-factor, through which w maps back:
+    on a (nearly) singular K the sum can carry a large component in K's null space.
+    """
+    G = data.cholesky_G
+    if G is None:
+        _, alpha = _ldp(data.factor.G)
+        if alpha is None:
+            return _EngineOutput(INFEASIBLE)
+        coef = data.coef_from_w(data.factor.G.T @ alpha)
+    else:
+        _, alpha = _ldp(G)
+        if alpha is None:
+            return _EngineOutput(INFEASIBLE)
+        coef = alpha * data.y / data.scale
+    # The normalised problem's dual is scale times the true one.
+    return _EngineOutput(OPTIMAL, coef, alpha / data.scale)
 
 
 _ENGINES: dict[str, Callable[[_VStepData, float], _EngineOutput]] = {

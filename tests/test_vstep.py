@@ -411,3 +411,23 @@ def test_solve_on_support_of_infeasible_data_returns_none():
     y = np.array([1.0, -1.0, 1.0])
     assert vstep.solve_vstep_on_support(Z @ Z.T, y, np.ones(3, dtype=bool)) is None
     assert solve_vstep(Z, y, solver="ldp").status == INFEASIBLE
+
+
+def test_ldp_factors_well_conditioned_gram_by_cholesky_and_singular_by_eigh():
+    Z, y = gaussian_instance(20, 60, 4)
+    assert vstep._VStepData(Z, y, None).cholesky_G is not None
+    Z, y = planted_instance(20, 5, 4)  # rank 5 < n
+    assert vstep._VStepData(Z, y, None).cholesky_G is None
+    assert solve_vstep(Z, y, solver="ldp").status == "optimal"
+
+
+@pytest.mark.parametrize("n, d, seed", [(10, 40, 0), (50, 60, 1), (80, 2000, 2)])
+def test_ldp_on_cholesky_factor_equals_ldp_on_eigen_factor(monkeypatch, n, d, seed):
+    Z, y = gaussian_instance(n, d, seed)
+    chol = solve_vstep(Z, y, solver="ldp", fallback=False)
+    monkeypatch.setattr(vstep._VStepData, "cholesky_G", property(lambda self: None))
+    eig = solve_vstep(Z, y, solver="ldp", fallback=False)
+    for res in (chol, eig):
+        assert_kkt(res, Z, y)
+    assert chol.norm == pytest.approx(eig.norm, rel=1e-12)
+    np.testing.assert_allclose(chol.alpha, eig.alpha, rtol=1e-9, atol=1e-12 * eig.alpha.max())
