@@ -7,7 +7,9 @@ Three studies, each row appended to one JSON results file (written atomically af
     for d in {1e3, 1e4, 1e5} at n = 50, T = 2 (the kernel form should be flat in d).
 ``whole_solve``
     Wall-clock of :func:`solve_min_norm` (all starts, no certificate) against the one token
-    Gram product ``X X^T`` it needs (target: at most 3x at n = 100, T = 4, d = 50,000).
+    Gram product ``X X^T`` it needs (target: at most 3x at n = 100, T = 4, d = 50,000,
+    kappa = 1, R = 10/sqrt(d)); then the same instance size at kappa in {0.1, 1, 5} and
+    R in {1, 10, 100}/sqrt(d).
 ``lower_bound``
     Branch-and-bound against enumeration (SVMs solved and seconds) for n from 10 to 30 at
     T = 2, in a benign (kappa = 4) and a harmful (kappa = 0.1) regime; enumeration only up
@@ -16,7 +18,7 @@ Three studies, each row appended to one JSON results file (written atomically af
 
 Usage::
 
-    python benchmarks/minnorm_scaling.py [--quick] [--out results/minnorm_scaling.json]
+    python benchmarks/minnorm_scaling.py [--quick] [--study whole_solve] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -64,14 +66,16 @@ def per_iteration(d: int, n: int = 50, T: int = 2, steps: int = 20) -> dict:
     return row
 
 
-def whole_solve(n: int, T: int, d: int, repeats: int = 3) -> dict:
+def whole_solve(
+    n: int, T: int, d: int, kappa: float = 1.0, R_scale: float = 10.0, repeats: int = 5
+) -> dict:
     """solve_min_norm (default options) against the token Gram product alone.
 
     The two are timed alternately, ``repeats`` times each, and medians are compared, so that
     a burst of load from other processes on the shared machine hits both alike.
     """
-    ds = paper(n, T, d, kappa=1.0)
-    R = 10 / math.sqrt(d)
+    ds = paper(n, T, d, kappa=kappa)
+    R = R_scale / math.sqrt(d)
     gram_times, solve_times = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -86,6 +90,8 @@ def whole_solve(n: int, T: int, d: int, repeats: int = 3) -> dict:
         "n": n,
         "T": T,
         "d": d,
+        "kappa": kappa,
+        "R_scale": R_scale,
         "gram_s": gram_time,
         "solve_s": solve_time,
         "ratio": solve_time / gram_time,
@@ -93,6 +99,8 @@ def whole_solve(n: int, T: int, d: int, repeats: int = 3) -> dict:
         "solve_s_all": solve_times,
         "norm": res.norm,
         "status": res.status,
+        "start": res.start,
+        "n_iter": res.n_iter,
         "starts": len(res.start_norms),
     }
 
@@ -131,7 +139,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
     parser.add_argument("--out", default="results/minnorm_scaling.json")
+    parser.add_argument(
+        "--study",
+        choices=("per_iteration", "whole_solve", "lower_bound"),
+        action="append",
+        help="run only this study (repeatable; default: all three)",
+    )
     args = parser.parse_args()
+    studies = set(args.study or ("per_iteration", "whole_solve", "lower_bound"))
     if args.quick:
         dims, solve_sizes = (1000, 10000), [(50, 2, 5000), (100, 4, 10000)]
         bnb_ns, max_enum, limit = (10, 12, 20), 12, 10.0
@@ -154,16 +169,26 @@ def main() -> None:
         write_json(args.out, {"meta": meta, "rows": rows})
         print({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
 
-    for d in dims:
-        record(per_iteration(d))
-    for n, T, d in solve_sizes:
-        record(whole_solve(n, T, d))
-    for n in bnb_ns:
-        for kappa in (4.0, 0.1):
-            record(lower_bound(n, kappa, n <= max_enum, limit))
-    for n in t4_ns:
-        for kappa in (4.0, 0.1):
-            record(lower_bound(n, kappa, 4**n <= 4096, limit / 4, T=4))
+    if "per_iteration" in studies:
+        for d in dims:
+            record(per_iteration(d))
+    if "whole_solve" in studies:
+        for n, T, d in solve_sizes:
+            record(whole_solve(n, T, d))
+        # the target instance in other regimes: SNR below / at / above the threshold, soft
+        # to nearly hard attention
+        n, T, d = solve_sizes[-1]
+        for kappa in (0.1, 1.0, 5.0):
+            for R_scale in (1.0, 10.0, 100.0):
+                if (kappa, R_scale) != (1.0, 10.0):
+                    record(whole_solve(n, T, d, kappa, R_scale, repeats=3))
+    if "lower_bound" in studies:
+        for n in bnb_ns:
+            for kappa in (4.0, 0.1):
+                record(lower_bound(n, kappa, n <= max_enum, limit))
+        for n in t4_ns:
+            for kappa in (4.0, 0.1):
+                record(lower_bound(n, kappa, 4**n <= 4096, limit / 4, T=4))
 
 
 if __name__ == "__main__":
