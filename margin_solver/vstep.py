@@ -17,10 +17,12 @@ Four engines solve it:
     (v = Z^T beta) the problem becomes minimize ||w|| s.t. diag(y) B w >= 1: n variables
     instead of d (ECOS as an SOC, Clarabel with the equivalent objective 1/2 ||w||^2). The
     cvxpy model is built once per (n, solver) with ``G = diag(y) B`` as a DPP parameter and
-    cached, so re-solves with new features skip canonicalisation.
+    cached, so re-solves with new features skip canonicalisation (:mod:`margin_solver.conic`,
+    imported, and with it cvxpy, only when one of these engines runs).
 ``"ldp"``
     Least-distance programming (Lawson and Hanson 1974, ch. 23): the same reduced problem
-    solved exactly by one non-negative least-squares problem (:func:`scipy.optimize.nnls`).
+    solved exactly by one non-negative least-squares problem (:func:`scipy.optimize.nnls`),
+    with B the Cholesky factor of K when K is well conditioned.
 ``"primal"``
     The plain SOCP over d variables, kept as a reference.
 
@@ -34,14 +36,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
-import warnings
 from collections.abc import Callable
-from functools import cached_property, lru_cache, partial
+from functools import cached_property, partial
 from typing import Any, NamedTuple
 
-import cvxpy as cp
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.linalg.lapack import dpocon, dpotrf
@@ -71,12 +70,6 @@ ENGINES = ("ecos", "clarabel", "ldp", "primal")
 # slow reference, and the Gram engines solve the same problem.
 _FALLBACK_ORDER = ("ecos", "clarabel", "ldp")
 
-# cvxpy solver name used by each cvxpy-based engine, and the pip package that provides it.
-_CVXPY_SOLVER = {"ecos": "ECOS", "clarabel": "CLARABEL", "primal": "ECOS"}
-_SOLVER_PACKAGE = {"ECOS": "ecos", "CLARABEL": "clarabel"}
-# Solvers given the objective 1/2 ||x||^2 instead of ||x|| (see _objective).
-_QUADRATIC_OBJECTIVE = frozenset({"CLARABEL"})
-
 # A solve counts as "optimal" only when the relative duality gap we recompute is below this
 # multiple of ``tol``; interior-point solvers typically end a few times below their tolerance.
 _GAP_FACTOR = 1e3
@@ -103,11 +96,6 @@ _NOT_PSD_RTOL = 1e-8
 # 1 / sqrt(1 + ||w||^2) on the normalised problem, so this means a margin below 1e-8 of the
 # root-mean-square feature norm: beyond what float64 can certify.
 _LDP_INFEASIBLE_RNORM = 1e-8
-
-# Cached cvxpy models are shared objects; setting a parameter and solving must not interleave
-# between threads.
-_MODEL_LOCK = threading.Lock()
-
 
 @dataclasses.dataclass(repr=False)
 class VStepResult(ResultMixin):
@@ -561,14 +549,10 @@ def _warn_unsolved(result: VStepResult) -> VStepResult:
 
 
 def _solve_gram_socp(data: _VStepData, tol: float, *, engine: str) -> _EngineOutput:
-    """Gram-reduced SOCP on the cached DPP model: minimize ||w|| s.t. G w >= 1."""
-    solver = _require_installed(_CVXPY_SOLVER[engine])
-    model = _gram_model(data.n, solver)
-    with _MODEL_LOCK:
-        model.G.value = data.factor.G
-        status, w, alpha, n_iter = _solve_cvxpy(
-            model.problem, model.w, model.constraint, solver, tol
-        )
+    """Gram-reduced SOCP (ECOS or Clarabel): minimize ||w|| s.t. G w >= 1."""
+    from margin_solver import conic  # imports cvxpy (half a second): only when it is needed
+
+    status, w, alpha, n_iter = conic.solve_reduced(data.factor.G, engine, tol)
     if w is None:
         return _EngineOutput(status, n_iter=n_iter)
     # The normalised problem has Gram K / scale, so its dual is scale times the true one.
@@ -577,11 +561,9 @@ def _solve_gram_socp(data: _VStepData, tol: float, *, engine: str) -> _EngineOut
 
 def _solve_primal(data: _VStepData, tol: float) -> _EngineOutput:
     """Reference SOCP in d variables: minimize ||v|| s.t. y_i z_i^T v >= 1, with ECOS."""
-    solver = _require_installed(_CVXPY_SOLVER["primal"])
-    x = cp.Variable(data.Z.shape[1])
-    constraint = (data.y[:, None] * data.Z) @ x >= 1
-    problem = cp.Problem(cp.Minimize(_objective(x, solver)), [constraint])
-    status, v, alpha, n_iter = _solve_cvxpy(problem, x, constraint, solver, tol)
+    from margin_solver import conic
+
+    status, v, alpha, n_iter = conic.solve_primal(data.y[:, None] * data.Z, tol)
     if v is None:
         return _EngineOutput(status, n_iter=n_iter)
     return _EngineOutput(status, data.coef_from_v(v), alpha, n_iter)
@@ -617,93 +599,13 @@ _ENGINES: dict[str, Callable[[_VStepData, float], _EngineOutput]] = {
 }
 
 # What an engine may raise that means "this engine failed", not "the caller erred".
+# (conic.SolverFailure, cvxpy's SolverError re-raised, is a RuntimeError.)
 _SOLVER_EXCEPTIONS = (
-    cp.error.SolverError,
     RuntimeError,
     ArithmeticError,
     np.linalg.LinAlgError,
     ValueError,
 )
-
-
-class _GramModel(NamedTuple):
-    problem: cp.Problem
-    G: cp.Parameter
-    w: cp.Variable
-    constraint: cp.Constraint
-
-
-@lru_cache(maxsize=32)
-def _gram_model(n: int, solver: str) -> _GramModel:
-    """Build (once per (n, solver)) the DPP model of minimize ||w|| s.t. G w >= 1.
-
-    ``solver`` is part of the key because cvxpy keeps one canonicalisation per problem and
-    redoes it when asked for another solver, and because the objective differs per solver
-    (see :func:`_objective`).
-    """
-    G = cp.Parameter((n, n), name="G")
-    w = cp.Variable(n, name="w")
-    constraint = G @ w >= 1
-    logger.debug("building cached v-step model for n=%d, solver=%s", n, solver)
-    problem = cp.Problem(cp.Minimize(_objective(w, solver)), [constraint])
-    return _GramModel(problem, G, w, constraint)
-
-
-def _objective(x: cp.Variable, solver: str) -> cp.Expression:
-    """||x|| as an SOC for ECOS; 1/2 ||x||^2 for solvers with native quadratic objectives.
-
-    Same minimiser. Measured on random instances with tol = 1e-9, Clarabel's duals are
-    accurate to about 1e-10 (relative) on the quadratic form but only about 1e-7 on the SOC
-    form; ECOS has no quadratic objective (cvxpy would rewrite it as an SOC, with duals worse
-    than the plain norm's).
-    """
-    if solver in _QUADRATIC_OBJECTIVE:
-        return cp.sum_squares(x) / 2
-    return cp.norm(x, 2)
-
-
-def _require_installed(solver: str) -> str:
-    if solver not in cp.installed_solvers():
-        raise cp.error.SolverError(
-            f"solver {solver} is not installed in cvxpy; install it with "
-            f"`pip install {_SOLVER_PACKAGE[solver]}`."
-        )
-    return solver
-
-
-def _solver_options(solver: str, tol: float) -> dict[str, float]:
-    if solver == "ECOS":
-        return {"abstol": tol, "reltol": tol, "feastol": tol}
-    return {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol}
-
-
-def _solve_cvxpy(
-    problem: cp.Problem, x: cp.Variable, constraint: cp.Constraint, solver: str, tol: float
-) -> tuple[str, np.ndarray | None, np.ndarray | None, int | None]:
-    """Solve minimize ||x|| s.t. A x >= 1; return status, x, the dual alpha and iterations.
-
-    alpha is the dual of the objective 1/2 ||x||^2 (KKT: x = A^T alpha). When the model
-    minimises ||x|| instead, its KKT condition x / ||x|| = A^T mu gives alpha = ||x|| mu.
-    """
-    with warnings.catch_warnings():
-        # cvxpy warns "Solution may be inaccurate"; the status carries that and we act on it.
-        warnings.filterwarnings(
-            "ignore", message="Solution may be inaccurate", category=UserWarning
-        )
-        problem.solve(solver=solver, **_solver_options(solver, tol))
-    status = {
-        cp.OPTIMAL: OPTIMAL,
-        cp.OPTIMAL_INACCURATE: OPTIMAL_INACCURATE,
-        cp.INFEASIBLE: INFEASIBLE,
-        cp.INFEASIBLE_INACCURATE: INFEASIBLE,
-    }.get(problem.status, FAILED)
-    n_iter = problem.solver_stats.num_iters
-    if status not in (OPTIMAL, OPTIMAL_INACCURATE) or x.value is None:
-        return status, None, None, n_iter
-    alpha = np.asarray(constraint.dual_value, dtype=np.float64)
-    if solver not in _QUADRATIC_OBJECTIVE:
-        alpha = np.linalg.norm(x.value) * alpha
-    return status, x.value, alpha, n_iter
 
 
 def _ldp(G: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:

@@ -3,6 +3,8 @@
 import doctest
 import json
 import logging
+import subprocess
+import sys
 import warnings
 
 import cvxpy as cp
@@ -11,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from margin_solver import vstep
+from margin_solver import conic, vstep
 from margin_solver.results import INFEASIBLE, OPTIMAL_INACCURATE
 from margin_solver.validation import InvalidInputError
 from margin_solver.vstep import ENGINES, solve_vstep
@@ -248,15 +250,15 @@ def test_invalid_input_messages(kwargs, match):
 
 
 def _raise_solver_error(data, tol):
-    raise cp.error.SolverError("ECOS crashed")
+    raise conic.SolverFailure("ECOS crashed")
 
 
 def test_fallback_when_engine_raises(monkeypatch):
     monkeypatch.setitem(vstep._ENGINES, "ecos", _raise_solver_error)
     res = solve_vstep(HAND_Z, HAND_Y)
     assert res.status == "optimal" and res.solver == "clarabel"
-    assert res.fallbacks == ["ecos: raised SolverError: ECOS crashed"]
-    assert "after fallbacks: ecos: raised SolverError" in res.message
+    assert res.fallbacks == ["ecos: raised SolverFailure: ECOS crashed"]
+    assert "after fallbacks: ecos: raised SolverFailure" in res.message
     np.testing.assert_allclose(res.v, [1.0, -0.5], atol=1e-8)
 
 
@@ -299,6 +301,19 @@ def test_all_engines_failing_is_a_status_not_a_traceback(monkeypatch):
     assert len(res.fallbacks) == 3 and res.message.startswith("every engine failed")
 
 
+def test_cvxpy_solver_error_is_an_engine_failure(monkeypatch):
+    def crash(self, *args, **kwargs):
+        raise cp.error.SolverError("solver crashed")
+
+    monkeypatch.setattr(cp.Problem, "solve", crash)
+    res = solve_vstep(HAND_Z, HAND_Y)  # ecos and clarabel both crash
+    assert res.status == "optimal" and res.solver == "ldp"
+    assert res.fallbacks == [
+        "ecos: raised SolverFailure: solver crashed",
+        "clarabel: raised SolverFailure: solver crashed",
+    ]
+
+
 def test_missing_solver_names_the_package(monkeypatch):
     monkeypatch.setattr(cp, "installed_solvers", lambda: ["CLARABEL", "SCS"])
     res = solve_vstep(HAND_Z, HAND_Y, fallback=False)
@@ -316,14 +331,14 @@ def test_cached_dpp_model_is_reused_without_recanonicalisation():
     n = 7  # a size no other test uses, so the first solve builds the model
     Z, y = gaussian_instance(n, 20, seed=9)
     first = solve_vstep(Z, y, "ecos")
-    model = vstep._gram_model(n, "ECOS")
+    model = conic.gram_model(n, "ECOS")
     assert model.problem.is_dcp(dpp=True)
     compiled = model.problem._cache.param_prog
-    misses = vstep._gram_model.cache_info().misses
+    misses = conic.gram_model.cache_info().misses
     Z2, y2 = gaussian_instance(n, 20, seed=10)
     second = solve_vstep(Z2, y2, "ecos")
-    assert vstep._gram_model.cache_info().misses == misses
-    assert vstep._gram_model(n, "ECOS") is model
+    assert conic.gram_model.cache_info().misses == misses
+    assert conic.gram_model(n, "ECOS") is model
     assert model.problem._cache.param_prog is compiled
     assert second.status == "optimal" and not np.allclose(second.v, first.v)
     assert second.norm == pytest.approx(solve_vstep(Z2, y2, "ldp").norm, rel=1e-6)
@@ -431,3 +446,16 @@ def test_ldp_on_cholesky_factor_equals_ldp_on_eigen_factor(monkeypatch, n, d, se
         assert_kkt(res, Z, y)
     assert chol.norm == pytest.approx(eig.norm, rel=1e-12)
     np.testing.assert_allclose(chol.alpha, eig.alpha, rtol=1e-9, atol=1e-12 * eig.alpha.max())
+
+
+def test_cvxpy_is_imported_only_when_a_conic_engine_runs():
+    code = (
+        "import sys, numpy as np; import margin_solver as ms; "
+        "from margin_solver.data import PaperDistribution; "
+        "ds = PaperDistribution(d=60, T=2, snr=0.5).sample(8, seed=0); "
+        "r = ms.solve_min_norm(ds, R=5.0, certify=True); "
+        "print('cvxpy' in sys.modules, r.status); "
+        "ms.solve_vstep(np.eye(3), [1, -1, 1], solver='ecos'); print('cvxpy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "optimal", "True"]
