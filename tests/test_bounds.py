@@ -99,3 +99,33 @@ def test_attention_svm_singles_out_the_selection():
     p = TokenGram.materialize(ds.X, c)
     assert np.linalg.norm(p) == pytest.approx(R, rel=1e-12)
     assert np.array_equal(np.argmax(ds.X @ p, axis=1), selection)
+
+
+def test_best_tokens_breaks_ties_without_rounding():
+    from margin_solver.selection import best_tokens
+
+    current = np.array([0, 1, 0, 1])
+    for eps in (0.0, 1e-15, -1e-15):
+        margins = np.array([[1.0, 1.0 + eps], [1.0 + eps, 1.0], [2.0, 1.0], [1.0, 3.0]])
+        # tied samples move off their current token; clear winners are kept or taken
+        np.testing.assert_array_equal(best_tokens(margins, current), [1, 0, 0, 1])
+    np.testing.assert_array_equal(best_tokens(np.array([[1.0, 1.5, 1.5]]), np.array([1])), [2])
+    np.testing.assert_array_equal(best_tokens(np.array([[1.0, 2.0]])), [1])
+
+
+def test_hard_selection_alternation_is_deterministic_under_rounding():
+    from margin_solver.bounds import first_step_margins
+    from margin_solver.selection import hard_selection_alternation
+
+    # few dimensions and a shared signal token: samples' tokens tie on the SVM's margin
+    ds = PaperDistribution(d=80, T=2, snr=math.sqrt(4 / 40), eta=0.1).sample(40, seed=11)
+    y = ds.y.astype(float)
+    H = TokenGram(ds.X).H
+    base = hard_selection_alternation(H, y, 2, first_step_margins(H, y, 2))
+    rng = np.random.default_rng(0)
+    for _ in range(3):  # a perturbation of H at the level of its rounding
+        noise = rng.standard_normal(H.shape) * 4e-16 * np.abs(H).max()
+        Hp = H + (noise + noise.T) / 2
+        again = hard_selection_alternation(Hp, y, 2, first_step_margins(Hp, y, 2))
+        np.testing.assert_array_equal(again.tokens, base.tokens)
+        assert again.norm == pytest.approx(base.norm, rel=1e-9)

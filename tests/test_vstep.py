@@ -408,16 +408,41 @@ def test_solve_on_the_true_support_equals_the_full_solve(n, d, seed):
     assert warm.min_margin == pytest.approx(1.0, abs=1e-12)
 
 
-def test_solve_on_a_wrong_support_returns_none():
+def test_solve_on_a_wrong_support_is_corrected_or_left_to_the_full_solve():
     # HAND: the optimum has support {0, 1}; sample 2 has margin 2.
     K = HAND_Z @ HAND_Z.T
-    # Leaving out sample 1 gives v = (1, 0), whose margin on sample 1 is 0 < 1.
-    assert vstep.solve_vstep_on_support(K, HAND_Y, np.array([True, False, True])) is None
-    # Forcing sample 2 onto the margin needs a negative dual.
-    assert vstep.solve_vstep_on_support(K, HAND_Y, np.array([True, True, True])) is None
-    assert vstep.solve_vstep_on_support(K, HAND_Y, np.zeros(3, dtype=bool)) is None
-    exact = vstep.solve_vstep_on_support(K, HAND_Y, np.array([True, True, False]))
-    np.testing.assert_allclose(exact.alpha, [1.0, 0.25, 0.0], rtol=1e-12)
+    exact = np.array([1.0, 0.25, 0.0])
+    # {0} gives v = (1, 0), whose margin on sample 1 is 0 < 1: the active set adds sample 1.
+    only_first = np.array([True, False, False])
+    np.testing.assert_allclose(vstep.solve_vstep_on_support(K, HAND_Y, only_first).alpha, exact)
+    assert vstep._kkt_on_support(K, HAND_Y, only_first, max_solves=1) is None  # guess alone
+    np.testing.assert_allclose(vstep._kkt_on_support(K, HAND_Y, only_first, 2), exact)
+    # {0, 1, 2}: z_3 = 2 z_1, so Q_SS is singular: left to the full solve.
+    assert vstep.solve_vstep_on_support(K, HAND_Y, np.ones(3, dtype=bool)) is None
+    # from no guess at all the active set builds the support (from alpha = 0)
+    nothing = np.zeros(3, dtype=bool)
+    np.testing.assert_allclose(vstep.solve_vstep_on_support(K, HAND_Y, nothing).alpha, exact)
+    right = vstep.solve_vstep_on_support(K, HAND_Y, np.array([True, True, False]))
+    np.testing.assert_allclose(right.alpha, exact, rtol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), wrong=st.floats(0.0, 0.5))
+def test_active_set_from_any_guess_reaches_the_ldp_optimum(seed, wrong):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 40))
+    Z = rng.standard_normal((n, int(rng.integers(n, 3 * n + 2)))) + 2 * rng.random() * (
+        rng.standard_normal()
+    )
+    y = rng.choice([-1.0, 1.0], size=n)
+    K = Z @ Z.T
+    ldp = solve_vstep(None, y, solver="ldp", K=K)
+    guess = (ldp.alpha > 0) ^ (rng.random(n) < wrong)
+    alpha = vstep._kkt_on_support(K, y, guess, max_solves=10 * n)
+    assert alpha is not None
+    np.testing.assert_allclose(alpha, ldp.alpha, rtol=1e-7, atol=1e-10 * ldp.alpha.max())
+    warm = vstep.solve_vstep_on_support(K, y, guess)
+    assert warm is None or warm.norm == pytest.approx(ldp.norm, rel=1e-10)
 
 
 def test_solve_on_support_of_infeasible_data_returns_none():
