@@ -41,6 +41,12 @@ digits: stopping there trades about ``rtol`` of relative accuracy in phi for a s
 shorter run); no step longer than ``1e-12 R`` passes
 the Armijo test (a kink of phi, where alpha is not unique); ``max_iter`` steps.
 
+Cost of an evaluation: every trial point of the line search first solves its v-step from
+the current iterate's support vectors (:func:`margin_solver.vstep.solve_vstep_on_support`,
+exact and checked against the KKT conditions); along a descent the support rarely changes,
+so most evaluations cost a Cholesky factorisation of support size instead of a general
+v-step (124 of 128 on the benchmark instance of docs/benchmarks.md).
+
 Two forms of the same computation (design section 4.3): :class:`DenseForm` stores p as a
 vector of R^d; :class:`KernelForm` stores the coefficients c of ``p = sum_it c_it x_it`` and
 works with the token Gram matrix only, so each iteration costs O((nT)^2) whatever d is.
@@ -199,9 +205,10 @@ def evaluate_phi(
 ) -> PhiPoint:
     """Solve the v-step at p; phi = inf when the attended features cannot be separated.
 
-    With ``support`` (the support vectors at a nearby p) the v-step is first tried on that
-    support (:func:`margin_solver.vstep.solve_vstep_on_support`, one Cholesky solve); when
-    the KKT conditions fail there, or without ``support``, the full v-step runs. When
+    With ``support`` (the support vectors at a nearby p) the v-step is first solved from that
+    guess (:func:`margin_solver.vstep.solve_vstep_on_support`: a few Cholesky solves of
+    support size, exact when it succeeds); when that fails, or without ``support``, the
+    full v-step runs. When
     ``vstep_solver`` raises or is inaccurate the v-step falls back to the other engines
     (recorded in ``point.vstep.fallbacks``), so an engine failure is not read as infeasibility.
     """
@@ -341,8 +348,8 @@ class DescentRun:
     """Outcome of :func:`descend` from one start.
 
     ``n_iter`` counts accepted p-steps, ``n_eval`` v-step solves (trial points included),
-    ``n_on_support`` those solved on the support vectors of the current iterate (one
-    Cholesky solve, :func:`margin_solver.vstep.solve_vstep_on_support`);
+    ``n_on_support`` those solved from the support vectors of the current iterate
+    (:func:`margin_solver.vstep.solve_vstep_on_support`);
     the histories hold ``||v*||`` and the projected gradient norm at each iterate;
     ``fallbacks`` counts the v-step solves whose first engine failed (``last_fallback`` is
     the most recent such failure, ``"engine: reason"``).

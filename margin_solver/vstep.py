@@ -480,14 +480,18 @@ def _kkt_on_support(
     None also when a ``Q_PP`` is not well conditioned (:func:`_solve_passive`).
     """
     Q = K * np.outer(y, y)
+    budget = [max_solves]
+
+    def solve(P: np.ndarray) -> np.ndarray | None:
+        if budget[0] == 0:
+            return None
+        budget[0] -= 1
+        return _solve_passive(Q, P)
+
     P = np.flatnonzero(support)
     z = np.zeros(0)
-    solves = 0
     while P.size:  # the start: the guess without the samples its solve gives no positive dual
-        if solves == max_solves:
-            return None
-        z = _solve_passive(Q, P)
-        solves += 1
+        z = solve(P)
         if z is None:
             return None
         if z.min() > 0:
@@ -502,9 +506,8 @@ def _kkt_on_support(
             slack = 1.0 - margins
             slack[P] = -np.inf
             j = int(np.argmax(slack))
-            if slack[j] <= _KKT_RTOL:
-                on_margin = P.size == 0 or np.abs(margins[P] - 1.0).max() <= _KKT_RTOL
-                return alpha if on_margin and P.size else None
+            if slack[j] <= _KKT_RTOL:  # (P is not empty here: alpha = 0 has slack 1)
+                return alpha if np.abs(margins[P] - 1.0).max() <= _KKT_RTOL else None
             P, a_P = np.append(P, j), np.append(z, 0.0)
         else:  # move towards z until the first dual reaches 0, and drop that sample
             nonpositive = np.flatnonzero(z <= 0)
@@ -517,10 +520,7 @@ def _kkt_on_support(
             if P.size == 0:
                 z = a_P
                 continue
-        if solves == max_solves:
-            return None
-        z = _solve_passive(Q, P)
-        solves += 1
+        z = solve(P)
         if z is None:
             return None
 
