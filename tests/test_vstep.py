@@ -426,7 +426,7 @@ def test_solve_on_a_wrong_support_is_corrected_or_left_to_the_full_solve():
     np.testing.assert_allclose(right.alpha, exact, rtol=1e-12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)  # as above: no flaky tolerance
 @given(seed=st.integers(0, 2**32 - 1), wrong=st.floats(0.0, 0.5))
 def test_active_set_from_any_guess_reaches_the_ldp_optimum(seed, wrong):
     rng = np.random.default_rng(seed)
