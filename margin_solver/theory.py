@@ -12,6 +12,9 @@ and the near-orthogonality and norm concentration of the noise tokens that the p
 
 Regime rules (first match wins):
 
+0. two samples hold the same tokens (in any order) with opposite labels -> ``"no
+   interpolation"``: every (v, p) gives them the same output, so no method interpolates (a
+   fact about the data, checked exactly; ``ConditionReport.conflicting_pairs``);
 1. an *assumption* row fails -> ``"outside the theory"``;
 2. the *interpolation* row fails (noise cross-talk too large for the noise tokens to memorise
    the noisy samples) -> ``"no interpolation"`` (by two-step GD);
@@ -26,6 +29,7 @@ only add warnings.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +59,7 @@ __all__ = [
     "Constants",
     "ObservedBehaviour",
     "check_conditions",
+    "conflicting_pairs",
     "format_report",
 ]
 
@@ -276,6 +281,8 @@ class ConditionReport(ResultMixin):
     warnings : list of str
     constants : Constants
     disclaimer : str
+    conflicting_pairs : list of (int, int)
+        Pairs of samples with the same tokens (in any order) and opposite labels (rule 0).
     """
 
     status: str
@@ -294,6 +301,7 @@ class ConditionReport(ResultMixin):
     warnings: list[str] = field(default_factory=list)
     constants: Constants = field(default_factory=Constants)
     disclaimer: str = DISCLAIMER
+    conflicting_pairs: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def success(self) -> bool:
@@ -368,6 +376,13 @@ def check_conditions(
     rows = _conditions(dataset, est, geo, c)
     snr_regime, snr_reason = _snr_side(rows, c)
     regime, reason = _predict(rows, snr_regime, snr_reason)
+    conflicts = conflicting_pairs(dataset.X, dataset.y)
+    if conflicts:
+        regime, reason = NO_INTERPOLATION, (
+            f"{len(conflicts)} pair(s) of samples with the same tokens and opposite labels "
+            f"(first: {conflicts[0]}): f is the same on both for every (v, p), so no model of "
+            "this form interpolates"
+        )
     warnings = [f"{r.name}: {r.note}" for r in rows if r.role == SOFT and r.holds is False]
     if geo.subsampled:
         warnings.append(
@@ -407,7 +422,34 @@ def check_conditions(
         verdict=verdict,
         warnings=warnings,
         constants=c,
+        conflicting_pairs=conflicts,
     )
+
+
+def conflicting_pairs(X: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:
+    """Pairs (i, j), i < j, of samples with the same multiset of tokens and opposite labels.
+
+    Attention without positions is blind to token order, so such samples get the same output
+    ``f(X; v, p)`` for every (v, p) and no interpolator exists. Tokens are compared exactly
+    (by a hash of their bytes).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]], [[2.0, 0.0], [0.0, 1.0]]])
+    >>> conflicting_pairs(X, np.array([1, -1, -1]))
+    [(0, 1)]
+    """
+    groups: dict[bytes, list[int]] = {}
+    for i, sample in enumerate(np.ascontiguousarray(X, dtype=np.float64)):
+        key = b"".join(sorted(hashlib.sha256(token.tobytes()).digest() for token in sample))
+        groups.setdefault(key, []).append(i)
+    return [
+        (i, j)
+        for members in groups.values()
+        for k, i in enumerate(members)
+        for j in members[k + 1 :]
+        if y[i] != y[j]
+    ]
 
 
 def _known(dataset: Dataset, key: str) -> float | None:

@@ -19,7 +19,9 @@ from margin_solver.theory import (
     REGIMES,
     Constants,
     check_conditions,
+    conflicting_pairs,
 )
+from margin_solver.minnorm import solve_min_norm
 from margin_solver.validation import InvalidInputError
 
 ROWS = {
@@ -190,20 +192,24 @@ def test_scale_invariance_without_overflow():
 
 
 @pytest.mark.parametrize(
-    "data",
+    "data, predicted",
     [
-        Dataset(np.zeros((5, 2, 4)), [1, -1, 1, -1, 1]),
-        Dataset(np.ones((4, 3, 5)), [1, -1, 1, -1]),
-        Dataset(np.random.default_rng(0).standard_normal((6, 3, 10)), np.ones(6)),
-        Dataset(np.random.default_rng(1).standard_normal((6, 2, 1)), [1, -1, 1, -1, 1, -1]),
+        # equal samples with opposite labels: no (v, p) interpolates (rule 0)
+        (Dataset(np.zeros((5, 2, 4)), [1, -1, 1, -1, 1]), NO_INTERPOLATION),
+        (Dataset(np.ones((4, 3, 5)), [1, -1, 1, -1]), NO_INTERPOLATION),
+        (Dataset(np.random.default_rng(0).standard_normal((6, 3, 10)), np.ones(6)), OUTSIDE),
+        (
+            Dataset(np.random.default_rng(1).standard_normal((6, 2, 1)), [1, -1, 1, -1, 1, -1]),
+            OUTSIDE,
+        ),
     ],
     ids=["all-zero", "identical tokens", "one class", "d=1"],
 )
-def test_degenerate_data_gives_a_report_not_a_crash(data):
+def test_degenerate_data_gives_a_report_not_a_crash(data, predicted):
     solution = {"v": np.zeros(data.d), "p": np.zeros(data.d)}
     report = check_conditions(data, solution, data)
     json.dumps(report.to_dict())
-    assert report.predicted_regime == OUTSIDE
+    assert report.predicted_regime == predicted
     assert report.observed.regime == NO_INTERPOLATION
 
 
@@ -361,3 +367,23 @@ def test_bad_inputs_raise_clear_errors(tmp_path):
         Constants(norm_tol=-1.0)
     with pytest.raises(InvalidInputError, match="max_tokens must be an integer"):
         Constants(max_tokens=4000.0)
+
+
+def test_samples_with_the_same_tokens_and_opposite_labels_cannot_be_interpolated():
+    ds = PaperDistribution(d=500, T=3, snr=0.5, eta=0.1).sample(20, seed=0)
+    assert conflicting_pairs(ds.X, ds.y) == []
+    X, y = ds.X.copy(), ds.y.copy()
+    X[5] = X[2][[2, 0, 1]]  # the same tokens in another order
+    y[5] = -y[2]
+    X[9] = X[3]  # a duplicate with the same label is harmless
+    y[9] = y[3]
+    bad = Dataset(X, y)
+    assert conflicting_pairs(bad.X, bad.y) == [(2, 5)]
+    report = check_conditions(bad)
+    assert report.predicted_regime == NO_INTERPOLATION
+    assert report.conflicting_pairs == [(2, 5)]
+    assert "same tokens and opposite labels (first: (2, 5))" in report.regime_reason
+    assert json.loads(report.to_json())["conflicting_pairs"] == [[2, 5]]
+    # the solver agrees: P_R is infeasible (the v-step finds the pair at every start)
+    assert solve_min_norm(bad, R=1.0).status == "infeasible"
+    assert check_conditions(ds).conflicting_pairs == []
