@@ -397,7 +397,7 @@ def solve_vstep(
         if out.coef is None:
             _record(fallbacks, name, f"returned status {out.status!r}")
             continue
-        result = _polish(data, out, name, tol, fallbacks, start)
+        result = _certified(data, out, name, tol, fallbacks, start)
         if result is None:
             _record(fallbacks, name, "its answer does not separate the samples")
             continue
@@ -711,20 +711,6 @@ def _ldp_certificate(G: np.ndarray) -> list[int]:
     return np.flatnonzero(u > 1e-12 * u.max()).tolist()
 
 
-def _polish(
-    data: _VStepData,
-    out: _EngineOutput,
-    name: str,
-    tol: float,
-    fallbacks: list[str],
-    start: float,
-) -> VStepResult | None:
-    """Refine an engine's answer on its support, then certify it (:func:`_certified`)."""
-    exact = _solve_on_support(data, out)
-    refined = exact is not None
-    return _certified(data, exact if refined else out, name, tol, fallbacks, start, refined)
-
-
 def _certified(
     data: _VStepData,
     out: _EngineOutput,
@@ -732,12 +718,19 @@ def _certified(
     tol: float,
     fallbacks: list[str],
     start: float,
-    refined: bool,
+    refined: bool | None = None,
 ) -> VStepResult | None:
     """Rescale to exact feasibility and recompute the certificate of a primal-dual pair.
 
-    Returns None when v = Z^T coef does not separate the samples at all.
+    ``refined=None`` first solves the KKT system exactly on the engine's support
+    (:func:`_solve_on_support`) and keeps that answer when it is exact; True or False say
+    whether ``out`` already is such an answer. Returns None when v = Z^T coef does not
+    separate the samples at all.
     """
+    if refined is None:
+        exact = _solve_on_support(data, out)
+        refined = exact is not None
+        out = exact if refined else out
     margins = data.y * (data.K @ out.coef)
     raw_min = float(margins.min())
     if not np.isfinite(raw_min) or raw_min <= 0:
