@@ -39,6 +39,7 @@ import numpy as np
 
 from margin_solver.blas import single_threaded_blas
 from margin_solver.kernel import TokenGram
+from margin_solver.progress import ProgressBar
 from margin_solver.results import INFEASIBLE, OPTIMAL, TIME_LIMIT, ResultMixin
 from margin_solver.selection import (
     SelectionSVM,
@@ -126,6 +127,7 @@ def global_lower_bound(
     *,
     time_limit: float = 60.0,
     gram: TokenGram | None = None,
+    progress: bool = False,
 ) -> LowerBoundResult:
     """Compute the hard-selection lower bound LB on P_R (valid for every R).
 
@@ -141,6 +143,9 @@ def global_lower_bound(
         bound proven so far (enumeration ignores it: use it only where T^n is small).
     gram : TokenGram, optional
         Precomputed token Gram matrix of ``X`` (saves the O((nT)^2 d) product).
+    progress : bool, default=False
+        Show a progress bar on stderr (selections enumerated; or branch-and-bound's elapsed
+        time against ``time_limit``, with nodes, proven bound and best selection).
 
     Returns
     -------
@@ -170,12 +175,23 @@ def global_lower_bound(
         method = "enumerate" if T**n <= ENUMERATION_LIMIT else "bnb"
     with single_threaded_blas():
         if method == "enumerate":
-            best, nodes = _enumerate(H, y, T)
+            with ProgressBar(progress, total=T**n, desc="lower bound (enumeration)",
+                             unit="SVM") as bar:
+                best, nodes = _enumerate(H, y, T, bar)
             return _finish(best, best.norm, OPTIMAL, "enumerate", nodes, start)
-        return _branch_and_bound(H, y, T, time_limit, start)
+        total = time_limit if math.isfinite(time_limit) else None
+        with ProgressBar(progress, total=total, desc="lower bound (branch-and-bound)",
+                         unit="s", bar_format=_BNB_BAR) as bar:
+            return _branch_and_bound(H, y, T, time_limit, start, bar)
 
 
-def _enumerate(H: np.ndarray, y: np.ndarray, T: int) -> tuple[SelectionSVM, int]:
+# elapsed seconds against the time limit, then nodes, proven bound and best selection
+_BNB_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} s{postfix}"
+
+
+def _enumerate(
+    H: np.ndarray, y: np.ndarray, T: int, bar: ProgressBar
+) -> tuple[SelectionSVM, int]:
     best = None
     nodes = 0
     for tokens in itertools.product(range(T), repeat=len(y)):
@@ -183,6 +199,9 @@ def _enumerate(H: np.ndarray, y: np.ndarray, T: int) -> tuple[SelectionSVM, int]
         nodes += 1
         if best is None or svm.norm < best.norm:
             best = svm
+        if bar.throttle():
+            bar.set_to(nodes, best=f"{best.norm:.6g}")
+    bar.set_to(nodes)
     return best, nodes
 
 
@@ -194,7 +213,7 @@ class _Node:
 
 
 def _branch_and_bound(
-    H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float
+    H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar
 ) -> LowerBoundResult:
     n = len(y)
     token_sq_norms = np.diag(H).reshape(n, T)
@@ -212,6 +231,13 @@ def _branch_and_bound(
             break
         if time.perf_counter() - start > time_limit:
             break
+        if bar.throttle():
+            bar.set_to(
+                min(time.perf_counter() - start, time_limit),
+                nodes=nodes,
+                bound=f"{min(heap[0].bound, closed_floor, incumbent.norm):.6g}",
+                best=f"{incumbent.norm:.6g}",
+            )
         node = heapq.heappop(heap)
         margins = token_margins(H, y, T, node.svm)
         free = np.setdiff1d(np.arange(n), node.svm.samples)

@@ -41,6 +41,7 @@ from margin_solver.blas import single_threaded_blas
 from margin_solver.bounds import LowerBoundResult, first_step_margins, global_lower_bound
 from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import TokenGram, margins
+from margin_solver.progress import ProgressBar
 from margin_solver.results import FAILED, INFEASIBLE, ResultMixin
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
@@ -148,6 +149,7 @@ def solve_min_norm(
     rtol: float = 1e-7,
     bound_method: str = "auto",
     bound_time_limit: float = 30.0,
+    progress: bool = False,
 ) -> MinNormResult:
     """Approximately solve P_R by alternating v-steps with projected quasi-Newton p-steps.
 
@@ -183,6 +185,9 @@ def solve_min_norm(
     bound_time_limit : float, default=30.0
         Seconds for the branch-and-bound (with ``certify``); on time-out the bound proven so
         far is used.
+    progress : bool, default=False
+        Show progress bars on stderr: the lower bound's, then one over the starts (with the
+        best norm so far).
 
     Returns
     -------
@@ -218,12 +223,14 @@ def solve_min_norm(
         bound = None
         if certify:
             bound = global_lower_bound(
-                X, y, method=bound_method, time_limit=bound_time_limit, gram=gram
+                X, y, method=bound_method, time_limit=bound_time_limit, gram=gram,
+                progress=progress,
             )
             if bound.status == INFEASIBLE:
                 return _infeasible(R, solver_form.name, bound.message, bound, start_time)
-        starts = _starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound)
-        runs, start_norms = _run_starts(solver_form, gram.H, y, T, R, starts, options)
+        starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound))
+        with ProgressBar(progress, total=len(starts), desc="P_R starts", unit="start") as bar:
+            runs, start_norms = _run_starts(solver_form, gram.H, y, T, R, starts, options, bar)
     feasible = {k: r for k, r in runs.items() if r.point.feasible}
     if feasible:
         name = min(feasible, key=lambda k: feasible[k].norm)
@@ -251,7 +258,7 @@ def _fallback_note(runs: dict[str, DescentRun]) -> tuple[int, str]:
 
 
 def _run_starts(
-    form, H, y, T, R, starts, options
+    form, H, y, T, R, starts, options, bar
 ) -> tuple[dict[str, DescentRun], dict[str, float]]:
     """Descend from every start; a start repeating an earlier selection reuses its norm.
 
@@ -262,20 +269,21 @@ def _run_starts(
     start_norms: dict[str, float] = {}
     seen: dict[tuple[int, ...], str] = {}
     for name, p0, selection in starts:
-        if selection is not None:
-            key = tuple(int(t) for t in selection)
-            if key in seen:
-                start_norms[name] = start_norms[seen[key]]
-                continue
-            seen[key] = name
-            p0 = _realise(form, H, T, selection, R)
-        if p0 is None:
-            start_norms[name] = math.inf
-            continue
-        run = descend(form, y, p0, R, **options)
-        runs[name] = run
-        start_norms[name] = run.norm
-        logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm, run.reason, run.n_iter)
+        key = None if selection is None else tuple(int(t) for t in selection)
+        if key in seen:
+            start_norms[name] = start_norms[seen[key]]
+        else:
+            if key is not None:
+                seen[key] = name
+                p0 = _realise(form, H, T, selection, R)
+            if p0 is None:
+                start_norms[name] = math.inf
+            else:
+                run = runs[name] = descend(form, y, p0, R, **options)
+                start_norms[name] = run.norm
+                logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
+                            run.reason, run.n_iter)
+        bar.update(1, start=name, best=f"{min(start_norms.values()):.6g}")
     return runs, start_norms
 
 

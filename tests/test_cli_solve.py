@@ -59,3 +59,14 @@ def test_infeasible_data_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "infeasible" in err
     assert json.loads(out.read_text())["status"] == "infeasible"
+
+
+def test_progress_bars_only_on_a_terminal(data_file, capsys, monkeypatch):
+    assert main(["solve", str(data_file), "--R", "3", "--certify"]) == 0
+    assert "P_R starts" not in capsys.readouterr().err  # pytest's stderr is not a terminal
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    assert main(["solve", str(data_file), "--R", "3", "--certify"]) == 0
+    err = capsys.readouterr().err
+    assert "P_R starts" in err and "lower bound" in err
+    assert main(["solve", str(data_file), "--R", "3", "--no-progress"]) == 0
+    assert "P_R starts" not in capsys.readouterr().err

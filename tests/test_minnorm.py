@@ -219,3 +219,19 @@ def test_support_warm_starts_do_not_change_the_descent(monkeypatch, kappa, R_sca
     np.testing.assert_allclose(warm.norm_history, cold.norm_history, rtol=1e-9)
     np.testing.assert_allclose(warm.point.vstep.alpha, cold.point.vstep.alpha, rtol=1e-7,
                                atol=1e-9 * cold.point.vstep.alpha.max())
+
+
+def test_progress_bars_show_the_bound_and_the_starts_and_change_nothing(capsys):
+    from margin_solver.bounds import global_lower_bound
+
+    ds = paper(14, 4.0, d=200, T=2, seed=3)
+    quiet = solve_min_norm(ds, R=3.0, certify=True, bound_method="bnb")
+    loud = solve_min_norm(ds, R=3.0, certify=True, bound_method="bnb", progress=True)
+    err = capsys.readouterr().err
+    assert "lower bound (branch-and-bound)" in err and "P_R starts" in err
+    assert "6/6" in err and f"best={loud.norm:.6g}" in err
+    assert loud.norm == quiet.norm and loud.lower_bound == quiet.lower_bound
+    small = paper(6, 4.0, d=50, T=2, seed=3)
+    enum = global_lower_bound(small.X, small.y, method="enumerate", progress=True)
+    assert "lower bound (enumeration)" in capsys.readouterr().err
+    assert enum.value == global_lower_bound(small.X, small.y, method="enumerate").value

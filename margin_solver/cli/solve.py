@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from margin_solver.cli import CLIError
 from margin_solver.data import load_dataset
@@ -35,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--time-limit", type=float, default=30.0, help="seconds for the lower bound (--certify)"
     )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide the progress bars (shown on a terminal: lower bound, then the starts)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_iter=args.max_iter,
         bound_time_limit=args.time_limit,
+        progress=not args.no_progress and sys.stderr.isatty(),
     )
     if args.json:
         write_json(args.json, result)
