@@ -36,6 +36,7 @@ from margin_solver import __version__
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.fileio import write_json
 from margin_solver.methods import METHODS, MethodCall
+from margin_solver.progress import ProgressBar
 from margin_solver.resultlog import ResultLog, canonical, progress_message, read_rows
 from margin_solver.results import FAILED, ResultMixin, to_jsonable
 from margin_solver.theory import check_conditions
@@ -500,7 +501,8 @@ def run_sweep(
         n_run = n_failed = 0
         state = "interrupted"
         try:
-            with _progress_bar(len(todo), Path(out).name, progress) as bar:
+            with ProgressBar(progress, total=len(todo), desc=Path(out).name, unit="cell",
+                             smoothing=0.1) as bar:
                 for row in rows:
                     log.append(row)
                     n_run += 1
@@ -618,19 +620,6 @@ def _dask_rows(jobs_list: list[CellJob], address: str) -> Iterator[dict[str, Any
             client.close()
 
     return stream()
-
-
-class _progress_bar:
-    def __init__(self, total: int, name: str, enabled: bool):
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=total, desc=name, unit="cell", disable=not enabled, smoothing=0.1)
-
-    def __enter__(self):
-        return self.bar
-
-    def __exit__(self, *exc: object) -> None:
-        self.bar.close()
 
 
 # -- reading results ------------------------------------------------------------------------------
