@@ -231,14 +231,8 @@ class _VStepData:
         no eigenvalue: then both factors describe the same problem, and Cholesky costs a
         fraction of the eigendecomposition (the LDP engine's largest cost at n = 100).
         """
-        K = self.K / self.scale
-        lower, info = dpotrf(K, lower=1, clean=1)
-        if info != 0:
-            return None
-        rcond, info = dpocon(lower, np.abs(K).sum(axis=0).max(), uplo="L")
-        if info != 0 or not rcond > _CHOLESKY_RCOND_PER_N * self.n:
-            return None
-        return self.y[:, None] * lower
+        lower = _conditioned_cholesky(self.K / self.scale, _CHOLESKY_RCOND_PER_N * self.n)
+        return None if lower is None else self.y[:, None] * lower
 
     @cached_property
     def factor(self) -> _Factor:
@@ -377,8 +371,9 @@ def solve_vstep(
         return _infeasible(samples, why, None, [], start)
 
     # Every engine needs a factor of K; a K that is not a Gram matrix raises here, not in one
-    # (a successful Cholesky factorisation proves positive definiteness).
-    _ = data.factor if solver != "ldp" or data.cholesky_G is None else None
+    # (a successful Cholesky factorisation, enough for LDP, proves positive definiteness).
+    if solver != "ldp" or data.cholesky_G is None:
+        _ = data.factor
     fallbacks: list[str] = []
     inaccurate: VStepResult | None = None
     for name in _engine_chain(solver, fallback):
@@ -533,15 +528,21 @@ def _solve_passive(Q: np.ndarray, P: np.ndarray) -> np.ndarray | None:
     arbitrary. Such points go to the general v-step (a linearly independent NNLS support,
     least squares in the polish).
     """
-    Q_PP = Q[np.ix_(P, P)]
-    lower, info = dpotrf(Q_PP, lower=1, clean=1)
-    if info != 0:
-        return None
-    rcond, info = dpocon(lower, np.abs(Q_PP).sum(axis=0).max(), uplo="L")
-    if info != 0 or not rcond > _SUPPORT_RCOND:
+    lower = _conditioned_cholesky(Q[np.ix_(P, P)], _SUPPORT_RCOND)
+    if lower is None:
         return None
     z, info = dpotrs(lower, np.ones(P.size), lower=1)
     return z if info == 0 and np.isfinite(z).all() else None
+
+
+def _conditioned_cholesky(A: np.ndarray, min_rcond: float) -> np.ndarray | None:
+    """Lower Cholesky factor of A, or None when A is not positive definite or LAPACK's
+    estimate of its reciprocal condition number (1-norm) is not above ``min_rcond``."""
+    lower, info = dpotrf(A, lower=1, clean=1)
+    if info != 0:
+        return None
+    rcond, info = dpocon(lower, np.abs(A).sum(axis=0).max(), uplo="L")
+    return lower if info == 0 and rcond > min_rcond else None
 
 
 def _check_gram(K: Any, n: int | None) -> np.ndarray:
@@ -639,17 +640,12 @@ def _solve_ldp(data: _VStepData, tol: float) -> _EngineOutput:
     the coefficients directly), else on the clipped eigen-factor, through which w maps back:
     on a (nearly) singular K the sum can carry a large component in K's null space.
     """
-    G = data.cholesky_G
-    if G is None:
-        _, alpha = _ldp(data.factor.G)
-        if alpha is None:
-            return _EngineOutput(INFEASIBLE)
-        coef = data.coef_from_w(data.factor.G.T @ alpha)
-    else:
-        _, alpha = _ldp(G)
-        if alpha is None:
-            return _EngineOutput(INFEASIBLE)
-        coef = alpha * data.y / data.scale
+    on_eigen_factor = data.cholesky_G is None
+    G = data.factor.G if on_eigen_factor else data.cholesky_G
+    _, alpha = _ldp(G)
+    if alpha is None:
+        return _EngineOutput(INFEASIBLE)
+    coef = data.coef_from_w(G.T @ alpha) if on_eigen_factor else alpha * data.y / data.scale
     # The normalised problem's dual is scale times the true one.
     return _EngineOutput(OPTIMAL, coef, alpha / data.scale)
 
