@@ -375,14 +375,8 @@ def check_conditions(
     geo = noise_geometry(dataset.X, est.signal_index, est.mu, c.max_tokens, rng)
     rows = _conditions(dataset, est, geo, c)
     snr_regime, snr_reason = _snr_side(rows, c)
-    regime, reason = _predict(rows, snr_regime, snr_reason)
     conflicts = conflicting_pairs(dataset.X, dataset.y)
-    if conflicts:
-        regime, reason = NO_INTERPOLATION, (
-            f"{len(conflicts)} pair(s) of samples with the same tokens and opposite labels "
-            f"(first: {conflicts[0]}): f is the same on both for every (v, p), so no model of "
-            "this form interpolates"
-        )
+    regime, reason = _predict(rows, snr_regime, snr_reason, conflicts)
     warnings = [f"{r.name}: {r.note}" for r in rows if r.role == SOFT and r.holds is False]
     if geo.subsampled:
         warnings.append(
@@ -612,7 +606,16 @@ def _snr_side(rows: list[Condition], c: Constants) -> tuple[str, str]:
     )
 
 
-def _predict(rows: list[Condition], snr_regime: str, snr_reason: str) -> tuple[str, str]:
+def _predict(
+    rows: list[Condition], snr_regime: str, snr_reason: str, conflicts: list[tuple[int, int]]
+) -> tuple[str, str]:
+    """The predicted regime and its reason: the rules of the module docstring, in order."""
+    if conflicts:
+        return NO_INTERPOLATION, (
+            f"{len(conflicts)} pair(s) of samples with the same tokens and opposite labels "
+            f"(first: {conflicts[0]}): f is the same on both for every (v, p), so no model of "
+            "this form interpolates"
+        )
     failed = [r for r in rows if r.role == ASSUMPTION and r.holds is False]
     if failed:
         return OUTSIDE, "assumption(s) fail: " + ", ".join(r.name for r in failed)
