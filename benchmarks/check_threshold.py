@@ -166,7 +166,7 @@ def plot(path: Path, rows: list[dict]) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from margin_solver.plots import save_figure
+    from margin_solver.bench.plots import save_figure
 
     fig = Figure(figsize=(6, 3.5), layout="tight")
     FigureCanvasAgg(fig)

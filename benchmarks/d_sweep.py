@@ -6,7 +6,7 @@ Usage: python benchmarks/d_sweep.py [--quick | --tiny] [--out DIR] [--jobs N] [-
 
 import sys
 
-from margin_solver.cli.bench import study_script
+from margin_solver.cli import main
 
 if __name__ == "__main__":
-    sys.exit(study_script("dsweep"))
+    sys.exit(main(["bench", "--only", "dsweep", *sys.argv[1:]]))

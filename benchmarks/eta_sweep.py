@@ -6,7 +6,7 @@ Usage: python benchmarks/eta_sweep.py [--quick | --tiny] [--out DIR] [--jobs N] 
 
 import sys
 
-from margin_solver.cli.bench import study_script
+from margin_solver.cli import main
 
 if __name__ == "__main__":
-    sys.exit(study_script("eta"))
+    sys.exit(main(["bench", "--only", "eta", *sys.argv[1:]]))

@@ -28,7 +28,7 @@ from margin_solver.gd import (
     default_step_sizes,
     gradient_descent,
 )
-from margin_solver.plots import plot_step_size_grid
+from margin_solver.bench.plots import plot_step_size_grid
 
 FIELDS = [
     "n", "d", "kappa", "c0", "g", "seed", "interpolates", "train_error",

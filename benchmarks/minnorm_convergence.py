@@ -21,7 +21,7 @@ import margin_solver.minnorm as minnorm
 from margin_solver.alternating import descend
 from margin_solver.data import PaperDistribution
 from margin_solver.gd import token_scale
-from margin_solver.realdata import digits_train_test
+from margin_solver.bench.realdata import digits_train_test
 
 VARIANTS = {"plain": {"memory": 0, "use_bb": False}, "quasi-Newton": {}}
 

@@ -6,7 +6,7 @@ Usage: python benchmarks/phase_diagram.py [--quick | --tiny] [--out DIR] [--jobs
 
 import sys
 
-from margin_solver.cli.bench import study_script
+from margin_solver.cli import main
 
 if __name__ == "__main__":
-    sys.exit(study_script("phase"))
+    sys.exit(main(["bench", "--only", "phase", *sys.argv[1:]]))

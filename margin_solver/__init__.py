@@ -6,6 +6,7 @@ Single-Head Attention*, arXiv:2410.07746).
 
 import logging
 
+from margin_solver._version import __version__
 from margin_solver.bounds import LowerBoundResult, global_lower_bound
 from margin_solver.compare import Comparison, compare
 from margin_solver.data import Dataset, PaperDistribution, load_dataset
@@ -16,8 +17,6 @@ from margin_solver.minnorm import MinNormResult, solve_min_norm
 from margin_solver.theory import ConditionReport, Constants, check_conditions
 from margin_solver.validation import InvalidInputError
 from margin_solver.vstep import VStepResult, solve_vstep
-
-__version__ = "0.1.0"
 
 # Library diagnostics go to the "margin_solver" logger; nothing prints unless the caller
 # configures logging (the CLI does with --verbose).

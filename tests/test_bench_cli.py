@@ -5,15 +5,16 @@ import json
 import pytest
 from PIL import Image
 
-from margin_solver import __version__
+from margin_solver._version import __version__
 from margin_solver.cli import main
-from margin_solver.resultlog import read_rows
-from margin_solver.studies import STUDIES
-from margin_solver.study_plots import BENIGN, HARMFUL, NO_INTERPOLATION, regime_map
-from margin_solver.sweeps import load_results
-from margin_solver.trajectory_study import read_trajectories
+from margin_solver.bench.resultlog import read_rows
+from margin_solver.bench.studies import STUDIES
+from margin_solver.bench.study_plots import BENIGN, HARMFUL, NO_INTERPOLATION, regime_map
+from margin_solver.bench.sweeps import load_results
+from margin_solver.bench.trajectory_study import read_trajectories
 
 
+@pytest.mark.slow
 def test_bench_tiny_writes_every_study_and_resumes(tmp_path, capsys):
     pytest.importorskip("sklearn")
     out = tmp_path / "res"

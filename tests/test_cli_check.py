@@ -9,16 +9,12 @@ import numpy as np
 import pytest
 
 from margin_solver.cli import main
-from margin_solver.data import PaperDistribution
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def files(tmp_path_factory, paper_split, saved_split):
     root = tmp_path_factory.mktemp("check")
-    dist = PaperDistribution(d=300, snr=0.45, eta=0.1)
-    train, test = dist.sample_train_test(40, 200, seed=3)
-    train.save(root / "train.npz")
-    test.save(root / "test.npz")
+    saved_split(root, *paper_split(40, 200, seed=3, d=300, snr=0.45, eta=0.1))
     v = np.zeros(300)
     v[0], v[1] = 1.0, -1.0
     (root / "sol.json").write_text(json.dumps({"v": v.tolist(), "p": [0.0] * 300}))

@@ -10,17 +10,14 @@ from matplotlib.image import imread
 from PIL import Image
 
 from margin_solver.cli import main
-from margin_solver.data import PaperDistribution
 from margin_solver.gd import gradient_descent
-from margin_solver.plots import plot_gd_trajectory
+from margin_solver.bench.plots import plot_gd_trajectory
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("gd")
-    dist = PaperDistribution(d=3000, T=2, snr=np.sqrt(4 / 30), eta=0.15)
-    train, test = dist.sample_train_test(30, 100, seed=5)
-    return train.save(root / "train.npz"), test.save(root / "test.npz"), train
+def files(tmp_path_factory, paper_split, saved_split):
+    train, test = paper_split(30, 100, seed=5, kappa=4, d=3000, T=2, eta=0.15)
+    return *saved_split(tmp_path_factory.mktemp("gd"), train, test), train
 
 
 def test_two_step_with_json_and_plot(files, tmp_path, capsys):

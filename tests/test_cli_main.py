@@ -2,7 +2,7 @@
 
 import pytest
 
-from margin_solver import __version__
+from margin_solver._version import __version__
 from margin_solver.cli import VERB_MODULES, _verbs, main
 
 

@@ -8,16 +8,14 @@ import numpy as np
 import pytest
 
 from margin_solver.compare import compare
-from margin_solver.data import PaperDistribution
 from margin_solver.gd import gradient_descent
 from margin_solver.metrics import evaluate
 from margin_solver.validation import InvalidInputError
 
 
 @pytest.fixture(scope="module")
-def fitted():
-    dist = PaperDistribution(d=2000, T=2, snr=np.sqrt(4 / 30), eta=0.15)
-    train, test = dist.sample_train_test(30, 100, seed=2)
+def fitted(paper_split):
+    train, test = paper_split(30, 100, seed=2, kappa=4, d=2000, T=2, eta=0.15)
     two = gradient_descent(train, test=test)
     long = gradient_descent(train, schedule="constant", steps=100, weight_decay=1e-3)
     return train, test, two, long

@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
+
 from margin_solver.cli import main
 
 
+@pytest.mark.slow
 def test_demo_tells_the_benign_and_harmful_story(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

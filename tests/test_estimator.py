@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from margin_solver.data import PaperDistribution
 from margin_solver.estimator import FitWarning, NotFittedError, SingleHeadAttentionClassifier
 from margin_solver.gd import gradient_descent
 from margin_solver.kernel import outputs
@@ -13,9 +12,8 @@ from margin_solver.validation import InvalidInputError
 
 
 @pytest.fixture(scope="module")
-def data():
-    dist = PaperDistribution(d=2000, T=2, snr=np.sqrt(4 / 30), eta=0.1)
-    return dist.sample_train_test(30, 100, seed=4)
+def data(paper_split):
+    return paper_split(30, 100, seed=4, kappa=4, d=2000, T=2, eta=0.1)
 
 
 def test_init_only_stores_and_params_round_trip():

@@ -183,7 +183,7 @@ def test_digits_instance_converges_within_the_cap_and_beats_plain_gradient_steps
     from margin_solver.alternating import descend
     from margin_solver.bounds import first_step_margins
     from margin_solver.gd import token_scale
-    from margin_solver.realdata import digits_train_test
+    from margin_solver.bench.realdata import digits_train_test
     from margin_solver.selection import attention_svm, hard_selection_alternation
 
     train, _ = digits_train_test(20, 0.1, 0, 1000, lift=256, lift_seed=0)

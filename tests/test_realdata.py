@@ -5,7 +5,7 @@ import gzip
 import numpy as np
 import pytest
 
-from margin_solver.realdata import (
+from margin_solver.bench.realdata import (
     binary_train_test,
     digits_shape,
     digits_train_test,
@@ -96,7 +96,7 @@ def test_mnist_reader_parses_idx_gz_and_npz(tmp_path):
 
 
 def test_mnist_study_runs_on_a_local_file_and_needs_its_path(tmp_path):
-    from margin_solver.studies import run_study
+    from margin_solver.bench.studies import run_study
 
     rng = np.random.default_rng(0)
     labels = np.repeat([3, 8], 40)

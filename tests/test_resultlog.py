@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from margin_solver import resultlog
-from margin_solver.resultlog import ResultLog, canonical, read_rows
+from margin_solver.bench import resultlog
+from margin_solver.bench.resultlog import ResultLog, canonical, read_rows
 from margin_solver.validation import InvalidInputError
 
 FIELDS = ["k", "x", "note"]

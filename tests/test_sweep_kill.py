@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from margin_solver.resultlog import read_rows
-from margin_solver.sweeps import FIELDS, KEY_FIELDS, SweepConfig, SweepGrid, run_sweep, sidecar_path
+from margin_solver.bench.resultlog import read_rows
+from margin_solver.bench.sweeps import FIELDS, KEY_FIELDS, SweepConfig, SweepGrid, run_sweep, sidecar_path
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL")
 
@@ -56,6 +56,7 @@ def _key(row):
     return tuple(row[k] for k in KEY_FIELDS)
 
 
+@pytest.mark.slow
 def test_sigkill_mid_sweep_then_resume_keeps_every_row_once(tmp_path):
     out = tmp_path / "sweep.csv"
     first = _kill_after(_start(out), out, 150)

@@ -5,10 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from margin_solver import __version__, sweeps
-from margin_solver.methods import METHODS, register_method
-from margin_solver.resultlog import read_rows
-from margin_solver.sweeps import (
+from margin_solver._version import __version__
+from margin_solver.bench import sweeps
+from margin_solver.bench.methods import SWEEP_METHODS, register_method
+from margin_solver.bench.resultlog import read_rows
+from margin_solver.bench.sweeps import (
     FIELDS,
     Cell,
     SweepConfig,
@@ -82,10 +83,10 @@ def interrupting_method():
         state["calls"] += 1
         if state["armed"] and state["calls"] == 5:
             raise KeyboardInterrupt
-        return METHODS["uniform-svm"](train, test, call)
+        return SWEEP_METHODS["uniform-svm"](train, test, call)
 
     yield state
-    del METHODS["test-interrupt"]
+    del SWEEP_METHODS["test-interrupt"]
 
 
 def test_resume_after_interruption_and_torn_line_loses_nothing_and_repeats_nothing(
@@ -133,7 +134,7 @@ def test_failed_cell_is_a_row_with_status_failed(tmp_path):
             jobs=1,
         )
     finally:
-        del METHODS["test-broken"]
+        del SWEEP_METHODS["test-broken"]
     assert res.n_failed == 1 and not res.success
     (row,) = load_results(tmp_path / "f.csv")
     assert row["status"] == "failed" and row["message"] == "ArithmeticError: no luck"

@@ -1,7 +1,10 @@
 """Command-line interface: ``margin-solver VERB ...``.
 
 Each verb lives in its own module of this package and exposes ``NAME``, ``HELP``,
-``EXAMPLE``, ``add_arguments(parser)`` and ``run(args) -> int``. Expected failures
+``EXAMPLE``, ``add_arguments(parser)`` and ``run(args) -> int``. A verb module imports only
+the standard library at its top; ``add_arguments`` runs only for the verb on the command line
+(or whose help is shown), so ``margin-solver solve`` never loads the experiment framework
+(matplotlib, joblib, Dask). Expected failures
 (bad input, unreadable or unwritable files, bad arguments) print one line on stderr and exit
 with status 2.
 """
@@ -12,10 +15,11 @@ import argparse
 import importlib
 import logging
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import NoReturn
 
-from margin_solver import __version__
+from margin_solver._version import __version__
 from margin_solver.validation import InvalidInputError
 
 #: Verb modules, in the order ``--help`` lists them.
@@ -35,6 +39,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_INPUT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _VerbParser(_Parser):
+    """A verb's parser that adds the verb's arguments the first time it parses or shows help.
+
+    Building every verb's arguments up front would import what each verb needs (the sweep
+    registry, the studies, matplotlib) just to list the verbs.
+    """
+
+    def __init__(self, *args, add_arguments: Callable[[argparse.ArgumentParser], None], **kwargs):
+        super().__init__(*args, **kwargs)
+        self._add_arguments: Callable[[argparse.ArgumentParser], None] | None = add_arguments
+
+    def _ensure_arguments(self) -> None:
+        if self._add_arguments is not None:
+            add, self._add_arguments = self._add_arguments, None
+            add(self)
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 -- argparse's
+        self._ensure_arguments()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:  # noqa: D102 -- argparse's
+        self._ensure_arguments()
+        return super().format_help()
+
+    def format_usage(self) -> str:  # noqa: D102 -- argparse's
+        self._ensure_arguments()
+        return super().format_usage()
+
+
 def _verbs() -> list[ModuleType]:
     return [importlib.import_module(f"margin_solver.cli.{name}") for name in VERB_MODULES]
 
@@ -52,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log diagnostics to stderr")
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_VerbParser)
     for module in verbs:
         p = sub.add_parser(
             module.NAME,
@@ -60,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
             description=module.HELP,
             epilog=f"example:\n  {module.EXAMPLE}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
+            add_arguments=module.add_arguments,
         )
-        module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from typing import TYPE_CHECKING
 
 from margin_solver.cli.sweep import add_backend_arguments
-from margin_solver.studies import STUDIES, StudyResult, run_bench
+
+if TYPE_CHECKING:
+    from margin_solver.bench.studies import StudyResult
 
 NAME = "bench"
 HELP = "run the benchmark studies (phase diagram, d-sweep, eta sweep, real data, ...) into --out"
@@ -15,6 +18,8 @@ EXAMPLE = "margin-solver bench --quick --out results --jobs 2"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Size, output directory, study selection and backend."""
+    from margin_solver.bench.studies import STUDIES
+
     size = parser.add_mutually_exclusive_group()
     size.add_argument(
         "--quick",
@@ -68,6 +73,7 @@ def _command(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the studies, printing one line per finished study."""
+    from margin_solver.bench.studies import run_bench
 
     def report(res: StudyResult) -> None:
         figure = f"{res.png}, " if res.png is not None else ""
@@ -90,15 +96,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"report: {path}")
     return 0
 
-
-def study_script(name: str, argv: list[str] | None = None) -> int:
-    """Entry point of a ``benchmarks/NAME.py`` script: run one study with bench's options."""
-    parser = argparse.ArgumentParser(
-        prog=f"benchmarks/{name}.py",
-        description=f"{STUDIES[name].title} (one study of margin-solver bench)",
-    )
-    add_arguments(parser)
-    parser.set_defaults(only=[name])
-    args = parser.parse_args(argv)
-    args.only = [name]
-    return run(args)

@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from margin_solver.demo import format_report, run_demo
+    from margin_solver.bench.demo import format_report, run_demo
 
     report = run_demo(args.out, seed=args.seed)
     print(format_report(report))

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         write_json(args.json, result)
         print(f"wrote {args.json}")
     if args.plot:
-        from margin_solver.plots import plot_gd_trajectory
+        from margin_solver.bench.plots import plot_gd_trajectory
 
         title = f"GD ({result.schedule}) on {args.data}"
         plot_gd_trajectory(result.trajectory, args.plot, title=title)

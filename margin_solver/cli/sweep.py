@@ -6,8 +6,6 @@ import argparse
 import json
 
 from margin_solver.cli import CLIError
-from margin_solver.methods import METHODS
-from margin_solver.sweeps import DATA_SOURCES, SweepConfig, SweepGrid, run_sweep
 
 NAME = "sweep"
 HELP = "run a grid over n, SNR or kappa, d, T, eta, seeds and methods; resumable CSV output"
@@ -19,6 +17,9 @@ EXAMPLE = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Grid axes, shared settings and the execution backend."""
+    from margin_solver.bench.methods import SWEEP_METHODS
+    from margin_solver.bench.sweeps import DATA_SOURCES
+
     parser.add_argument("--n", type=int, nargs="+", required=True, help="training sample sizes")
     strength = parser.add_mutually_exclusive_group()
     strength.add_argument("--snr", type=float, nargs="+", help="SNR values rho / (sigma sqrt(d))")
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seeds", type=int, default=1, help="repetitions per grid point (default 1)"
     )
     parser.add_argument(
-        "--methods", nargs="+", required=True, help=f"methods: {', '.join(sorted(METHODS))}"
+        "--methods", nargs="+", required=True, help=f"methods: {', '.join(sorted(SWEEP_METHODS))}"
     )
     parser.add_argument(
         "--data", default="paper", choices=sorted(DATA_SOURCES), help="data source (default paper)"
@@ -91,6 +92,8 @@ def _json_option(text: str, name: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Build the grid, run it and print one summary line."""
+    from margin_solver.bench.sweeps import SweepConfig, SweepGrid, run_sweep
+
     if args.data == "paper" and args.snr is None and args.kappa is None:
         raise CLIError("give --snr or --kappa for synthetic data")
     grid = SweepGrid(

@@ -24,15 +24,15 @@ from margin_solver.gd import gradient_descent
 from margin_solver.kernel import attention
 from margin_solver.metrics import signal_attention
 from margin_solver.minnorm import solve_min_norm
-from margin_solver.plots import plot_attention_allocation
-from margin_solver.study_plots import (
+from margin_solver.bench.plots import plot_attention_allocation
+from margin_solver.bench.study_plots import (
     BENIGN,
     HARMFUL,
     NO_INTERPOLATION,
     plot_phase_diagram,
     regime_map,
 )
-from margin_solver.sweeps import SweepConfig, SweepGrid, load_results, run_sweep, sidecar_path
+from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run_sweep, sidecar_path
 from margin_solver.theory import check_conditions
 
 

@@ -9,7 +9,7 @@ clean / noisy, and errors. GD from zero is deterministic, so the iterate at step
 endpoint of a k-step run; each checkpoint is one such run. The two-step endpoint is one more
 row (``method = "gd-two-step"``, step 2).
 
-Rows go to a :class:`~margin_solver.resultlog.ResultLog` as they are computed (key: seed,
+Rows go to a :class:`~margin_solver.bench.resultlog.ResultLog` as they are computed (key: seed,
 method, step), so an interrupted study resumes.
 """
 
@@ -26,9 +26,9 @@ import numpy as np
 from margin_solver.compare import compare
 from margin_solver.data import PaperDistribution
 from margin_solver.gd import gradient_descent
-from margin_solver.methods import min_norm_solution, model_fields
-from margin_solver.resultlog import ResultLog, progress_message
-from margin_solver.sweeps import Cell, cell_seeds
+from margin_solver.bench.methods import min_norm_solution, model_fields
+from margin_solver.bench.resultlog import ResultLog, progress_message
+from margin_solver.bench.sweeps import Cell, cell_seeds
 
 FIELDS = (
     "n",
@@ -133,7 +133,7 @@ def _row(v: np.ndarray, p: np.ndarray, ref: Any, train, test) -> dict[str, Any]:
 
 def read_trajectories(csv: str | os.PathLike) -> list[dict[str, Any]]:
     """Rows of a trajectory CSV with numbers as floats (NaN where empty)."""
-    from margin_solver.resultlog import read_rows
+    from margin_solver.bench.resultlog import read_rows
 
     return [
         {k: (v if k == "method" else float(v) if v != "" else float("nan")) for k, v in r.items()}
@@ -144,7 +144,7 @@ def read_trajectories(csv: str | os.PathLike) -> list[dict[str, Any]]:
 def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
     """Four panels against the GD step: norm, cosines, attention, clean test error; the
     min-norm solution and the two-step endpoint drawn as reference levels."""
-    from margin_solver.study_plots import agg_pyplot, aggregate, save_pyplot_figure
+    from margin_solver.bench.study_plots import agg_pyplot, aggregate, save_pyplot_figure
 
     plt = agg_pyplot()
     rows = read_trajectories(csv)

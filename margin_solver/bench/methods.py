@@ -1,7 +1,7 @@
 """Methods a sweep can run: a registry name -> function(train, test, call) -> row fields.
 
 A method fits a model (v, p) on ``train`` and returns a dict of result columns
-(:data:`margin_solver.sweeps.METHOD_FIELDS`). Shared meanings:
+(:data:`margin_solver.bench.sweeps.METHOD_FIELDS`). Shared meanings:
 
 - ``train_error`` / ``train_error_clean``: training error against observed / clean labels;
 - ``test_error_clean``: test error against clean labels (Bayes optimum 0);
@@ -38,7 +38,7 @@ from margin_solver.minnorm import solve_min_norm
 from margin_solver.vstep import solve_vstep
 
 #: Registry of sweep methods.
-METHODS: dict[str, Callable[..., dict[str, Any]]] = {}
+SWEEP_METHODS: dict[str, Callable[..., dict[str, Any]]] = {}
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class MethodCall:
 
     Attributes
     ----------
-    cell : margin_solver.sweeps.Cell
+    cell : margin_solver.bench.sweeps.Cell
         The grid point (n, d, T, snr, kappa, eta, seed, method).
     options : dict
         The method's options from the sweep config.
@@ -63,10 +63,10 @@ class MethodCall:
 def register_method(
     name: str,
 ) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
-    """Decorator adding a function ``(train, test, call) -> dict`` to :data:`METHODS`."""
+    """Decorator adding a function ``(train, test, call) -> dict`` to :data:`SWEEP_METHODS`."""
 
     def decorate(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-        METHODS[name] = fn
+        SWEEP_METHODS[name] = fn
         return fn
 
     return decorate

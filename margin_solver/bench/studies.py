@@ -2,7 +2,8 @@
 
 Sizes: ``"tiny"`` (seconds; for tests), ``"quick"`` (a few minutes on 2 cores) and ``"full"``
 (``make bench``). Every study writes under ``out_dir``:
-``NAME.csv`` (rows, :data:`margin_solver.sweeps.FIELDS`), ``NAME.json`` (config, version, runs),
+``NAME.csv`` (rows, :data:`margin_solver.bench.sweeps.FIELDS`), ``NAME.json`` (config, version,
+runs),
 ``NAME.png`` (figure, from the CSV only) and ``NAME.md`` (summary table, from the CSV only).
 Re-running a study with the same ``out_dir`` resumes it.
 """
@@ -20,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver import study_plots
+from margin_solver.bench import study_plots
 from margin_solver.fileio import atomic_write_text
-from margin_solver.realdata import digits_shape, mnist_shape
-from margin_solver.sweeps import (
+from margin_solver.bench.realdata import digits_shape, mnist_shape
+from margin_solver.bench.sweeps import (
     SweepConfig,
     SweepGrid,
     SweepResult,
@@ -241,7 +242,7 @@ def _image_plot(csv: Path, png: Path) -> Path:
 
 # -- trajectories and speed (not grids of cells) ------------------------------------------------------
 def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
-    from margin_solver.trajectory_study import (
+    from margin_solver.bench.trajectory_study import (
         plot_trajectories,
         read_trajectories,
         run_trajectories,
@@ -289,7 +290,7 @@ def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
 
 
 def _speed(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
-    from margin_solver.speed_report import run_speed_report
+    from margin_solver.bench.speed_report import run_speed_report
 
     csv, md, message = run_speed_report(out, size)
     return csv, None, md.read_text(), message
@@ -406,7 +407,7 @@ def run_study(
     methods : sequence of str, optional
         Methods to compare (default: the study's own list, ``Study.methods``).
     jobs, scheduler, progress
-        Passed to :func:`margin_solver.sweeps.run_sweep`.
+        Passed to :func:`margin_solver.bench.sweeps.run_sweep`.
     data_path : path-like, optional
         The local data file of a study that needs one (MNIST: idx directory or ``.npz``).
 
@@ -499,7 +500,7 @@ def run_bench(
     """
     from datetime import datetime, timezone
 
-    from margin_solver import __version__
+    from margin_solver._version import __version__
 
     names = list(
         studies or [k for k, s in STUDIES.items() if data_path is not None or not s.needs_path]

@@ -1,7 +1,7 @@
 """Figures of the benchmark studies, drawn from results CSVs only (never recomputed).
 
 Every figure has a title, labelled axes (with the definition of the quantity), a colour bar
-or legend, and is saved at :data:`margin_solver.plots.DPI` (200 dpi). Values are means over
+or legend, and is saved at :data:`margin_solver.bench.plots.DPI` (200 dpi). Values are means over
 seeds; error bars are one standard deviation over seeds.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.plots import save_figure
-from margin_solver.sweeps import load_results
+from margin_solver.bench.plots import save_figure
+from margin_solver.bench.sweeps import load_results
 
 #: Regime codes of the phase map.
 NO_INTERPOLATION, BENIGN, HARMFUL = 0, 1, 2
@@ -315,7 +315,7 @@ def save_pyplot_figure(
     fig, png: str | os.PathLike, rect: tuple[float, float, float, float] = (0, 0, 1, 1)
 ) -> Path:
     """Lay out a pyplot figure inside ``rect`` (room kept for a figure legend), save it with
-    :func:`margin_solver.plots.save_figure` and release it from pyplot."""
+    :func:`margin_solver.bench.plots.save_figure` and release it from pyplot."""
     fig.tight_layout(rect=rect)
     try:
         return save_figure(fig, png)

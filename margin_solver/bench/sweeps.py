@@ -1,10 +1,10 @@
 """Sweep engine: a grid of cells run in parallel, each finished row appended to a CSV at once.
 
 A *cell* is one point of the grid (data source, n, d, T, SNR or kappa, eta, seed) with one
-*method* (a name in :data:`margin_solver.methods.METHODS`). Cells run locally through joblib,
-or on an existing Dask distributed cluster when a scheduler address is given. Workers only
+*method* (a name in :data:`margin_solver.bench.methods.SWEEP_METHODS`). Cells run locally
+through joblib, or on an existing Dask distributed cluster when a scheduler address is given. Workers only
 compute and return rows; the parent process appends them to the results file
-(:class:`margin_solver.resultlog.ResultLog`: one write + fsync per row under a lock), so an
+(:class:`margin_solver.bench.resultlog.ResultLog`: one write + fsync per row under a lock), so an
 interrupted sweep keeps every finished row and a re-run with the same output skips them.
 
 Randomness: one sweep seed and the cell's parameters (through a hash of their canonical
@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver import __version__
+from margin_solver._version import __version__
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.fileio import write_json
-from margin_solver.methods import METHODS, MethodCall
+from margin_solver.bench.methods import SWEEP_METHODS, MethodCall
 from margin_solver.progress import ProgressBar
-from margin_solver.resultlog import ResultLog, canonical, progress_message, read_rows
+from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
 from margin_solver.results import FAILED, ResultMixin, to_jsonable
 from margin_solver.theory import check_conditions
 from margin_solver.validation import InvalidInputError
@@ -47,7 +47,7 @@ logger = logging.getLogger("margin_solver")
 #: Columns that identify a row: the cell's parameters, its seed and its method.
 KEY_FIELDS = ("data", "n", "d", "T", "snr", "kappa", "eta", "seed", "method")
 
-#: Columns a method may fill (see :mod:`margin_solver.methods` for their meaning).
+#: Columns a method may fill (see :mod:`margin_solver.bench.methods` for their meaning).
 METHOD_FIELDS = (
     "status",
     "R",
@@ -102,7 +102,7 @@ class Cell:
     seed : int
         Repetition index; with the sweep seed it fixes every random draw of the cell.
     method : str
-        A name in :data:`margin_solver.methods.METHODS`.
+        A name in :data:`margin_solver.bench.methods.SWEEP_METHODS`.
     data : str, default="paper"
         A name in :data:`DATA_SOURCES`.
     """
@@ -249,10 +249,11 @@ class SweepConfig:
             raise InvalidInputError(f"data_options must be a dict, got {self.data_options!r}.")
         if not isinstance(self.method_options, dict):
             raise InvalidInputError(f"method_options must be a dict, got {self.method_options!r}.")
-        unknown = sorted(set(self.method_options) - set(METHODS))
+        unknown = sorted(set(self.method_options) - set(SWEEP_METHODS))
         if unknown:
             raise InvalidInputError(
-                f"method_options name unknown method(s) {unknown}; available: {sorted(METHODS)}."
+                f"method_options name unknown method(s) {unknown}; "
+                f"available: {sorted(SWEEP_METHODS)}."
             )
         for method, options in self.method_options.items():
             # Option names and values are the method's to check (a bad one is a failed row).
@@ -315,7 +316,7 @@ def _image_data(source: str) -> Callable[..., tuple[Dataset, Dataset]]:
     def make(
         cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]
     ) -> tuple[Dataset, Dataset]:
-        from margin_solver import realdata
+        from margin_solver.bench import realdata
 
         loader = getattr(realdata, f"{source}_train_test")
         train, test = loader(cell.n, cell.eta, seeds.train, seeds.test, n_test=n_test, **options)
@@ -495,7 +496,7 @@ def run_sweep(
             "backend": f"dask:{scheduler}" if scheduler else f"joblib:{jobs or 'all'}",
             "repaired_torn_bytes": log.repaired_bytes,
         }
-        jobs_list = [CellJob(c, METHODS[c.method], config) for c in todo]
+        jobs_list = [CellJob(c, SWEEP_METHODS[c.method], config) for c in todo]
         rows = _dask_rows(jobs_list, scheduler) if scheduler else _joblib_rows(jobs_list, jobs)
         _write_sidecar(side, config, history + [run | {"state": "running"}])
         n_run = n_failed = 0
@@ -542,9 +543,9 @@ def _check_axis(values: Sequence[Any], name: str, valid: Callable[[Any], bool], 
 
 def _check_known(cells: Iterable[Cell]) -> None:
     for cell in cells:
-        if cell.method not in METHODS:
+        if cell.method not in SWEEP_METHODS:
             raise InvalidInputError(
-                f"Unknown method {cell.method!r}; available: {sorted(METHODS)}."
+                f"Unknown method {cell.method!r}; available: {sorted(SWEEP_METHODS)}."
             )
         if cell.data not in DATA_SOURCES:
             raise InvalidInputError(

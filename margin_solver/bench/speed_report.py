@@ -1,23 +1,25 @@
 """Solver-speed report: the speed benchmarks of the v-step, the min-norm solver and GD, run
 side by side and gathered in one markdown file.
 
-The benchmarks themselves are the scripts ``benchmarks/vstep_speed.py``,
-``benchmarks/minnorm_scaling.py`` and ``benchmarks/gd_speed.py`` (each documented in
-``docs/benchmarks.md``); this module only runs them with sizes matching the bench size, keeps
-each one's JSON and printed table, and records the command, exit code and wall time per
-script in a CSV (a finished script is not re-run when the report is resumed).
+The benchmarks themselves are the ``main`` functions of :mod:`margin_solver.bench.vstep_speed`,
+:mod:`margin_solver.bench.minnorm_scaling` and :mod:`margin_solver.bench.gd_speed` (each
+documented in ``docs/benchmarks.md``; ``benchmarks/NAME.py`` are command shims over them). This
+module runs them in this process with sizes matching the bench size, keeps each one's JSON and
+printed table, and records the equivalent command, exit code and wall time per benchmark in a
+CSV (a finished benchmark is not re-run when the report is resumed).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
-import subprocess
-import sys
 import time
+import traceback
 from pathlib import Path
 
 from margin_solver.fileio import atomic_write_text
-from margin_solver.resultlog import ResultLog, progress_message, read_rows
+from margin_solver.bench.resultlog import ResultLog, progress_message, read_rows
 
 FIELDS = ("script", "size", "command", "exit_code", "seconds", "output")
 KEY_FIELDS = ("script", "size")
@@ -42,16 +44,31 @@ SCRIPT_ARGS: dict[str, dict[str, list[str] | None]] = {
 }
 
 
-def benchmarks_dir() -> Path | None:
-    """``benchmarks/`` of the source checkout this package runs from, or None."""
-    path = Path(__file__).resolve().parent.parent / "benchmarks"
-    return path if path.is_dir() else None
+def _run_main(script: str, argv: list[str]) -> tuple[int, str]:
+    """Exit code and printed output of ``margin_solver.bench.SCRIPT.main(argv)``.
+
+    A benchmark that raises is reported (code 1, the traceback in the output) rather than
+    ending the bench run: the other benchmarks and studies still run.
+    """
+    # vstep_speed imports cvxpy: load the benchmarks only when the report runs.
+    from margin_solver.bench import gd_speed, minnorm_scaling, vstep_speed
+
+    main = {"vstep_speed": vstep_speed, "minnorm_scaling": minnorm_scaling, "gd_speed": gd_speed}[
+        script
+    ].main
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            code = int(main(argv) or 0)
+    except SystemExit as exc:  # argparse rejecting the arguments
+        code = exc.code if isinstance(exc.code, int) else 1
+    except Exception:  # noqa: BLE001 -- recorded in the report, see the docstring
+        return 1, out.getvalue() + "\n[error]\n" + traceback.format_exc()
+    return code, out.getvalue()
 
 
-def run_speed_report(
-    out_dir: str | os.PathLike, size: str, timeout: float = 3600.0
-) -> tuple[Path, Path, str]:
-    """Run the speed scripts for ``size``; write ``speed.csv`` and ``speed.md`` under ``out_dir``.
+def run_speed_report(out_dir: str | os.PathLike, size: str) -> tuple[Path, Path, str]:
+    """Run the speed benchmarks for ``size``; write ``speed.csv`` and ``speed.md`` in ``out_dir``.
 
     Returns
     -------
@@ -59,45 +76,17 @@ def run_speed_report(
     """
     out = Path(out_dir)
     csv, md = out / "speed.csv", out / "speed.md"
-    bench = benchmarks_dir()
     ran = 0
     with ResultLog(csv, FIELDS, KEY_FIELDS) as log:
         for script, sizes in SCRIPT_ARGS.items():
             args = sizes.get(size)
-            path = None if bench is None else bench / f"{script}.py"
             if args is None or log.key_of({"script": script, "size": size}) in log.done:
                 continue
             json_out = out / f"speed_{script}.json"
             argv = [a.replace("{out}", str(json_out)) for a in args]
             command = " ".join(["python", f"benchmarks/{script}.py", *argv])
-            if path is None or not path.is_file():
-                log.append(
-                    {
-                        "script": script,
-                        "size": size,
-                        "command": command,
-                        "exit_code": None,
-                        "seconds": None,
-                        "output": f"benchmarks/{script}.py not found (run from a source checkout)",
-                    }
-                )
-                continue
             started = time.perf_counter()
-            try:
-                proc = subprocess.run(
-                    [sys.executable, str(path), *argv],
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                    cwd=path.parent.parent,
-                    check=False,
-                )
-                code, text = (
-                    proc.returncode,
-                    proc.stdout + (f"\n[stderr]\n{proc.stderr}" if proc.returncode else ""),
-                )
-            except subprocess.TimeoutExpired:
-                code, text = None, f"timed out after {timeout:g} s"
+            code, text = _run_main(script, argv)
             seconds = time.perf_counter() - started
             log.append(
                 {
