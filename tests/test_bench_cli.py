@@ -110,3 +110,20 @@ def test_regime_map_classifies_by_interpolation_and_clean_error():
         ("m", 2, 0.5): HARMFUL,
         ("m", 3, 0.5): NO_INTERPOLATION,
     }
+
+
+def test_speed_benchmarks_run_in_process_and_a_failure_is_a_row(tmp_path, monkeypatch):
+    """The speed report calls the benchmark functions (no script beside the package); one
+    that raises is recorded with exit code 1 and its traceback, and the report still ends."""
+    from margin_solver.bench import speed_report, vstep_speed
+
+    def broken(argv):
+        print("started")
+        raise ZeroDivisionError("injected")
+
+    monkeypatch.setattr(vstep_speed, "main", broken)
+    csv, md, message = speed_report.run_speed_report(tmp_path, "tiny")
+    [row] = read_rows(csv)
+    assert row["script"] == "vstep_speed" and row["exit_code"] == "1"
+    assert "started" in row["output"] and "ZeroDivisionError: injected" in row["output"]
+    assert "(exit 1," in md.read_text()
