@@ -1,4 +1,6 @@
-"""The checker's kappa band and interpolation row, measured (:mod:`margin_solver.bench.check_threshold`).
+"""The checker's kappa band and interpolation row, measured.
+
+A command shim over :mod:`margin_solver.bench.check_threshold`.
 
 Usage::
 

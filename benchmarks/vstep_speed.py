@@ -1,4 +1,6 @@
-"""Speed of the v-step engines against the plain primal SOCP (:mod:`margin_solver.bench.vstep_speed`).
+"""Speed of the v-step engines against the plain primal SOCP.
+
+A command shim over :mod:`margin_solver.bench.vstep_speed`.
 
 Usage::
 

@@ -7,8 +7,12 @@ this package (``tests/test_layers.py`` checks the direction). Modules:
 - :mod:`~margin_solver.bench.resultlog`: the crash-safe, resumable CSV log;
 - :mod:`~margin_solver.bench.sweeps`: grids of cells, per-cell seeds, joblib or Dask;
 - :mod:`~margin_solver.bench.studies`: the benchmark studies behind ``margin-solver bench``;
-- :mod:`~margin_solver.bench.trajectory_study`, :mod:`~margin_solver.bench.speed_report`:
-  the GD trajectory study and the solver-speed benchmarks;
+- :mod:`~margin_solver.bench.trajectory_study`: GD trajectories against the min-norm solution;
+- :mod:`~margin_solver.bench.speed_report`: runs the speed benchmarks
+  :mod:`~margin_solver.bench.vstep_speed`, :mod:`~margin_solver.bench.minnorm_scaling` and
+  :mod:`~margin_solver.bench.gd_speed` in-process and gathers their output;
+- :mod:`~margin_solver.bench.check_threshold`, :mod:`~margin_solver.bench.gd_defaults`: the
+  measurements behind the checker's kappa band and GD's default step sizes;
 - :mod:`~margin_solver.bench.plots`, :mod:`~margin_solver.bench.study_plots`: figures;
 - :mod:`~margin_solver.bench.realdata`: digits and local MNIST cut into tokens;
 - :mod:`~margin_solver.bench.demo`: the job behind ``make demo``.
