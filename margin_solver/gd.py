@@ -42,7 +42,7 @@ import numpy as np
 
 from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import LossGrads, token_loss_and_grads
-from margin_solver.metrics import evaluate
+from margin_solver.metrics import trusted_metrics
 from margin_solver.results import DIVERGED, MAX_ITER, OPTIMAL, ResultMixin
 from margin_solver.validation import (
     InvalidInputError,
@@ -114,7 +114,7 @@ class GDResult(ResultMixin):
     trajectory : dict of str to ndarray
         One array per name in :data:`TRAJECTORY_COLUMNS`, one entry per recorded step.
         ``loss`` is the mean logistic loss, ``objective`` adds the weight decay term;
-        errors and attention come from :func:`margin_solver.metrics.evaluate`;
+        errors and attention come from :func:`margin_solver.metrics.trusted_metrics`;
         ``normalized_margin = min_i y_i f_i / ||v||`` (f is 1-homogeneous in ``v``; ``p``
         enters only through the attention, bounded by ``R`` when a cap is set).
     status : str
@@ -545,9 +545,9 @@ def _record(
     train: Dataset,
     test: Dataset | None,
 ) -> dict[str, float]:
-    v, p = dense
-    tr = evaluate(v, p, train)
-    te = evaluate(v, p, test) if test is not None else None
+    v, p = dense  # finite: the loop stops at the first non-finite iterate
+    tr = trusted_metrics(v, p, train)
+    te = trusted_metrics(v, p, test) if test is not None else None
     norm_v = math.sqrt(sq[0])
     return {
         "step": t,

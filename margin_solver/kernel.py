@@ -181,6 +181,16 @@ def token_loss_and_grads(y: np.ndarray, token_scores: np.ndarray, values: np.nda
     return LossGrads(float(np.mean(logistic_loss(m))), grad_v, grad_p, m, s)
 
 
+def _exactly_symmetric(H: np.ndarray) -> np.ndarray:
+    """H, or ``(H + H^T) / 2`` when rounding left the two triangles different.
+
+    The selection SVMs hand sub-matrices of H to the v-step without validation
+    (:func:`margin_solver.vstep.solve_trusted_vstep`), which needs them exactly symmetric.
+    ``X X^T`` is computed symmetric by BLAS (syrk), so this is normally a no-op check.
+    """
+    return H if np.array_equal(H, H.T) else (H + H.T) / 2
+
+
 class TokenGram:
     """Token-Gram (kernel) form of the model for vectors in the span of given tokens.
 
@@ -202,14 +212,14 @@ class TokenGram:
         X = np.asarray(X, dtype=np.float64)
         self.n, self.T, self.d = X.shape
         flat = X.reshape(self.n * self.T, self.d)
-        self.H = flat @ flat.T
+        self.H = _exactly_symmetric(flat @ flat.T)
 
     @classmethod
     def from_gram(cls, H: np.ndarray, n: int, T: int, d: int | None = None) -> TokenGram:
         """Build from a precomputed (nT, nT) token Gram matrix."""
         obj = cls.__new__(cls)
         obj.n, obj.T, obj.d = n, T, d
-        obj.H = np.asarray(H, dtype=np.float64)
+        obj.H = _exactly_symmetric(np.asarray(H, dtype=np.float64))
         return obj
 
     def apply(self, coef: np.ndarray) -> np.ndarray:

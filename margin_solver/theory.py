@@ -43,7 +43,7 @@ from margin_solver.estimation import (
     estimate_signal_noise,
     noise_geometry,
 )
-from margin_solver.metrics import Metrics, evaluate
+from margin_solver.metrics import Metrics, trusted_metrics
 from margin_solver.results import ResultMixin, format_cell
 from margin_solver.solutions import solution_vectors
 from margin_solver.validation import InvalidInputError
@@ -645,21 +645,15 @@ def _observe(
     c: Constants,
 ) -> ObservedBehaviour:
     v, p = vectors
-    # Attention split by clean/noisy needs signal positions and clean labels: use the
-    # estimated ones when the dataset lacks them.
-    view = Dataset(
-        ds.X,
-        ds.y,
-        clean_y=ds.clean_y if ds.clean_y is not None else est.signal_class,
-        signal_index=ds.signal_index if ds.signal_index is not None else est.signal_index,
-    )
-    train = evaluate(v, p, view)
+    # Attention split by clean/noisy needs signal positions and clean labels: the estimated
+    # ones stand in where the dataset lacks them.
+    train = trusted_metrics(v, p, ds, est.signal_class, est.signal_index)
     interpolates = train.min_margin > 0
     attention_estimated = est.estimated_index or est.estimated_classes
     test_metrics = clean_error = None
     clean_estimated = False
     if test is not None:
-        tm = evaluate(v, p, test)
+        tm = trusted_metrics(v, p, test)
         test_metrics = _metrics_dict(tm)
         if tm.error_clean is not None:
             clean_error = tm.error_clean
