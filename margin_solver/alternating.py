@@ -1,6 +1,7 @@
 """The alternating solver of P_R from one start: v-step, then projected gradient steps on p.
 
-P_R (design section 4):  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1,  ||p|| <= R.
+P_R (docs/theory.md, min-norm section):  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1,
+||p|| <= R.
 
 For fixed p the v-step (:func:`margin_solver.vstep.solve_vstep`, an SVM on the attended
 features z_i = X_i^T s_i) gives v*(p) and its dual alpha. The value function
@@ -47,7 +48,8 @@ exact and checked against the KKT conditions); along a descent the support rarel
 so most evaluations cost a Cholesky factorisation of support size instead of a general
 v-step (124 of 128 on the benchmark instance of docs/benchmarks.md).
 
-Two forms of the same computation (design section 4.3): :class:`DenseForm` stores p as a
+Two forms of the same computation (docs/theory.md, "Token-Gram (kernel) form"):
+:class:`DenseForm` stores p as a
 vector of R^d; :class:`KernelForm` stores the coefficients c of ``p = sum_it c_it x_it`` and
 works with the token Gram matrix only, so each iteration costs O((nT)^2) whatever d is.
 """

@@ -1,4 +1,4 @@
-"""A certified global lower bound on P_R: the hard-selection problem LB (design section 4.4).
+"""A certified global lower bound on P_R: the hard-selection problem LB (docs/theory.md).
 
 For any p, ``y_i f_i = sum_t s_it y_i <v, x_it> <= max_t y_i <v, x_it>``, so
 

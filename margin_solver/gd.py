@@ -1,4 +1,4 @@
-"""Gradient-descent endpoints of the single-head attention model (design section 5).
+"""Gradient-descent endpoints of the single-head attention model (docs/theory.md).
 
 Full-batch GD on the mean logistic loss ``L(v, p) = mean_i log(1 + exp(-y_i f(X_i; v, p)))``
 over both the value head ``v`` and the attention vector ``p``, optionally with weight decay
@@ -22,7 +22,8 @@ checked by ``benchmarks/gd_defaults.py``), not the authors' constants.
 
 Two numerical forms give the same iterates: the dense form keeps ``v, p`` in R^d; the
 kernel form keeps coefficients on the training tokens and works with their Gram matrix
-only (design section 4.3). Gradients always lie in the token span, so from zero
+only (docs/theory.md, "Token-Gram (kernel) form"). Gradients always lie in the token span,
+so from zero
 initialisation the iterates stay there. A random initialisation is not in the token span:
 the kernel form then appends the two initial vectors ``v0`` and ``p0`` to the basis (their
 inner products with the tokens and each other extend the Gram matrix), which keeps the two
@@ -237,8 +238,11 @@ class _Evaluation(NamedTuple):
     peak: float  # largest |token value| or |score|, for overflow detection
 
 
-class _DenseForm:
-    """Parameters as a (2, d) array: row 0 is ``v``, row 1 is ``p``.
+class _DenseGDState:
+    """GD's iterate as a (2, d) array: row 0 is ``v``, row 1 is ``p``.
+
+    (The P_R descent's :class:`margin_solver.alternating.DenseForm` is another job: it holds
+    the attention vector alone and solves v-steps; the two share no operation.)
 
     When ``X`` is larger than the last-level cache, a step streams it in blocks of a few
     samples and does the backward product on each block while it is still in cache: one
@@ -281,8 +285,8 @@ class _DenseForm:
         return W
 
 
-class _KernelForm:
-    """Parameters as coefficients on a basis of the training tokens (plus the initial vectors).
+class _KernelGDState:
+    """GD's iterate as coefficients on a basis of the training tokens (plus the initial vectors).
 
     ``B`` stacks the nT training tokens and, for a random initialisation, ``v0`` and ``p0``;
     ``G = B B^T``. Row ``k`` of ``W`` holds coefficients ``w`` with vector ``B^T w``.
@@ -359,7 +363,7 @@ def gradient_descent(
         Steps of ``"two-step"``; defaults from :func:`default_step_sizes`.
     weight_decay : float, default=0.0
         ``lam`` in the objective ``L + (lam / 2)(||v||^2 + ||p||^2)``. The authors relate
-        the min-norm interpolator to GD with small weight decay (seed reply, W2 and Q1).
+        the min-norm interpolator to GD with small weight decay (authors' reply, W2 and Q1).
     R : float, optional
         Norm cap: after each step ``p <- p * min(1, R / ||p||)``.
     init : {"zero", "random"}, default="zero"
@@ -433,7 +437,7 @@ def gradient_descent(
         scale = check_positive(init_scale, "init_scale") / math.sqrt(token_scale(Xtr))
         W0 = np.random.default_rng(seed).normal(0.0, scale, size=(2, d))
     chosen = _choose_form(form, n * T, d, steps)
-    state = (_KernelForm if chosen == "kernel" else _DenseForm)(Xtr, W0)
+    state = (_KernelGDState if chosen == "kernel" else _DenseGDState)(Xtr, W0)
     W = state.W0.copy()
     if R is not None:
         _cap(state, W, R)

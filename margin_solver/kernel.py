@@ -6,9 +6,9 @@ Everything is batched over samples: ``X`` has shape (n, T, d). Two forms exist:
 * the **token-Gram** form (:class:`TokenGram`) writes ``v = sum_it a_it x_it`` and
   ``p = sum_it c_it x_it`` with coefficient arrays of shape (n, T) and works with the
   token Gram matrix ``H`` only, so each evaluation costs O((nT)^2) whatever d is
-  (design section 4.3).
+  (docs/theory.md, "Token-Gram (kernel) form").
 
-Formulas (design section 2): scores ``a = X p``, attention ``s = softmax(a)``,
+Formulas (docs/theory.md, "Model"): scores ``a = X p``, attention ``s = softmax(a)``,
 attended feature ``z = X^T s``, token values ``u = X v``, output ``f = s^T u``,
 ``df/dv = z`` and ``df/dp = X^T [s * (u - f)]``; the logistic loss
 ``l(m) = log(1 + exp(-m))`` is computed with :func:`numpy.logaddexp`.

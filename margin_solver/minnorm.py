@@ -2,9 +2,10 @@
 
     (P_R)  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1 for all i,  ||p|| <= R,
 
-with f(X; v, p) = v^T X^T softmax(X p) (design section 4). P_R is non-convex in p, so
-:func:`solve_min_norm` runs the alternating solver (:func:`margin_solver.alternating.descend`)
-from several starts (design section 4.4) and keeps the smallest feasible norm:
+with f(X; v, p) = v^T X^T softmax(X p) (docs/theory.md, min-norm section). P_R is non-convex
+in p, so :func:`solve_min_norm` runs the alternating solver
+(:func:`margin_solver.alternating.descend`) from several starts and keeps the smallest
+feasible norm:
 
 ``"zero"``
     p = 0 (uniform attention).

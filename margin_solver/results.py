@@ -1,9 +1,11 @@
 """Common base for every result object the package returns.
 
-Results follow the habits of :class:`scipy.optimize.OptimizeResult` and cvxpy: a
+Solver results follow the habits of :class:`scipy.optimize.OptimizeResult` and cvxpy: a
 ``status`` string from a small shared vocabulary, a human ``message``, a
 ``success`` flag derived from the status, ``to_dict()`` / ``to_json()`` for
-machines and a ``repr`` that reads well in a terminal.
+machines and a ``repr`` that reads well in a terminal (:class:`ResultMixin`). Reports that
+are not the outcome of a solve (the theorem checker's) are plain records
+(:class:`RecordMixin`): the same serialisation, no status.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -36,6 +39,8 @@ def to_jsonable(value: Any) -> Any:
         if hasattr(value, "to_dict"):
             return value.to_dict()
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):  # e.g. Regime: its value is what JSON carries
+        return to_jsonable(value.value)
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -78,8 +83,37 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
-class ResultMixin:
-    """Mixin for result dataclasses that carry ``status`` and ``message`` fields."""
+class RecordMixin:
+    """Mixin for plain record dataclasses (reports): ``to_dict``, ``to_json`` and a ``repr``
+    that reads well in a terminal. Solver results add a status (:class:`ResultMixin`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dictionary of every field."""
+        return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def to_json(self, **kwargs: Any) -> str:
+        """Serialise :meth:`to_dict` with :func:`json.dumps` (``kwargs`` pass through)."""
+        kwargs.setdefault("indent", 2)
+        return json.dumps(self.to_dict(), **kwargs)
+
+    def _repr_lines(self, head: dict[str, Any]) -> str:
+        """``head`` first, then every other field, one per line."""
+        names = [f.name for f in dataclasses.fields(self)]  # type: ignore[arg-type]
+        width = max(len(n) for n in names + list(head))
+        lines = [f"{type(self).__name__}("]
+        lines += [f"  {name.rjust(width)}: {value}" for name, value in head.items()]
+        for name in names:
+            if name not in head:
+                lines.append(f"  {name.rjust(width)}: {_short(getattr(self, name))}")
+        lines.append(")")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self._repr_lines({})
+
+
+class ResultMixin(RecordMixin):
+    """Mixin for solver results: dataclasses that carry ``status`` and ``message`` fields."""
 
     status: str
     message: str
@@ -91,25 +125,9 @@ class ResultMixin:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dictionary of every field plus ``success``."""
-        out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        out = super().to_dict()
         out["success"] = self.success
         return out
 
-    def to_json(self, **kwargs: Any) -> str:
-        """Serialise :meth:`to_dict` with :func:`json.dumps` (``kwargs`` pass through)."""
-        kwargs.setdefault("indent", 2)
-        return json.dumps(self.to_dict(), **kwargs)
-
     def __repr__(self) -> str:
-        names = [f.name for f in dataclasses.fields(self)]  # type: ignore[arg-type]
-        head = ["message", "success", "status"]
-        lines = [f"{type(self).__name__}("]
-        width = max(len(n) for n in names + head)
-        lines.append(f"  {'message'.rjust(width)}: {self.message}")
-        lines.append(f"  {'success'.rjust(width)}: {self.success}")
-        for name in names:
-            if name == "message":
-                continue
-            lines.append(f"  {name.rjust(width)}: {_short(getattr(self, name))}")
-        lines.append(")")
-        return "\n".join(lines)
+        return self._repr_lines({"message": self.message, "success": self.success})

@@ -1,4 +1,4 @@
-"""Hard token selections: one chosen token per sample (design section 4.4).
+"""Hard token selections: one chosen token per sample (docs/theory.md, min-norm section).
 
 Three small tools shared by the min-norm solver's starts (:mod:`margin_solver.minnorm`) and
 the global lower bound (:mod:`margin_solver.bounds`), all in token-Gram form (they read only

@@ -1,4 +1,4 @@
-"""The v-step: the hard-margin SVM without bias on fixed features (design.md section 4.1).
+"""The v-step: the hard-margin SVM without bias on fixed features (docs/theory.md).
 
 For a fixed attention vector p the min-norm interpolator's value vector solves
 
