@@ -1,6 +1,7 @@
 """The alternating solver of P_R from one start: v-step, then projected gradient steps on p.
 
-P_R (design section 4):  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1,  ||p|| <= R.
+P_R (docs/theory.md, min-norm section):  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1,
+||p|| <= R.
 
 For fixed p the v-step (:func:`margin_solver.vstep.solve_vstep`, an SVM on the attended
 features z_i = X_i^T s_i) gives v*(p) and its dual alpha. The value function
@@ -47,7 +48,8 @@ exact and checked against the KKT conditions); along a descent the support rarel
 so most evaluations cost a Cholesky factorisation of support size instead of a general
 v-step (124 of 128 on the benchmark instance of docs/benchmarks.md).
 
-Two forms of the same computation (design section 4.3): :class:`DenseForm` stores p as a
+Two forms of the same computation (docs/theory.md, "Token-Gram (kernel) form"):
+:class:`DenseForm` stores p as a
 vector of R^d; :class:`KernelForm` stores the coefficients c of ``p = sum_it c_it x_it`` and
 works with the token Gram matrix only, so each iteration costs O((nT)^2) whatever d is.
 """
@@ -59,15 +61,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from collections.abc import Mapping
+from typing import Any
+
 from margin_solver.kernel import TokenGram, attended_features, softmax
 from margin_solver.results import INFEASIBLE, MAX_ITER, OPTIMAL
-from margin_solver.vstep import VStepResult, solve_vstep, solve_vstep_on_support
+from margin_solver.validation import InvalidInputError, check_int, check_options
+from margin_solver.vstep import VStepResult, solve_trusted_vstep, solve_vstep_on_support
 
 __all__ = [
+    "DESCENT_OPTIONS",
     "DenseForm",
     "DescentRun",
     "KernelForm",
     "PhiPoint",
+    "check_descent_options",
     "descend",
     "evaluate_phi",
     "gradient_coefficients",
@@ -75,6 +83,13 @@ __all__ = [
     "project",
     "projected_gradient",
 ]
+
+#: The descent's knobs and their defaults (the ``options`` of
+#: :func:`margin_solver.minnorm.solve_min_norm`; see :func:`descend`).
+DESCENT_OPTIONS: dict[str, Any] = {"memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp"}
+
+#: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
+_DESCENT_ENGINES = ("ldp", "ecos", "clarabel")
 
 # Armijo fraction of the predicted decrease that a step must achieve.
 _ARMIJO = 1e-4
@@ -216,7 +231,8 @@ def evaluate_phi(
     K = form.feature_gram(s)
     result = None if support is None else solve_vstep_on_support(K, y, support)
     if result is None:
-        result = solve_vstep(None, y, solver=vstep_solver, K=K)
+        # K is symmetric up to the rounding of its product; the engines expect it exact
+        result = solve_trusted_vstep((K + K.T) / 2, y, vstep_solver)
     phi = 0.5 * result.norm**2 if result.success else math.inf
     return PhiPoint(p, s, result, phi, y)
 
@@ -341,6 +357,28 @@ def _quasi_newton(form: Form, pairs: list, pg: np.ndarray) -> np.ndarray | None:
         b = rho * float(np.vdot(r_m, q))
         q = q + (a - b) * s
     return q if form.inner(pg, q) > 0 else None
+
+
+def check_descent_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:data:`DESCENT_OPTIONS` updated with ``options``, every value checked.
+
+    Raises
+    ------
+    InvalidInputError
+        On an unknown key or a bad value (``memory`` an integer >= 0, ``use_bb`` a bool,
+        ``window`` an integer >= 1, ``vstep_solver`` one of "ldp", "ecos", "clarabel").
+    """
+    out = check_options(options, DESCENT_OPTIONS)
+    check_int(out["memory"], "options['memory']", 0)
+    check_int(out["window"], "options['window']", 1)
+    if not isinstance(out["use_bb"], bool):
+        raise InvalidInputError(f"options['use_bb'] must be True or False, got {out['use_bb']!r}.")
+    if out["vstep_solver"] not in _DESCENT_ENGINES:
+        raise InvalidInputError(
+            f"options['vstep_solver'] must be one of {list(_DESCENT_ENGINES)}, "
+            f"got {out['vstep_solver']!r}."
+        )
+    return out
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""A certified global lower bound on P_R: the hard-selection problem LB (design section 4.4).
+"""A certified global lower bound on P_R: the hard-selection problem LB (docs/theory.md).
 
 For any p, ``y_i f_i = sum_t s_it y_i <v, x_it> <= max_t y_i <v, x_it>``, so
 
@@ -56,9 +56,16 @@ from margin_solver.validation import (
     check_tokens,
 )
 
-__all__ = ["METHODS", "LowerBoundResult", "first_step_margins", "global_lower_bound"]
+__all__ = [
+    "BOUND_METHODS",
+    "LowerBoundResult",
+    "first_step_margins",
+    "global_lower_bound",
+    "trusted_lower_bound",
+]
 
-METHODS = ("auto", "enumerate", "bnb")
+#: Methods of :func:`global_lower_bound`.
+BOUND_METHODS = ("auto", "enumerate", "bnb")
 
 #: ``method="auto"`` enumerates when T^n is at most this, else runs branch-and-bound.
 ENUMERATION_LIMIT = 2**8
@@ -167,10 +174,33 @@ def global_lower_bound(
     X = check_magnitude(check_tokens(X), "X")
     n, T, _ = X.shape
     y = check_labels(y, n)
-    if method not in METHODS:
-        raise InvalidInputError(f"Unknown method {method!r}; expected one of {list(METHODS)}.")
+    if method not in BOUND_METHODS:
+        raise InvalidInputError(
+            f"Unknown method {method!r}; expected one of {list(BOUND_METHODS)}."
+        )
     time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
     H = (gram if gram is not None else TokenGram(X)).H
+    return trusted_lower_bound(H, y, T, method, time_limit, progress, start)
+
+
+def trusted_lower_bound(
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    method: str,
+    time_limit: float,
+    progress: bool,
+    start: float,
+) -> LowerBoundResult:
+    """:func:`global_lower_bound` on checked inputs (the worker behind that door).
+
+    ``H`` is the exactly symmetric (nT, nT) token Gram matrix
+    (:attr:`margin_solver.kernel.TokenGram.H`), ``y`` float64 labels in {-1, +1}, ``method``
+    one of :data:`BOUND_METHODS`, ``time_limit`` positive; ``start`` the
+    :func:`time.perf_counter` reading the solve time counts from. Nothing is validated: for
+    callers that validated the data already (:func:`margin_solver.minnorm.solve_min_norm`).
+    """
+    n = len(y)
     if method == "auto":
         method = "enumerate" if T**n <= ENUMERATION_LIMIT else "bnb"
     with single_threaded_blas():

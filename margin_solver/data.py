@@ -1,8 +1,8 @@
 """The paper's data model, the :class:`Dataset` container and its ``.npz`` file format.
 
-Data model (Magen et al., arXiv:2410.07746, as described in the authors' reply to
-reviewers): a clean label ``y~`` uniform on {-1, +1}; one signal token ``mu_{y~}`` (two
-orthogonal vectors of norm ``rho``); ``T - 1`` noise tokens drawn
+Data model (docs/theory.md, "Data distribution"; Magen et al., arXiv:2410.07746, as
+described in the authors' reply to reviewers): a clean label ``y~`` uniform on {-1, +1}; one signal
+token ``mu_{y~}`` (two orthogonal vectors of norm ``rho``); ``T - 1`` noise tokens drawn
 i.i.d. from ``N(0, sigma^2 (I - P))`` with ``P`` the projection on the signal span; the
 observed label flipped with probability ``eta``. ``SNR = rho / (sigma sqrt(d))`` and
 ``kappa = n SNR^2``.

@@ -1,9 +1,9 @@
 """Estimate the data model's parameters from a dataset whose generating values are unknown.
 
-The paper's model (design section 3) has one signal token ``mu_{y~}`` per sample and ``T - 1``
-noise tokens ``xi ~ N(0, sigma^2 (I - P))``. For a dataset built from raw arrays the checker
-needs ``rho``, ``sigma``, ``SNR = rho / (sigma sqrt(d))``, the signal position and the label
-noise. The estimators, in order:
+The paper's model (docs/theory.md, "Data distribution") has one signal token ``mu_{y~}``
+per sample and ``T - 1`` noise tokens ``xi ~ N(0, sigma^2 (I - P))``. For a dataset built
+from raw arrays the checker needs ``rho``, ``sigma``, ``SNR = rho / (sigma sqrt(d))``, the
+signal position and the label noise. The estimators, in order:
 
 1. **Signal token of each sample** (when no ``signal_index`` is given): the token that is most
    *common* across samples, i.e. with the largest mean squared cosine to the tokens of other

@@ -22,9 +22,10 @@ from margin_solver.kernel import outputs
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.validation import InvalidInputError, check_labels, check_magnitude, check_tokens
 
-__all__ = ["FitWarning", "NotFittedError", "SingleHeadAttentionClassifier"]
+__all__ = ["FIT_METHODS", "FitWarning", "NotFittedError", "SingleHeadAttentionClassifier"]
 
-METHODS = ("min-norm", "gd")
+#: Solvers :class:`SingleHeadAttentionClassifier` fits with (its ``method``).
+FIT_METHODS = ("min-norm", "gd")
 #: Default ``R`` of min-norm is this over ``nu`` (root mean squared token norm): scores
 #: ``<x, p>`` then reach about 10, close to hard token selection.
 DEFAULT_SCORE_RANGE = 10.0
@@ -154,8 +155,8 @@ class SingleHeadAttentionClassifier:
             The solver's status is not a usable-solution one (e.g. GD diverged: the last
             finite iterate is kept).
         """
-        if self.method not in METHODS:
-            raise InvalidInputError(f"method must be one of {METHODS}, got {self.method!r}.")
+        if self.method not in FIT_METHODS:
+            raise InvalidInputError(f"method must be one of {FIT_METHODS}, got {self.method!r}.")
         Xc = check_magnitude(check_tokens(X), "X")
         yc = check_labels(y, Xc.shape[0])
         solver = gradient_descent if self.method == "gd" else solve_min_norm

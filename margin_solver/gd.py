@@ -1,4 +1,4 @@
-"""Gradient-descent endpoints of the single-head attention model (design section 5).
+"""Gradient-descent endpoints of the single-head attention model (docs/theory.md).
 
 Full-batch GD on the mean logistic loss ``L(v, p) = mean_i log(1 + exp(-y_i f(X_i; v, p)))``
 over both the value head ``v`` and the attention vector ``p``, optionally with weight decay
@@ -22,7 +22,8 @@ checked by ``benchmarks/gd_defaults.py``), not the authors' constants.
 
 Two numerical forms give the same iterates: the dense form keeps ``v, p`` in R^d; the
 kernel form keeps coefficients on the training tokens and works with their Gram matrix
-only (design section 4.3). Gradients always lie in the token span, so from zero
+only (docs/theory.md, "Token-Gram (kernel) form"). Gradients always lie in the token span,
+so from zero
 initialisation the iterates stay there. A random initialisation is not in the token span:
 the kernel form then appends the two initial vectors ``v0`` and ``p0`` to the basis (their
 inner products with the tokens and each other extend the Gram matrix), which keeps the two
@@ -42,8 +43,8 @@ import numpy as np
 
 from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import LossGrads, token_loss_and_grads
-from margin_solver.metrics import evaluate
-from margin_solver.results import DIVERGED, MAX_ITER, OPTIMAL, ResultMixin
+from margin_solver.metrics import trusted_metrics
+from margin_solver.results import COMPLETED, CONVERGED, DIVERGED, ResultMixin
 from margin_solver.validation import (
     InvalidInputError,
     check_int,
@@ -114,12 +115,13 @@ class GDResult(ResultMixin):
     trajectory : dict of str to ndarray
         One array per name in :data:`TRAJECTORY_COLUMNS`, one entry per recorded step.
         ``loss`` is the mean logistic loss, ``objective`` adds the weight decay term;
-        errors and attention come from :func:`margin_solver.metrics.evaluate`;
+        errors and attention come from :func:`margin_solver.metrics.trusted_metrics`;
         ``normalized_margin = min_i y_i f_i / ||v||`` (f is 1-homogeneous in ``v``; ``p``
         enters only through the attention, bounded by ``R`` when a cap is set).
     status : str
-        ``"max_iter"`` (all requested steps done), ``"optimal"`` (objective gradient norm
-        fell below ``tol``) or ``"diverged"`` (a non-finite value appeared).
+        ``"completed"`` (all requested steps done), ``"converged"`` (objective gradient norm
+        fell below ``tol``) or ``"diverged"`` (a non-finite value appeared); see
+        docs/statuses.md.
     message : str
     schedule : str
     step_sizes : list of float
@@ -237,8 +239,11 @@ class _Evaluation(NamedTuple):
     peak: float  # largest |token value| or |score|, for overflow detection
 
 
-class _DenseForm:
-    """Parameters as a (2, d) array: row 0 is ``v``, row 1 is ``p``.
+class _DenseGDState:
+    """GD's iterate as a (2, d) array: row 0 is ``v``, row 1 is ``p``.
+
+    (The P_R descent's :class:`margin_solver.alternating.DenseForm` is another job: it holds
+    the attention vector alone and solves v-steps; the two share no operation.)
 
     When ``X`` is larger than the last-level cache, a step streams it in blocks of a few
     samples and does the backward product on each block while it is still in cache: one
@@ -281,8 +286,8 @@ class _DenseForm:
         return W
 
 
-class _KernelForm:
-    """Parameters as coefficients on a basis of the training tokens (plus the initial vectors).
+class _KernelGDState:
+    """GD's iterate as coefficients on a basis of the training tokens (plus the initial vectors).
 
     ``B`` stacks the nT training tokens and, for a random initialisation, ``v0`` and ``p0``;
     ``G = B B^T``. Row ``k`` of ``W`` holds coefficients ``w`` with vector ``B^T w``.
@@ -359,7 +364,7 @@ def gradient_descent(
         Steps of ``"two-step"``; defaults from :func:`default_step_sizes`.
     weight_decay : float, default=0.0
         ``lam`` in the objective ``L + (lam / 2)(||v||^2 + ||p||^2)``. The authors relate
-        the min-norm interpolator to GD with small weight decay (seed reply, W2 and Q1).
+        the min-norm interpolator to GD with small weight decay (authors' reply, W2 and Q1).
     R : float, optional
         Norm cap: after each step ``p <- p * min(1, R / ||p||)``.
     init : {"zero", "random"}, default="zero"
@@ -380,7 +385,7 @@ def gradient_descent(
         Record every so many steps (and the last step). Default: every step for
         ``"two-step"``, about 100 points otherwise.
     tol : float, default=0.0
-        Stop with status ``"optimal"`` when the objective's gradient norm is <= tol.
+        Stop with status ``"converged"`` when the objective's gradient norm is <= tol.
     callback : callable, optional
         Called with each recorded row (a dict) as soon as it is recorded, e.g. to
         write progress to disk.
@@ -401,7 +406,7 @@ def gradient_descent(
     >>> train = PaperDistribution(d=2000, snr=0.35, eta=0.1).sample(20, seed=0)
     >>> res = gradient_descent(train)
     >>> res.status, res.steps, bool(res.interpolates)
-    ('max_iter', 2, True)
+    ('completed', 2, True)
     """
     start = time.perf_counter()
     train = as_dataset(X, y)
@@ -433,7 +438,7 @@ def gradient_descent(
         scale = check_positive(init_scale, "init_scale") / math.sqrt(token_scale(Xtr))
         W0 = np.random.default_rng(seed).normal(0.0, scale, size=(2, d))
     chosen = _choose_form(form, n * T, d, steps)
-    state = (_KernelForm if chosen == "kernel" else _DenseForm)(Xtr, W0)
+    state = (_KernelGDState if chosen == "kernel" else _DenseGDState)(Xtr, W0)
     W = state.W0.copy()
     if R is not None:
         _cap(state, W, R)
@@ -445,7 +450,7 @@ def gradient_descent(
         if callback is not None:
             callback(rows[-1])
 
-    status, message, lg = MAX_ITER, "", None
+    status, message, lg = COMPLETED, "", None
     last_good = (W, None)
     t = 0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -468,7 +473,7 @@ def gradient_descent(
             if lam:
                 grads = grads + lam * W
             if tol and math.sqrt(float(state.sq_norms(grads).sum())) <= tol:
-                status = OPTIMAL
+                status = CONVERGED
                 message = f"objective gradient norm <= tol={tol:g} at step {t}."
                 if t not in recorded:
                     record(t, W, lg)
@@ -485,7 +490,7 @@ def gradient_descent(
     sq = state.sq_norms(W)
     margin = float(np.min(lg.margins))
     norm_v, norm_p = math.sqrt(sq[0]), math.sqrt(sq[1])
-    if status == MAX_ITER:
+    if status == COMPLETED:
         message = (
             f"ran all {steps} steps ({schedule}); final loss {lg.loss:.4g}, "
             f"{'interpolates' if margin > 0 else 'does not interpolate'} the training set."
@@ -545,9 +550,9 @@ def _record(
     train: Dataset,
     test: Dataset | None,
 ) -> dict[str, float]:
-    v, p = dense
-    tr = evaluate(v, p, train)
-    te = evaluate(v, p, test) if test is not None else None
+    v, p = dense  # finite: the loop stops at the first non-finite iterate
+    tr = trusted_metrics(v, p, train)
+    te = trusted_metrics(v, p, test) if test is not None else None
     norm_v = math.sqrt(sq[0])
     return {
         "step": t,

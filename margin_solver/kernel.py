@@ -6,9 +6,9 @@ Everything is batched over samples: ``X`` has shape (n, T, d). Two forms exist:
 * the **token-Gram** form (:class:`TokenGram`) writes ``v = sum_it a_it x_it`` and
   ``p = sum_it c_it x_it`` with coefficient arrays of shape (n, T) and works with the
   token Gram matrix ``H`` only, so each evaluation costs O((nT)^2) whatever d is
-  (design section 4.3).
+  (docs/theory.md, "Token-Gram (kernel) form").
 
-Formulas (design section 2): scores ``a = X p``, attention ``s = softmax(a)``,
+Formulas (docs/theory.md, "Model"): scores ``a = X p``, attention ``s = softmax(a)``,
 attended feature ``z = X^T s``, token values ``u = X v``, output ``f = s^T u``,
 ``df/dv = z`` and ``df/dp = X^T [s * (u - f)]``; the logistic loss
 ``l(m) = log(1 + exp(-m))`` is computed with :func:`numpy.logaddexp`.
@@ -181,6 +181,16 @@ def token_loss_and_grads(y: np.ndarray, token_scores: np.ndarray, values: np.nda
     return LossGrads(float(np.mean(logistic_loss(m))), grad_v, grad_p, m, s)
 
 
+def _exactly_symmetric(H: np.ndarray) -> np.ndarray:
+    """H, or ``(H + H^T) / 2`` when rounding left the two triangles different.
+
+    The selection SVMs hand sub-matrices of H to the v-step without validation
+    (:func:`margin_solver.vstep.solve_trusted_vstep`), which needs them exactly symmetric.
+    ``X X^T`` is computed symmetric by BLAS (syrk), so this is normally a no-op check.
+    """
+    return H if np.array_equal(H, H.T) else (H + H.T) / 2
+
+
 class TokenGram:
     """Token-Gram (kernel) form of the model for vectors in the span of given tokens.
 
@@ -202,14 +212,14 @@ class TokenGram:
         X = np.asarray(X, dtype=np.float64)
         self.n, self.T, self.d = X.shape
         flat = X.reshape(self.n * self.T, self.d)
-        self.H = flat @ flat.T
+        self.H = _exactly_symmetric(flat @ flat.T)
 
     @classmethod
     def from_gram(cls, H: np.ndarray, n: int, T: int, d: int | None = None) -> TokenGram:
         """Build from a precomputed (nT, nT) token Gram matrix."""
         obj = cls.__new__(cls)
         obj.n, obj.T, obj.d = n, T, d
-        obj.H = np.asarray(H, dtype=np.float64)
+        obj.H = _exactly_symmetric(np.asarray(H, dtype=np.float64))
         return obj
 
     def apply(self, coef: np.ndarray) -> np.ndarray:

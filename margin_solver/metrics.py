@@ -78,17 +78,37 @@ def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
     if not isinstance(data, Dataset):
         raise InvalidInputError(f"data must be a Dataset, got {type(data).__name__}.")
     v, p = check_vector(v, data.d, "v"), check_vector(p, data.d, "p")
+    return trusted_metrics(v, p, data)
+
+
+def trusted_metrics(
+    v: np.ndarray,
+    p: np.ndarray,
+    data: Dataset,
+    clean_y: np.ndarray | None = None,
+    signal_index: np.ndarray | None = None,
+) -> Metrics:
+    """:func:`evaluate` on checked inputs (the worker behind that door).
+
+    ``v`` and ``p`` are finite float64 vectors of length ``data.d`` (**not validated**: for
+    callers that produced or checked them, e.g. GD recording its own iterates). ``clean_y``
+    and ``signal_index`` (shape (n,), checked by the caller) stand in for the dataset's when
+    it lacks them, e.g. the checker's estimates.
+    """
+    clean_y = data.clean_y if data.clean_y is not None else clean_y
+    signal_index = data.signal_index if data.signal_index is not None else signal_index
     s = attention(data.X, p)
     f = np.sum(s * token_values(data.X, v), axis=1)
     pred = np.sign(f)
-    error_clean = None if data.clean_y is None else float(np.mean(pred != data.clean_y))
+    error_clean = None if clean_y is None else float(np.mean(pred != clean_y))
     attn_all = attn_clean = attn_noisy = None
-    if data.signal_index is not None:
-        on_signal = signal_attention(s, data)
+    if signal_index is not None:
+        on_signal = s[np.arange(data.n), signal_index]
         attn_all = float(on_signal.mean())
-        if data.flipped is not None:
-            attn_clean = _mean_or_none(on_signal[~data.flipped])
-            attn_noisy = _mean_or_none(on_signal[data.flipped])
+        if clean_y is not None:
+            flipped = data.y != clean_y
+            attn_clean = _mean_or_none(on_signal[~flipped])
+            attn_noisy = _mean_or_none(on_signal[flipped])
     return Metrics(
         n=data.n,
         error=float(np.mean(pred != data.y)),

@@ -2,9 +2,10 @@
 
     (P_R)  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1 for all i,  ||p|| <= R,
 
-with f(X; v, p) = v^T X^T softmax(X p) (design section 4). P_R is non-convex in p, so
-:func:`solve_min_norm` runs the alternating solver (:func:`margin_solver.alternating.descend`)
-from several starts (design section 4.4) and keeps the smallest feasible norm:
+with f(X; v, p) = v^T X^T softmax(X p) (docs/theory.md, min-norm section). P_R is non-convex
+in p, so :func:`solve_min_norm` runs the alternating solver
+(:func:`margin_solver.alternating.descend`) from several starts and keeps the smallest
+feasible norm:
 
 ``"zero"``
     p = 0 (uniform attention).
@@ -36,9 +37,23 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.alternating import DenseForm, DescentRun, KernelForm, descend, norm
+from collections.abc import Mapping
+
+from margin_solver.alternating import (
+    DenseForm,
+    DescentRun,
+    KernelForm,
+    check_descent_options,
+    descend,
+    norm,
+)
 from margin_solver.blas import single_threaded_blas
-from margin_solver.bounds import LowerBoundResult, first_step_margins, global_lower_bound
+from margin_solver.bounds import (
+    BOUND_METHODS,
+    LowerBoundResult,
+    first_step_margins,
+    trusted_lower_bound,
+)
 from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import TokenGram, margins
 from margin_solver.progress import ProgressBar
@@ -150,6 +165,7 @@ def solve_min_norm(
     bound_method: str = "auto",
     bound_time_limit: float = 30.0,
     progress: bool = False,
+    options: Mapping[str, Any] | None = None,
 ) -> MinNormResult:
     """Approximately solve P_R by alternating v-steps with projected quasi-Newton p-steps.
 
@@ -188,6 +204,22 @@ def solve_min_norm(
     progress : bool, default=False
         Show progress bars on stderr: the lower bound's, then one over the starts (with the
         best norm so far).
+    options : mapping, optional
+        Knobs of the descent from each start (:func:`margin_solver.alternating.descend`),
+        for benchmarks and experts; unknown keys raise. Keys and defaults:
+
+        ``"memory"`` : int >= 0, default 30
+            L-BFGS curvature pairs kept; 0 takes projected-gradient directions only.
+        ``"use_bb"`` : bool, default True
+            Barzilai-Borwein trial lengths for projected-gradient steps; False uses the
+            doubling schedule alone.
+        ``"window"`` : int >= 1, default 10
+            Accepted steps over which the ``rtol`` test measures the decrease of phi.
+        ``"vstep_solver"`` : {"ldp", "ecos", "clarabel"}, default "ldp"
+            v-step engine tried first (the others stand in when it fails).
+
+        ``{"memory": 0, "use_bb": False}`` is the plain projected-gradient method that the
+        quasi-Newton descent replaced (docs/benchmarks.md, "Convergence on digits").
 
     Returns
     -------
@@ -196,7 +228,8 @@ def solve_min_norm(
     Raises
     ------
     InvalidInputError
-        On malformed X or y, a missing, non-positive or non-finite R, or bad options.
+        On malformed X or y, a missing, non-positive or non-finite R, or bad options
+        (including unknown ``options`` keys).
 
     Examples
     --------
@@ -211,26 +244,31 @@ def solve_min_norm(
     if R is None:
         raise InvalidInputError("R (the radius of the ball ||p|| <= R) is required.")
     R = check_positive(R, "R")
-    _check_options(form, n_random_starts, max_iter)
+    _check_choices(form, n_random_starts, max_iter)
     seed = check_seed(seed)
     gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")
+    descent = {"max_iter": max_iter, "gtol": gtol, "rtol": rtol, **check_descent_options(options)}
+    if certify:
+        if bound_method not in BOUND_METHODS:
+            raise InvalidInputError(
+                f"Unknown bound_method {bound_method!r}; expected one of {list(BOUND_METHODS)}."
+            )
+        bound_time_limit = check_positive(bound_time_limit, "bound_time_limit", allow_inf=True)
     n, T, d = X.shape
     use_kernel = form == "kernel" or (form == "auto" and d > n * T)
     gram = TokenGram(X)
     solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
-    options = {"max_iter": max_iter, "gtol": gtol, "rtol": rtol}
     with single_threaded_blas():
         bound = None
         if certify:
-            bound = global_lower_bound(
-                X, y, method=bound_method, time_limit=bound_time_limit, gram=gram,
-                progress=progress,
+            bound = trusted_lower_bound(
+                gram.H, y, T, bound_method, bound_time_limit, progress, time.perf_counter()
             )
             if bound.status == INFEASIBLE:
                 return _infeasible(R, solver_form.name, bound.message, bound, start_time)
         starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound))
         with ProgressBar(progress, total=len(starts), desc="P_R starts", unit="start") as bar:
-            runs, start_norms = _run_starts(solver_form, gram.H, y, T, R, starts, options, bar)
+            runs, start_norms = _run_starts(solver_form, gram.H, y, T, R, starts, descent, bar)
     feasible = {k: r for k, r in runs.items() if r.point.feasible}
     if feasible:
         name = min(feasible, key=lambda k: feasible[k].norm)
@@ -258,7 +296,7 @@ def _fallback_note(runs: dict[str, DescentRun]) -> tuple[int, str]:
 
 
 def _run_starts(
-    form, H, y, T, R, starts, options, bar
+    form, H, y, T, R, starts, descent, bar
 ) -> tuple[dict[str, DescentRun], dict[str, float]]:
     """Descend from every start; a start repeating an earlier selection reuses its norm.
 
@@ -279,7 +317,7 @@ def _run_starts(
             if p0 is None:
                 start_norms[name] = math.inf
             else:
-                run = runs[name] = descend(form, y, p0, R, **options)
+                run = runs[name] = descend(form, y, p0, R, **descent)
                 start_norms[name] = run.norm
                 logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
                             run.reason, run.n_iter)
@@ -296,7 +334,7 @@ def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     return X, check_labels(y, X.shape[0])
 
 
-def _check_options(form: str, n_random_starts: Any, max_iter: Any) -> None:
+def _check_choices(form: str, n_random_starts: Any, max_iter: Any) -> None:
     if form not in FORMS:
         raise InvalidInputError(f"Unknown form {form!r}; expected one of {list(FORMS)}.")
     check_int(n_random_starts, "n_random_starts", 0)

@@ -1,9 +1,11 @@
 """Common base for every result object the package returns.
 
-Results follow the habits of :class:`scipy.optimize.OptimizeResult` and cvxpy: a
+Solver results follow the habits of :class:`scipy.optimize.OptimizeResult` and cvxpy: a
 ``status`` string from a small shared vocabulary, a human ``message``, a
 ``success`` flag derived from the status, ``to_dict()`` / ``to_json()`` for
-machines and a ``repr`` that reads well in a terminal.
+machines and a ``repr`` that reads well in a terminal (:class:`ResultMixin`). Reports that
+are not the outcome of a solve (the theorem checker's) are plain records
+(:class:`RecordMixin`): the same serialisation, no status.
 """
 
 from __future__ import annotations
@@ -11,20 +13,47 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from enum import Enum
 from typing import Any
 
 import numpy as np
 
 OPTIMAL = "optimal"
+LOCAL_OPTIMAL = "local_optimal"
 OPTIMAL_INACCURATE = "optimal_inaccurate"
+CONVERGED = "converged"
+COMPLETED = "completed"
 INFEASIBLE = "infeasible"
+NO_FEASIBLE_POINT_FOUND = "no_feasible_point_found"
+INACCURATE = "inaccurate"
 TIME_LIMIT = "time_limit"
 MAX_ITER = "max_iter"
 DIVERGED = "diverged"
+NOT_FITTED = "not_fitted"
 FAILED = "failed"
 
+#: Every status, with (success, solution_present). ``success`` keeps scipy's meaning: the
+#: method did what it set out to do. ``solution_present`` follows cvxpy's group of that
+#: name: a usable point that meets its constraints to the stated tolerance is attached.
+#: docs/statuses.md explains each status; a test keeps that page in step with this table.
+STATUS_TABLE: dict[str, tuple[bool, bool]] = {
+    OPTIMAL: (True, True),  # certified within the stated tolerance
+    LOCAL_OPTIMAL: (True, True),  # a local method met its stopping test; not certified
+    OPTIMAL_INACCURATE: (True, True),  # a conic v-step engine's own "inaccurate" optimum
+    CONVERGED: (True, True),  # GD: its gradient tolerance was met
+    COMPLETED: (True, True),  # GD: the fixed step budget ran and did what it is meant to
+    INFEASIBLE: (False, False),  # proven for the whole problem
+    NO_FEASIBLE_POINT_FOUND: (False, False),  # the search failed; infeasibility not proven
+    INACCURATE: (False, False),  # the returned point violates its constraints beyond tol
+    TIME_LIMIT: (False, True),  # stopped by the time limit, with the best point so far
+    MAX_ITER: (False, True),  # stopped by the iteration cap, with the point reached
+    DIVERGED: (False, False),  # non-finite values, or the loss ended above its start
+    NOT_FITTED: (False, False),  # a schedule meant to interpolate left training errors
+    FAILED: (False, False),  # a numerical engine broke down: nothing said about the problem
+}
+
 #: Statuses that come with a usable solution.
-SOLUTION_PRESENT = frozenset({OPTIMAL, OPTIMAL_INACCURATE, TIME_LIMIT, MAX_ITER})
+SOLUTION_PRESENT = frozenset(k for k, (_, present) in STATUS_TABLE.items() if present)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -36,6 +65,8 @@ def to_jsonable(value: Any) -> Any:
         if hasattr(value, "to_dict"):
             return value.to_dict()
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):  # e.g. Regime: its value is what JSON carries
+        return to_jsonable(value.value)
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -78,38 +109,57 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
-class ResultMixin:
-    """Mixin for result dataclasses that carry ``status`` and ``message`` fields."""
-
-    status: str
-    message: str
-
-    @property
-    def success(self) -> bool:
-        """True when the status says a usable solution is present."""
-        return self.status in SOLUTION_PRESENT
+class RecordMixin:
+    """Mixin for plain record dataclasses (reports): ``to_dict``, ``to_json`` and a ``repr``
+    that reads well in a terminal. Solver results add a status (:class:`ResultMixin`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dictionary of every field plus ``success``."""
-        out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        out["success"] = self.success
-        return out
+        """Return a JSON-ready dictionary of every field."""
+        return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def to_json(self, **kwargs: Any) -> str:
         """Serialise :meth:`to_dict` with :func:`json.dumps` (``kwargs`` pass through)."""
         kwargs.setdefault("indent", 2)
         return json.dumps(self.to_dict(), **kwargs)
 
-    def __repr__(self) -> str:
+    def _repr_lines(self, head: dict[str, Any]) -> str:
+        """``head`` first, then every other field, one per line."""
         names = [f.name for f in dataclasses.fields(self)]  # type: ignore[arg-type]
-        head = ["message", "success", "status"]
+        width = max(len(n) for n in names + list(head))
         lines = [f"{type(self).__name__}("]
-        width = max(len(n) for n in names + head)
-        lines.append(f"  {'message'.rjust(width)}: {self.message}")
-        lines.append(f"  {'success'.rjust(width)}: {self.success}")
+        lines += [f"  {name.rjust(width)}: {value}" for name, value in head.items()]
         for name in names:
-            if name == "message":
-                continue
-            lines.append(f"  {name.rjust(width)}: {_short(getattr(self, name))}")
+            if name not in head:
+                lines.append(f"  {name.rjust(width)}: {_short(getattr(self, name))}")
         lines.append(")")
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self._repr_lines({})
+
+
+class ResultMixin(RecordMixin):
+    """Mixin for solver results: dataclasses that carry ``status`` and ``message`` fields."""
+
+    status: str
+    message: str
+
+    @property
+    def success(self) -> bool:
+        """True when the method did what it set out to do (scipy's meaning; see
+        :data:`STATUS_TABLE`)."""
+        return STATUS_TABLE[self.status][0]
+
+    @property
+    def solution_present(self) -> bool:
+        """True when a usable point meeting the constraints to tolerance is attached."""
+        return self.status in SOLUTION_PRESENT
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dictionary of every field plus ``success``."""
+        out = super().to_dict()
+        out["success"] = self.success
+        return out
+
+    def __repr__(self) -> str:
+        return self._repr_lines({"message": self.message, "success": self.success})

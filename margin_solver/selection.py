@@ -1,4 +1,4 @@
-"""Hard token selections: one chosen token per sample (design section 4.4).
+"""Hard token selections: one chosen token per sample (docs/theory.md, min-norm section).
 
 Three small tools shared by the min-norm solver's starts (:mod:`margin_solver.minnorm`) and
 the global lower bound (:mod:`margin_solver.bounds`), all in token-Gram form (they read only
@@ -12,8 +12,8 @@ the global lower bound (:mod:`margin_solver.bounds`), all in token-Gram form (th
 * :func:`attention_svm` -- the attention vector ``p`` of norm ``R`` that singles a selection
   out: ``minimize ||p|| s.t. <p, x_{i, sel_i} - x_it> >= 1`` for every ``t != sel_i``, rescaled.
 
-All SVMs go through :func:`margin_solver.vstep.solve_vstep` with the exact LDP engine and a
-precomputed Gram matrix, falling back to ECOS and Clarabel if LDP raises (so an engine failure
+All SVMs go through :func:`margin_solver.vstep.solve_trusted_vstep` (the v-step on a Gram
+matrix built here from validated tokens, so not re-validated) with the exact LDP engine, falling back to ECOS and Clarabel if LDP raises (so an engine failure
 is never taken for an infeasible selection, which would make the lower bound invalid).
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from margin_solver.vstep import solve_vstep
+from margin_solver.vstep import solve_trusted_vstep
 
 __all__ = [
     "SelectionSVM",
@@ -108,7 +108,7 @@ def selection_svm(
     if samples.size == 0:
         return SelectionSVM(samples, tokens, 0.0, np.zeros(0))
     rows = selection_rows(samples, tokens, T)
-    result = solve_vstep(None, y[samples], solver="ldp", K=H[np.ix_(rows, rows)])
+    result = solve_trusted_vstep(H[np.ix_(rows, rows)], y[samples])
     if not result.success:
         return SelectionSVM(samples, tokens, float("inf"), None)
     return SelectionSVM(samples, tokens, result.norm, result.coef)
@@ -230,7 +230,7 @@ def attention_svm(H: np.ndarray, T: int, selection: np.ndarray, R: float) -> np.
     if not keep.any():
         return np.zeros((n, T))
     E, K = E[keep], K[np.ix_(keep, keep)]
-    result = solve_vstep(None, np.ones(len(K)), solver="ldp", K=K)
+    result = solve_trusted_vstep((K + K.T) / 2, np.ones(len(K)))  # E H E^T is symmetric up to rounding
     if not result.success:
         return None
     c = (E.T @ result.coef).reshape(n, T)

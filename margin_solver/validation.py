@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -209,6 +210,33 @@ def check_vector(v: Any, d: int, name: str) -> np.ndarray:
         raise InvalidInputError(f"Expected {name} of shape ({d},), got array of shape {np.shape(v)}.")
     _check_finite(arr, name)
     return check_magnitude(arr, name, low=0.0, high=MAX_VECTOR_MAGNITUDE)
+
+
+def check_options(options: Any, defaults: Mapping[str, Any], name: str = "options") -> dict[str, Any]:
+    """Merge a solver's ``options`` mapping into its ``defaults``; reject unknown keys.
+
+    Only the names are checked here: each solver validates the values of its own options.
+
+    Raises
+    ------
+    InvalidInputError
+        When ``options`` is not a mapping with string keys, or names a key not in ``defaults``.
+
+    Examples
+    --------
+    >>> check_options({"memory": 0}, {"memory": 30, "use_bb": True})
+    {'memory': 0, 'use_bb': True}
+    """
+    if options is None:
+        return dict(defaults)
+    if not isinstance(options, Mapping):
+        raise InvalidInputError(f"{name} must be a mapping (dict), got {type(options).__name__}.")
+    unknown = sorted(str(k) for k in options if k not in defaults)
+    if unknown:
+        raise InvalidInputError(
+            f"Unknown {name} key(s) {unknown}; expected some of {sorted(defaults)}."
+        )
+    return {**defaults, **options}
 
 
 def check_seed(seed: Any, name: str = "seed") -> int | np.random.SeedSequence | None:

@@ -1,4 +1,4 @@
-"""The v-step: the hard-margin SVM without bias on fixed features (design.md section 4.1).
+"""The v-step: the hard-margin SVM without bias on fixed features (docs/theory.md).
 
 For a fixed attention vector p the min-norm interpolator's value vector solves
 
@@ -364,7 +364,43 @@ def solve_vstep(
     tol = check_positive(tol, "tol")
     if solver == "primal" and data.Z is None:
         raise InvalidInputError("solver='primal' needs the features Z, not only K.")
+    return _solve(data, solver, tol, fallback, start)
 
+
+def solve_trusted_vstep(
+    K: np.ndarray, y: np.ndarray, solver: str = "ldp", *, tol: float = 1e-9, fallback: bool = True
+) -> VStepResult:
+    """:func:`solve_vstep` on a Gram matrix the caller formed itself, without validation.
+
+    The inner loops (branch-and-bound nodes, the descent's trial points, the attention SVMs)
+    solve thousands of v-steps on Gram matrices built from already validated tokens;
+    re-validating each one (symmetry, finiteness, labels) cost about 15 % of the lower
+    bound's time. User input goes through :func:`solve_vstep`.
+
+    Parameters
+    ----------
+    K : ndarray of shape (n_samples, n_samples), float64
+        Exactly symmetric Gram matrix of the features (**not validated**; symmetrise a
+        computed product that may differ from its transpose by rounding first).
+    y : ndarray of shape (n_samples,), float64
+        Labels in {-1, +1} (not validated).
+    solver : {"ecos", "clarabel", "ldp"}, default="ldp"
+        Engine to try first.
+    tol, fallback
+        As in :func:`solve_vstep`.
+
+    Returns
+    -------
+    VStepResult
+        As :func:`solve_vstep`, with ``v`` None (only ``coef`` describes v).
+    """
+    return _solve(_VStepData.trusted(K, y), solver, tol, fallback, time.perf_counter())
+
+
+def _solve(
+    data: _VStepData, solver: str, tol: float, fallback: bool, start: float
+) -> VStepResult:
+    """The v-step on checked inputs: conflicts, then the engines in turn (see solve_vstep)."""
     conflict = _obvious_conflicts(data.K, data.y)
     if conflict is not None:
         samples, why = conflict

@@ -9,7 +9,8 @@ from margin_solver._version import __version__
 from margin_solver.cli import main
 from margin_solver.bench.resultlog import read_rows
 from margin_solver.bench.studies import STUDIES
-from margin_solver.bench.study_plots import BENIGN, HARMFUL, NO_INTERPOLATION, regime_map
+from margin_solver.bench.study_plots import regime_map
+from margin_solver.theory import Regime
 from margin_solver.bench.sweeps import load_results
 from margin_solver.bench.trajectory_study import read_trajectories
 
@@ -106,9 +107,9 @@ def test_regime_map_classifies_by_interpolation_and_clean_error():
     ]
     regimes = regime_map(rows, benign_max_error=0.1)
     assert regimes == {
-        ("m", 1, 0.5): BENIGN,
-        ("m", 2, 0.5): HARMFUL,
-        ("m", 3, 0.5): NO_INTERPOLATION,
+        ("m", 1, 0.5): Regime.BENIGN,
+        ("m", 2, 0.5): Regime.HARMFUL,
+        ("m", 3, 0.5): Regime.NO_INTERPOLATION,
     }
 
 

@@ -26,10 +26,10 @@ def test_two_step_with_json_and_plot(files, tmp_path, capsys):
     code = main(["gd", str(train_path), "--test", str(test_path), "--json", str(out), "--plot", str(png)])
     assert code == 0
     text = capsys.readouterr().out
-    assert text.startswith("max_iter: ran all 2 steps")
+    assert text.startswith("completed: ran all 2 steps")
     assert "test err (clean)" in text and "attn noisy" in text
     data = json.loads(out.read_text())
-    assert data["status"] == "max_iter" and data["steps"] == 2
+    assert data["status"] == "completed" and data["steps"] == 2
     assert data["trajectory"]["step"] == [0, 1, 2]
     np.testing.assert_allclose(data["v"], gradient_descent(train).v)
     image = imread(png)
@@ -50,7 +50,7 @@ def test_constant_schedule_options(files, tmp_path, capsys):
 
 def test_divergence_exits_nonzero(files, capsys):
     train_path, _, _ = files
-    assert main(["gd", str(train_path), "--beta0", "1e300", "--beta1", "1e300"]) == 1
+    assert main(["gd", str(train_path), "--beta0", "1e300", "--beta1", "1e300"]) == 3  # EXIT_NO_ANSWER: diverged
     assert capsys.readouterr().out.startswith("diverged:")
 
 

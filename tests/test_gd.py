@@ -201,7 +201,7 @@ def test_norm_cap_and_tolerance(small):
     early = gradient_descent(
         train, schedule="constant", steps=100_000, weight_decay=0.5, tol=1e-6, callback=seen.append
     )
-    assert early.status == "optimal" and early.steps < 100_000
+    assert early.status == "converged" and early.steps < 100_000
     assert early.trajectory["step"][-1] == early.steps
     assert [row["step"] for row in seen] == list(early.trajectory["step"])
 
@@ -216,7 +216,7 @@ def test_arrays_and_records(small):
     assert list(every.trajectory["step"]) == [0, 4, 8, 10]
     assert np.all(np.isfinite(every.trajectory["test_error_clean"]))
     data = json.loads(every.to_json())
-    assert data["status"] == "max_iter" and len(data["v"]) == train.d
+    assert data["status"] == "completed" and len(data["v"]) == train.d
     assert data["trajectory"]["normalized_margin"][0] is None  # 0/0 at zero init
 
 

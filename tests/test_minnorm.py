@@ -235,3 +235,38 @@ def test_progress_bars_show_the_bound_and_the_starts_and_change_nothing(capsys):
     enum = global_lower_bound(small.X, small.y, method="enumerate", progress=True)
     assert "lower bound (enumeration)" in capsys.readouterr().err
     assert enum.value == global_lower_bound(small.X, small.y, method="enumerate").value
+
+
+def test_options_choose_the_descent_variant_as_the_descend_keywords_do(monkeypatch):
+    # options={"memory": 0, "use_bb": False} must run exactly the plain projected-gradient
+    # descent that passing those keywords to descend runs (what benchmarks patched before)
+    import margin_solver.minnorm as minnorm
+    from margin_solver.alternating import descend
+
+    ds = paper(12, 4.0, d=120, seed=3)
+    R = 30 / math.sqrt(ds.d)
+    plain = solve_min_norm(ds, R=R, options={"memory": 0, "use_bb": False})
+    default = solve_min_norm(ds, R=R)
+    monkeypatch.setattr(
+        minnorm, "descend", lambda *a, **k: descend(*a, **{**k, "memory": 0, "use_bb": False})
+    )
+    patched = solve_min_norm(ds, R=R)
+    assert plain.norm == patched.norm and plain.history == patched.history
+    assert plain.history != default.history  # the option does change the descent
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"memroy": 0}, r"Unknown options key\(s\) \['memroy'\]"),
+        ({"memory": -1}, r"options\['memory'\] must be an integer >= 0"),
+        ({"use_bb": 1}, r"options\['use_bb'\] must be True or False"),
+        ({"window": 0}, r"options\['window'\] must be an integer >= 1"),
+        ({"vstep_solver": "primal"}, r"options\['vstep_solver'\] must be one of"),
+        ([("memory", 0)], "options must be a mapping"),
+    ],
+)
+def test_bad_options_are_refused_at_the_door(options, match):
+    ds = paper(6, 4.0, d=30)
+    with pytest.raises(InvalidInputError, match=match):
+        solve_min_norm(ds, R=1.0, options=options)

@@ -58,3 +58,20 @@ def test_evaluate_without_metadata():
     raw = Dataset(ds.X, ds.y)
     m = evaluate(np.ones(20), np.zeros(20), raw)
     assert m.error_clean is None and m.attn_signal is None and m.attn_signal_noisy is None
+
+
+def test_trusted_metrics_with_stand_in_labels_equals_evaluate_on_a_rebuilt_dataset():
+    # the checker passes its estimated clean labels and signal positions instead of building a
+    # Dataset around them: the numbers must be the same
+    from margin_solver.metrics import trusted_metrics
+
+    full = PaperDistribution(d=60, snr=0.8, eta=0.2).sample(30, seed=4)
+    bare = Dataset(full.X, full.y)
+    rng = np.random.default_rng(0)
+    v, p = rng.standard_normal(60), rng.standard_normal(60)
+    stand_in = trusted_metrics(v, p, bare, full.clean_y, full.signal_index)
+    assert stand_in.to_dict() == evaluate(v, p, full).to_dict()
+    assert stand_in.attn_signal_noisy is not None and stand_in.error_clean is not None
+    # the dataset's own labels win over stand-ins
+    flipped = trusted_metrics(v, p, full, -full.clean_y, full.signal_index)
+    assert flipped.to_dict() == evaluate(v, p, full).to_dict()

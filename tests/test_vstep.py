@@ -484,3 +484,20 @@ def test_cvxpy_is_imported_only_when_a_conic_engine_runs():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "optimal", "True"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_trusted_vstep_gives_the_validated_answer_bit_for_bit(seed):
+    # the inner loops skip validation: on a Gram matrix the validated door accepts, the
+    # trusted worker must return exactly what the door returns (and infeasibility alike)
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((12, 5 + 10 * seed))
+    K = Z @ Z.T
+    y = np.where(rng.random(12) < 0.5, -1.0, 1.0)
+    door = solve_vstep(None, y, "ldp", K=K)
+    trusted = vstep.solve_trusted_vstep(K, y)
+    assert door.status == trusted.status
+    assert door.infeasible_samples == trusted.infeasible_samples
+    if door.coef is not None:
+        assert np.array_equal(door.coef, trusted.coef) and np.array_equal(door.alpha, trusted.alpha)
+        assert door.norm == trusted.norm

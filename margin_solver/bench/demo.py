@@ -25,15 +25,9 @@ from margin_solver.kernel import attention
 from margin_solver.metrics import signal_attention
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.bench.plots import plot_attention_allocation
-from margin_solver.bench.study_plots import (
-    BENIGN,
-    HARMFUL,
-    NO_INTERPOLATION,
-    plot_phase_diagram,
-    regime_map,
-)
+from margin_solver.bench.study_plots import plot_phase_diagram, regime_map
 from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run_sweep, sidecar_path
-from margin_solver.theory import check_conditions
+from margin_solver.theory import Regime, check_conditions
 
 
 @dataclass(frozen=True)
@@ -137,9 +131,9 @@ def small_phase_diagram(out: Path, seed: int) -> tuple[list[Path], list[str]]:
         above = [r for (m, n, snr), r in regimes.items() if m == method and n * snr**2 >= 1]
         below = [r for (m, n, snr), r in regimes.items() if m == method and n * snr**2 < 1]
         lines.append(
-            f"{method}: benign in {above.count(BENIGN)}/{len(above)} points with kappa >= 1 "
-            f"(no interpolation in {above.count(NO_INTERPOLATION)}), harmful in "
-            f"{below.count(HARMFUL)}/{len(below)} points with kappa < 1"
+            f"{method}: benign in {above.count(Regime.BENIGN)}/{len(above)} points with kappa >= 1 "
+            f"(no interpolation in {above.count(Regime.NO_INTERPOLATION)}), harmful in "
+            f"{below.count(Regime.HARMFUL)}/{len(below)} points with kappa < 1"
         )
     return [csv, sidecar_path(csv), png], lines
 

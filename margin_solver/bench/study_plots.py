@@ -17,10 +17,11 @@ import numpy as np
 
 from margin_solver.bench.plots import save_figure
 from margin_solver.bench.sweeps import load_results
+from margin_solver.theory import Regime
 
 #: Regime codes of the phase map.
-NO_INTERPOLATION, BENIGN, HARMFUL = 0, 1, 2
-REGIME_NAMES = {NO_INTERPOLATION: "no interpolation", BENIGN: "benign", HARMFUL: "harmful"}
+#: The observed regimes in the order of the regime map's colour scale.
+REGIME_ORDER = (Regime.NO_INTERPOLATION, Regime.BENIGN, Regime.HARMFUL)
 
 _LABELS = {
     "test_error_clean": "test error vs clean labels",
@@ -77,7 +78,9 @@ def _interpolates(row: dict[str, Any]) -> float:
     return float(row["status"] not in ("failed", "infeasible") and row["train_error"] == 0.0)
 
 
-def regime_map(rows: list[dict[str, Any]], benign_max_error: float = 0.1) -> dict[tuple, int]:
+def regime_map(
+    rows: list[dict[str, Any]], benign_max_error: float = 0.1
+) -> dict[tuple, Regime]:
     """Regime per (method, n, snr): no interpolation / benign / harmful.
 
     A point interpolates when most seeds reach zero training error; it is *benign* when it
@@ -90,9 +93,9 @@ def regime_map(rows: list[dict[str, Any]], benign_max_error: float = 0.1) -> dic
     out = {}
     for key, (frac, _, _) in interp.items():
         if not frac > 0.5:
-            out[key] = NO_INTERPOLATION
+            out[key] = Regime.NO_INTERPOLATION
         else:
-            out[key] = BENIGN if err[key][0] <= benign_max_error else HARMFUL
+            out[key] = Regime.BENIGN if err[key][0] <= benign_max_error else Regime.HARMFUL
     return out
 
 
@@ -147,7 +150,7 @@ def plot_phase_diagram(
     for row_axes, method in zip(axes, methods):
         E = np.array([[err.get((method, n, s), (np.nan,))[0] for n in ns] for s in snrs])
         Rg = np.array(
-            [[regimes.get((method, n, s), np.nan) for n in ns] for s in snrs], dtype=float
+            [[_regime_index(regimes.get((method, n, s))) for n in ns] for s in snrs], dtype=float
         )
         ax = row_axes[0]
         mesh = ax.pcolormesh(
@@ -177,7 +180,7 @@ def plot_phase_diagram(
             shading="flat",
         )
         cbar = fig.colorbar(mesh2, ax=ax2, ticks=[0, 1, 2])
-        cbar.ax.set_yticklabels([REGIME_NAMES[k] for k in (0, 1, 2)])
+        cbar.ax.set_yticklabels([r.value for r in REGIME_ORDER])
         ax2.set_title(
             f"{method}: observed regime\n(benign = interpolates and clean error <= {benign_max_error:g})",
             fontsize=9,
@@ -237,14 +240,19 @@ def plot_phase_diagram(
     return save_pyplot_figure(fig, png, rect=(0, 0.03, 1, 1))
 
 
-def _agreement(predicted: str | None, observed: int | None) -> str:
+def _regime_index(regime: Regime | None) -> float:
+    """Position of a regime on the regime map's colour scale (NaN: no data)."""
+    return np.nan if regime is None else float(REGIME_ORDER.index(regime))
+
+
+def _agreement(predicted: str | None, observed: Regime | None) -> str:
     if predicted is None or observed is None:
         return ""
-    if observed == NO_INTERPOLATION:
+    if observed == Regime.NO_INTERPOLATION:
         return "no-int"
     if predicted not in ("benign", "harmful"):
         return ""
-    return "agree" if (predicted == "benign") == (observed == BENIGN) else "DIFFER"
+    return "agree" if (predicted == "benign") == (observed == Regime.BENIGN) else "DIFFER"
 
 
 def plot_curves(

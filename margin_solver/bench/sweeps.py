@@ -38,7 +38,7 @@ from margin_solver.fileio import write_json
 from margin_solver.bench.methods import SWEEP_METHODS, MethodCall
 from margin_solver.progress import ProgressBar
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
-from margin_solver.results import FAILED, ResultMixin, to_jsonable
+from margin_solver.results import COMPLETED, FAILED, ResultMixin, to_jsonable
 from margin_solver.theory import check_conditions
 from margin_solver.validation import InvalidInputError
 
@@ -391,6 +391,9 @@ def run_cell(job: CellJob) -> dict[str, Any]:
 class SweepResult(ResultMixin):
     """What a call of :func:`run_sweep` did.
 
+    ``status`` is ``"completed"`` when every cell of the grid has a row and none of this run's
+    rows failed, else ``"failed"`` (``success`` False).
+
     Attributes
     ----------
     path : str
@@ -415,11 +418,6 @@ class SweepResult(ResultMixin):
     n_run: int
     n_failed: int
     seconds: float
-
-    @property
-    def success(self) -> bool:
-        """True when every cell of the grid has a row and none of this run's rows failed."""
-        return self.status == "complete" and self.n_failed == 0
 
 
 def sidecar_path(out: str | os.PathLike) -> Path:
@@ -516,7 +514,7 @@ def run_sweep(
             _write_sidecar(side, config, history + [run])
     message = progress_message("cell", "run", n_run, len(cells) - len(todo), n_failed)
     return SweepResult(
-        status="complete",
+        status=COMPLETED if n_failed == 0 else FAILED,
         message=message,
         path=str(out),
         n_cells=len(cells),

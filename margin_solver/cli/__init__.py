@@ -7,6 +7,11 @@ the standard library at its top; ``add_arguments`` runs only for the verb on the
 (matplotlib, joblib, Dask). Expected failures
 (bad input, unreadable or unwritable files, bad arguments) print one line on stderr and exit
 with status 2.
+
+Exit statuses (docs/statuses.md): 0 the method did what it set out to do; 2 bad input;
+3 a well-formed problem with no answer (proven infeasible, no feasible point found, an engine
+failure, GD that diverged or did not fit when meant to); 4 an answer with a caveat (iteration
+or time limit, inaccurate, not certified when certification was asked for); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -25,7 +30,19 @@ from margin_solver.validation import InvalidInputError
 #: Verb modules, in the order ``--help`` lists them.
 VERB_MODULES: tuple[str, ...] = ("demo", "check", "solve", "gd", "sweep", "bench")
 
+EXIT_OK = 0
 EXIT_INPUT_ERROR = 2
+EXIT_NO_ANSWER = 3
+EXIT_CAVEAT = 4
+EXIT_INTERRUPTED = 130
+
+
+def exit_status(result: object) -> int:
+    """The exit status for a solver result: 0 on success, 4 when a usable solution with a
+    caveat is attached, 3 when there is none (see :data:`margin_solver.results.STATUS_TABLE`)."""
+    if result.success:  # type: ignore[attr-defined]
+        return EXIT_OK
+    return EXIT_CAVEAT if result.solution_present else EXIT_NO_ANSWER  # type: ignore[attr-defined]
 
 
 class CLIError(Exception):
@@ -116,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt:
         print(f"margin-solver {args.verb}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

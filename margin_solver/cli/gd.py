@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from margin_solver.cli import CLIError
+from margin_solver.cli import CLIError, exit_status
 from margin_solver.data import load_dataset
 from margin_solver.fileio import write_json
 from margin_solver.gd import SCHEDULES, gradient_descent
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         title = f"GD ({result.schedule}) on {args.data}"
         plot_gd_trajectory(result.trajectory, args.plot, title=title)
         print(f"wrote {args.plot}")
-    return 0 if result.success else 1
+    return exit_status(result)
 
 
 def _table(traj: dict) -> str:

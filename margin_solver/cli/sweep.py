@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from margin_solver.cli import CLIError
+from margin_solver.cli import EXIT_CAVEAT, EXIT_OK, CLIError
 
 NAME = "sweep"
 HELP = "run a grid over n, SNR or kappa, d, T, eta, seeds and methods; resumable CSV output"
@@ -122,4 +122,4 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     print(f"{result.path}: {result.message} ({result.seconds:.1f} s)")
-    return 0 if result.success else 1
+    return EXIT_OK if result.success else EXIT_CAVEAT  # some cells failed: rows say which

@@ -1,0 +1,46 @@
+"""Check the benign-overfitting theorems' conditions on a dataset and predict the regime
+(Magen et al., arXiv:2410.07746, and the authors' reply to reviewers).
+
+One module per job:
+
+* :mod:`~margin_solver.theory.constants` -- :class:`Constants`, the thresholds (package
+  defaults, not the paper's constants, which are not available here);
+* :mod:`~margin_solver.theory.rules` -- the check rows' record (:class:`Condition`), the
+  :class:`Regime` vocabulary and the regime rules table :data:`RULES`;
+* :mod:`~margin_solver.theory.check` -- :func:`check_conditions`: measure the rows, predict,
+  observe a fitted ``(v, p)``, compare;
+* :mod:`~margin_solver.theory.report` -- :class:`ConditionReport` and its terminal table.
+"""
+
+from margin_solver.theory.check import check_conditions, conflicting_pairs
+from margin_solver.theory.constants import DISCLAIMER, Constants
+from margin_solver.theory.report import ConditionReport, ObservedBehaviour, format_report
+from margin_solver.theory.rules import RULES, Condition, Regime, rules_table
+
+BENIGN = Regime.BENIGN
+HARMFUL = Regime.HARMFUL
+NO_INTERPOLATION = Regime.NO_INTERPOLATION
+OUTSIDE = Regime.OUTSIDE
+INTERMEDIATE = Regime.INTERMEDIATE
+#: The predicted-regime vocabulary.
+REGIMES = (BENIGN, HARMFUL, NO_INTERPOLATION, OUTSIDE)
+
+__all__ = [
+    "BENIGN",
+    "DISCLAIMER",
+    "HARMFUL",
+    "INTERMEDIATE",
+    "NO_INTERPOLATION",
+    "OUTSIDE",
+    "REGIMES",
+    "RULES",
+    "Condition",
+    "ConditionReport",
+    "Constants",
+    "ObservedBehaviour",
+    "Regime",
+    "check_conditions",
+    "conflicting_pairs",
+    "format_report",
+    "rules_table",
+]

@@ -1,0 +1,116 @@
+"""Constants of the theorem-condition checks: package defaults, not the paper's.
+
+The conditions come from Magen et al., *Benign Overfitting in Single-Head Attention*
+(arXiv:2410.07746) and the authors' reply to reviewers; the paper's constants are not
+available here, so each is a field of :class:`Constants` with a default chosen by a scaling
+argument documented in ``docs/theory.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from margin_solver.validation import InvalidInputError
+
+__all__ = ["DISCLAIMER", "Constants"]
+
+DISCLAIMER = (
+    "The paper's constants are not reproduced here (its full text is not available); every "
+    "threshold uses a package default from Constants, so the verdicts are scaling-level, not "
+    "the theorems' exact statements."
+)
+
+
+@dataclass(frozen=True)
+class Constants:
+    """Constants of the scaling-level checks (package defaults, not the paper's).
+
+    Parameters
+    ----------
+    kappa_benign : float, default=4.0
+        Benign side: ``kappa = n SNR^2 >= kappa_benign``. With hard token selection the
+        min-norm interpolator prefers the signal once ``kappa > 2 / (1 - eta)`` (a norm
+        comparison, docs/theory.md), which lies in [2, 4) for ``eta < 1/2``.
+    kappa_harmful : float, default=1.0
+        Harmful side: ``kappa <= kappa_harmful`` (authors' reply, W4: ``SNR = o(1/sqrt(n))``).
+    eta_C : float, default=5.0
+        Label noise bound ``eta <= 1 / eta_C`` (Assumptions 3.1/4.1 item 4; C unknown).
+    dim_C : float, default=1.0
+        Theorem dimension ``d >= dim_C n^2 log(n / delta)``.
+    delta : float, default=0.1
+        Failure probability in the log factor.
+    dim_experiment : float, default=2.0
+        Dimension at which the authors observed benign overfitting, ``d >= 2 n``.
+    T_max : int, default=10
+        ``T = Theta(1)`` read as ``T <= T_max`` (a warning only).
+    orth_C : float, default=1.0
+        ``max |<xi_a, xi_b>| / ||xi_a||^2 <= orth_C / n``: the cross terms of ``n`` samples
+        stay below one token's own norm (what ``d ~ n^2 log n`` buys).
+    crosstalk_max : float, default=0.6
+        Interpolation heuristic for two-step GD: median
+        ``sqrt(sum_b <xi_a, xi_b>^2) / ||xi_a||^2 <= 0.6`` (about ``d >= 2.8 n (T - 1)``).
+        Calibrated on a plain two-step GD over a step-size grid (benchmarks/check_threshold.py):
+        it fitted every sample in >= 80% of seeds at cross-talk <= 0.58 and in <= 40% at >= 0.7.
+    norm_tol : float, default=0.5
+        Norm concentration ``| ||xi||^2 / mean - 1 | <= norm_tol`` (the ``[1/2, 3/2]``
+        band common in this literature).
+    signal_noise_C : float, default=2.0
+        ``max |cos(xi, mu)| <= signal_noise_C sqrt(2 log(2 N_pairs) / d)``: random-level
+        overlap passes, systematic correlation fails.
+    benign_error : float, default=0.1
+        Observed benign: clean test error at most this.
+    harmful_error : float, default=0.25
+        Observed harmful: clean test error at least this.
+    max_tokens : int, default=4000
+        Subsample whole samples for the noise Gram matrix when ``n T`` exceeds this.
+    seed : int, default=0
+        Seeds subsampling and the estimators.
+    """
+
+    kappa_benign: float = 4.0
+    kappa_harmful: float = 1.0
+    eta_C: float = 5.0
+    dim_C: float = 1.0
+    delta: float = 0.1
+    dim_experiment: float = 2.0
+    T_max: int = 10
+    orth_C: float = 1.0
+    crosstalk_max: float = 0.6
+    norm_tol: float = 0.5
+    signal_noise_C: float = 2.0
+    benign_error: float = 0.1
+    harmful_error: float = 0.25
+    max_tokens: int = 4000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("T_max", "max_tokens", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InvalidInputError(f"Constants.{name} must be an integer, got {value!r}.")
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "seed":
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not value > 0
+                or not math.isfinite(value)
+            ):
+                raise InvalidInputError(
+                    f"Constants.{f.name} must be a positive number, got {value!r}."
+                )
+        if self.kappa_harmful > self.kappa_benign:
+            raise InvalidInputError(
+                f"Constants.kappa_harmful ({self.kappa_harmful}) must not exceed kappa_benign "
+                f"({self.kappa_benign})."
+            )
+        if self.harmful_error < self.benign_error:
+            raise InvalidInputError("Constants.harmful_error must be >= benign_error.")
+        if not self.delta < 1:
+            raise InvalidInputError(f"Constants.delta must lie in (0, 1), got {self.delta!r}.")

@@ -1,0 +1,231 @@
+"""The regime rules: one table, read in order, first match wins.
+
+Each check row (:class:`Condition`) has a *role* saying how its failure changes the
+prediction; :data:`RULES` turns the rows into a predicted :class:`Regime`. ``docs/theory.md``
+shows :func:`rules_table` verbatim (a test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
+
+from margin_solver.theory.constants import Constants
+
+__all__ = [
+    "ASSUMPTION",
+    "INTERPOLATION",
+    "REGIME",
+    "RULES",
+    "SOFT",
+    "Condition",
+    "Regime",
+    "RegimeRule",
+    "predict",
+    "rules_table",
+    "snr_side",
+]
+
+
+class Regime(str, Enum):
+    """Regimes the checker predicts or observes; the values are what reports print and save."""
+
+    BENIGN = "benign"
+    HARMFUL = "harmful"
+    NO_INTERPOLATION = "no interpolation"
+    OUTSIDE = "outside the theory"
+    #: Observed only: a clean test error between the benign and harmful thresholds.
+    INTERMEDIATE = "intermediate"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+# Row roles: how a failing row changes the prediction.
+REGIME, ASSUMPTION, INTERPOLATION, SOFT = "regime", "assumption", "interpolation", "soft"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One row of the report.
+
+    Attributes
+    ----------
+    name : str
+        Stable identifier.
+    tag : str
+        Short source tag for the table (e.g. "Q3.1", "W4").
+    source : str
+        Where the condition comes from (the paper, or the authors' reply by point).
+    formula : str
+        The condition with symbols.
+    value : float or None
+        Measured left-hand side (None when not applicable or unknown).
+    threshold : float or None
+        Right-hand side with the constant applied.
+    constant : str
+        The constant used and its value.
+    holds : bool or None
+        None when the value is unknown.
+    estimated : bool
+        True when ``value`` depends on a quantity estimated from the data rather than given.
+    role : {"regime", "assumption", "interpolation", "soft"}
+        How a failure changes the prediction (:data:`RULES`); ``"soft"`` rows only warn.
+    note : str
+    """
+
+    name: str
+    tag: str
+    source: str
+    formula: str
+    value: float | None
+    threshold: float | None
+    constant: str
+    holds: bool | None
+    estimated: bool
+    role: str
+    note: str = ""
+
+
+class Evidence(NamedTuple):
+    """What the rules read: the rows, the conflicting pairs, the constants, the SNR side."""
+
+    rows: list[Condition]
+    conflicts: list[tuple[int, int]]
+    constants: Constants
+    snr_regime: Regime | None = None
+
+
+@dataclass(frozen=True)
+class RegimeRule:
+    """One rule: when ``match`` gives a reason, the prediction is ``regime``.
+
+    Attributes
+    ----------
+    when : str
+        The rule in words (the table in ``docs/theory.md``).
+    regime : Regime
+    snr_side : bool
+        A rule on the SNR rows alone (they give ``report.snr_regime``).
+    match : callable
+        ``match(evidence) -> str | None``: the reason when the rule applies, else None.
+    """
+
+    when: str
+    regime: Regime
+    snr_side: bool
+    match: Callable[[Evidence], str | None]
+
+
+def _row(rows: list[Condition], name: str) -> Condition:
+    return next(r for r in rows if r.name == name)
+
+
+def _conflicts(ev: Evidence) -> str | None:
+    if not ev.conflicts:
+        return None
+    return (
+        f"{len(ev.conflicts)} pair(s) of samples with the same tokens and opposite labels "
+        f"(first: {ev.conflicts[0]}): f is the same on both for every (v, p), so no model of "
+        "this form interpolates"
+    )
+
+
+def _assumption_fails(ev: Evidence) -> str | None:
+    failed = [r.name for r in ev.rows if r.role == ASSUMPTION and r.holds is False]
+    return "assumption(s) fail: " + ", ".join(failed) if failed else None
+
+
+def _interpolation_fails(ev: Evidence) -> str | None:
+    blocked = [r for r in ev.rows if r.role == INTERPOLATION and r.holds is False]
+    if not blocked:
+        return None
+    r = blocked[0]
+    return (
+        f"{r.name} = {r.value:.3g} > {r.threshold:g}: noise tokens too correlated for "
+        f"two-step GD to memorise the noisy samples (scaling heuristic); for an "
+        f"interpolator found otherwise the SNR side says {ev.snr_regime}"
+    )
+
+
+def _benign(ev: Evidence) -> str | None:
+    row = _row(ev.rows, "snr_benign")
+    if row.value is None or not row.holds:
+        return None
+    return f"kappa = n SNR^2 = {row.value:.3g} >= C_benign = {ev.constants.kappa_benign:g}"
+
+
+def _harmful(ev: Evidence) -> str | None:
+    row = _row(ev.rows, "snr_harmful")
+    if row.value is None or not row.holds:
+        return None
+    return f"kappa = n SNR^2 = {row.value:.3g} <= c_harmful = {ev.constants.kappa_harmful:g}"
+
+
+def _transition(ev: Evidence) -> str:
+    kappa = _row(ev.rows, "snr_benign").value
+    if kappa is None:
+        return "SNR unknown (could not be estimated)"
+    c = ev.constants
+    return (
+        f"kappa = {kappa:.3g} in the transition band ({c.kappa_harmful:g}, {c.kappa_benign:g}) "
+        "where the theorems give no prediction"
+    )
+
+
+#: The regime rules in order; the first whose ``match`` gives a reason decides.
+RULES: tuple[RegimeRule, ...] = (
+    RegimeRule(
+        "two samples hold the same tokens (in any order) with opposite labels: every (v, p) "
+        "gives them the same output",
+        Regime.NO_INTERPOLATION, False, _conflicts,
+    ),
+    RegimeRule("an `assumption` row fails", Regime.OUTSIDE, False, _assumption_fails),
+    RegimeRule(
+        "the `interpolation` row fails: noise cross-talk too large for two-step GD to "
+        "memorise the noisy samples",
+        Regime.NO_INTERPOLATION, False, _interpolation_fails,
+    ),
+    RegimeRule("`kappa = n SNR^2 >= C_benign`", Regime.BENIGN, True, _benign),
+    RegimeRule("`kappa <= c_harmful`", Regime.HARMFUL, True, _harmful),
+    RegimeRule(
+        "otherwise: the transition band, or the SNR is unknown", Regime.OUTSIDE, True,
+        _transition,
+    ),
+)
+
+
+def _first(rules: tuple[RegimeRule, ...], ev: Evidence) -> tuple[Regime, str]:
+    for rule in rules:
+        reason = rule.match(ev)
+        if reason is not None:
+            return rule.regime, reason
+    raise AssertionError("the last rule always matches")
+
+
+def snr_side(rows: list[Condition], constants: Constants) -> tuple[Regime, str]:
+    """The regime the SNR rules alone give, with its reason (``report.snr_regime``)."""
+    return _first(tuple(r for r in RULES if r.snr_side), Evidence(rows, [], constants))
+
+
+def predict(
+    rows: list[Condition], conflicts: list[tuple[int, int]], constants: Constants
+) -> tuple[Regime, str, Regime, str]:
+    """Apply :data:`RULES` in order: ``(regime, reason, snr_regime, snr_reason)``."""
+    snr_regime, snr_reason = snr_side(rows, constants)
+    regime, reason = _first(RULES, Evidence(rows, conflicts, constants, snr_regime))
+    return regime, reason, snr_regime, snr_reason
+
+
+def rules_table() -> str:
+    """:data:`RULES` as the Markdown table that ``docs/theory.md`` shows."""
+    lines = ["| rule | when | predicted regime | SNR side |", "|---|---|---|---|"]
+    for k, rule in enumerate(RULES):
+        side = "yes" if rule.snr_side else "no"
+        lines.append(f"| {k} | {rule.when} | **{rule.regime.value}** | {side} |")
+    return "\n".join(lines) + "\n"
