@@ -14,6 +14,7 @@ from margin_solver.estimator import SingleHeadAttentionClassifier
 from margin_solver.gd import GDResult, gradient_descent
 from margin_solver.metrics import Metrics, evaluate
 from margin_solver.minnorm import MinNormResult, solve_min_norm
+from margin_solver.results import ConvergenceWarning
 from margin_solver.theory import ConditionReport, Constants, check_conditions
 from margin_solver.validation import InvalidInputError
 from margin_solver.vstep import VStepResult, solve_vstep
@@ -26,6 +27,7 @@ __all__ = [
     "Comparison",
     "ConditionReport",
     "Constants",
+    "ConvergenceWarning",
     "Dataset",
     "GDResult",
     "InvalidInputError",

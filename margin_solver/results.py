@@ -52,6 +52,13 @@ STATUS_TABLE: dict[str, tuple[bool, bool]] = {
     FAILED: (False, False),  # a numerical engine broke down: nothing said about the problem
 }
 
+class ConvergenceWarning(UserWarning):
+    """A method did not do what it set out to do (its status has ``success`` False).
+
+    scikit-learn's estimator in this package re-emits scikit-learn's own ``ConvergenceWarning``.
+    """
+
+
 #: Statuses that come with a usable solution.
 SOLUTION_PRESENT = frozenset(k for k, (_, present) in STATUS_TABLE.items() if present)
 
