@@ -8,7 +8,7 @@ A method fits a model (v, p) on ``train`` and returns a dict of result columns
   ``test_error_noisy``: against the test set's flipped labels (Bayes optimum eta);
 - ``attn_signal_clean`` / ``attn_signal_noisy``: mean attention on the signal token over
   the *training* samples whose label was kept / flipped (the two-mode behaviour of the
-  authors' reply, seed Q5.1 and W2); ``attn_signal_test``: over all test samples;
+  authors' reply, Q5.1 and W2); ``attn_signal_test``: over all test samples;
 - ``min_margin``: ``min_i y_i f(X_i)`` on the training set;
 - ``norm``: ``||v|| / min_margin``, the norm of the value vector that interpolates with margin
   1 at the method's attention p (comparable between the min-norm solver and GD endpoints);
