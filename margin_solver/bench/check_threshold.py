@@ -104,7 +104,7 @@ def interpolation_study(n: int, T: int, kappa: float, seeds: int) -> list[dict]:
         for seed in range(seeds):
             train = dist.sample(n, seed=seed)
             fits.append(two_step_fit(train))
-            report = check_conditions(train)
+            report = check_conditions(train, method="two-step-gd")
             crosstalk.append(report.condition("noise_crosstalk").value)
             predicted.append(report.predicted_regime)
         rows.append(
