@@ -150,7 +150,7 @@ def check_conditions(
     Examples
     --------
     >>> from margin_solver.data import PaperDistribution
-    >>> ds = PaperDistribution(d=600, snr=0.4, eta=0.1).sample(40, seed=2)
+    >>> ds = PaperDistribution(d=600, snr=0.5, eta=0.1).sample(40, seed=2)  # kappa = 10
     >>> str(check_conditions(ds).predicted_regime)
     'benign'
     >>> str(check_conditions(ds, method="two-step-gd").predicted_regime)
