@@ -279,6 +279,35 @@ def test_cli_method_flags(train_file, capsys):
     assert saved["predicted_regime"] == "outside the theory"
 
 
+def test_cli_infers_the_method_from_saved_results(train_file, capsys):
+    from margin_solver.data import load_dataset
+    from margin_solver.fileio import write_json
+
+    train = load_dataset(train_file / "train.npz")
+    gd = gradient_descent(train)
+    write_json(train_file / "gd.json", gd)
+    assert main(["check", str(train_file / "train.npz"), "--solution", str(train_file / "gd.json")]) == 0
+    out = capsys.readouterr().out
+    assert f"prediction for two-step GD at beta0 = {gd.step_sizes[0]:.4g}" in out
+    mn = solve_min_norm(train, R=0.5)
+    write_json(train_file / "mn.json", mn)
+    assert main(["check", str(train_file / "train.npz"), "--solution", str(train_file / "mn.json")]) == 0
+    assert "prediction for the min-norm interpolator at R = 0.5" in capsys.readouterr().out
+    status = main(["check", str(train_file / "train.npz"), "--solution", str(train_file / "mn.json"),
+                   "--method", "two-step-gd"])
+    assert status == 2 and "is a 'min-norm' result" in capsys.readouterr().err
+
+
+def test_cli_saved_result_without_a_point_is_not_comparable(train_file, capsys):
+    sol = train_file / "empty.json"
+    sol.write_text(json.dumps({"v": None, "p": None, "status": "no_feasible_point_found",
+                               "R": 1.0, "lower_bound": None}))
+    assert main(["check", str(train_file / "train.npz"), "--solution", str(sol)]) == 0
+    out = capsys.readouterr().out
+    assert "observed: no point" in out and "verdict: NOT COMPARABLE" in out
+    assert "the min-norm interpolator at R = 1" in out
+
+
 @pytest.mark.parametrize(
     ("args", "pattern"),
     [

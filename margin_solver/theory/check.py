@@ -248,13 +248,19 @@ def _read_solution(solution: Any, d: int) -> _Solution:
     """Vectors (None when the result carries no point) and how the solution was found."""
     meta: Any = solution
     if isinstance(solution, (str, os.PathLike)):
-        read_solution(solution, d)  # validates the file with one-line errors
-        with open(solution, encoding="utf-8") as handle:
-            meta = json.load(handle)
+        try:
+            vectors = read_solution(solution, d)  # one-line errors for a bad file
+        except InvalidInputError:
+            meta = _load_json(solution)
+            if not _no_point(meta):
+                raise
+            vectors = None
+        else:
+            meta = _load_json(solution)
+    else:
+        vectors = None if _no_point(meta) else solution_vectors(solution, d)
     status = _get(meta, "status")
     status = status if isinstance(status, str) else None
-    no_point = status is not None and _get(meta, "v") is None and _get(meta, "p") is None
-    vectors = None if no_point else solution_vectors(solution, d)
     success = _get(meta, "success")
     if not isinstance(success, bool):
         success = STATUS_TABLE[status][0] if status in STATUS_TABLE else None
@@ -271,6 +277,24 @@ def _read_solution(solution: Any, d: int) -> _Solution:
     ):
         found, R_ = "min-norm", _radius(radius, "the solution's R")
     return _Solution(vectors, found, R_, steps, schedule, status, success, certified)
+
+
+def _load_json(path: str | os.PathLike) -> Any:
+    """The file's JSON value, or None when it cannot be read (read_solution reports why)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _no_point(meta: Any) -> bool:
+    """A solver result that says how it ended but carries no point (v and p None)."""
+    return (
+        isinstance(_get(meta, "status"), str)
+        and _get(meta, "v") is None
+        and _get(meta, "p") is None
+    )
 
 
 def _keys(meta: Any) -> set[str]:
