@@ -42,7 +42,7 @@ def test_check_prints_table_and_writes_json(files, capsys):
     )
     out = capsys.readouterr().out
     assert status == 0
-    assert "snr_benign" in out and "predicted regime: benign" in out and "verdict:" in out
+    assert "snr_benign" in out and "predicted regime for the min-norm interpolator at large R" in out and "verdict:" in out
     report = json.loads(out_json.read_text())
     assert report["predicted_regime"] == "benign"
     assert (
@@ -54,7 +54,7 @@ def test_check_prints_table_and_writes_json(files, capsys):
 def test_check_exit_zero_whatever_the_verdict(files, capsys):
     status = main(["check", str(files / "train.npz"), "--constant", "kappa_benign=100"])
     assert status == 0
-    assert "predicted regime: outside the theory" in capsys.readouterr().out
+    assert "(hard token selection): outside the theory" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

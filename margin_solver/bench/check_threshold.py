@@ -1,6 +1,6 @@
 """Where does the hard-selection min-norm interpolator switch from memorising to the signal?
 
-For T = 2 the checker's band (kappa_harmful, kappa_benign) = (1, 4) rests on a norm comparison
+For T = 2 the min-norm band (kappa_harmful, kappa_benign) of the checker rests on a norm comparison
 (docs/theory.md, "Theorem conditions"): fitting every clean sample through the signal costs
 ||v||^2 ~ 2 / rho^2 plus the noisy samples' noise, memorising every sample through its noise
 token costs ~ n / (sigma^2 d), so the signal pattern wins once kappa > kappa* = 2 / (1 - eta).
@@ -28,7 +28,7 @@ import numpy as np
 from margin_solver.data import PaperDistribution
 from margin_solver.fileio import atomic_write_text, write_json
 from margin_solver.kernel import loss_and_grads, margins
-from margin_solver.theory import check_conditions
+from margin_solver.theory import Constants, check_conditions
 from margin_solver.vstep import solve_vstep
 
 KAPPAS = (0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0)
@@ -104,7 +104,7 @@ def interpolation_study(n: int, T: int, kappa: float, seeds: int) -> list[dict]:
         for seed in range(seeds):
             train = dist.sample(n, seed=seed)
             fits.append(two_step_fit(train))
-            report = check_conditions(train)
+            report = check_conditions(train, method="two-step-gd")
             crosstalk.append(report.condition("noise_crosstalk").value)
             predicted.append(report.predicted_regime)
         rows.append(
@@ -180,7 +180,11 @@ def plot(path: Path, rows: list[dict]) -> None:
             "o-",
             label=f"n={key[0]}, eta={key[1]} (kappa*={2 / (1 - key[1]):.2f})",
         )
-    ax.axvspan(1.0, 4.0, color="grey", alpha=0.2, label="checker band (1, 4)")
+    c = Constants()
+    ax.axvspan(
+        c.kappa_harmful, c.kappa_benign, color="grey", alpha=0.2,
+        label=f"checker band ({c.kappa_harmful:g}, {c.kappa_benign:g})",
+    )
     ax.set_xscale("log")
     ax.set_xticks(KAPPAS, [f"{k:g}" for k in KAPPAS], fontsize=7)
     ax.minorticks_off()

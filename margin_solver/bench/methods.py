@@ -167,6 +167,18 @@ def min_norm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
     return out
 
 
+def theory_setting(method: str, fields: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """Keywords of :func:`margin_solver.theory.check_conditions` for the prediction that belongs
+    to a sweep method's row: two-step GD at its step sizes, min-norm at its R; other methods
+    get the checker's default (the min-norm interpolator at large R)."""
+    if method == "gd-two-step":
+        steps = (options["beta0"], options["beta1"]) if {"beta0", "beta1"} <= set(options) else None
+        return {"method": "two-step-gd", "steps": steps}
+    if method == "min-norm" and fields.get("R"):
+        return {"method": "min-norm", "R": fields["R"]}
+    return {}
+
+
 #: Steps of the ``gd-long`` method (and of any non-two-step schedule) unless options say otherwise.
 GD_LONG_STEPS = 1000
 

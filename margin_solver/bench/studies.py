@@ -289,6 +289,12 @@ def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
     return csv, png, table, message
 
 
+def _check_calibration(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
+    from margin_solver.bench.check_calibration import run_check_calibration
+
+    return run_check_calibration(out, size)
+
+
 def _speed(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
     from margin_solver.bench.speed_report import run_speed_report
 
@@ -348,6 +354,11 @@ STUDIES: dict[str, Study] = {
         ),
         Study(
             "trajectories", "GD trajectories against the min-norm solution", custom=_trajectories
+        ),
+        Study(
+            "check-calibration",
+            "Checker constants per method: calibration seeds, then validation seeds",
+            custom=_check_calibration,
         ),
         Study("speed", "Solver speed (v-step, min-norm, GD benchmarks)", custom=_speed),
     )

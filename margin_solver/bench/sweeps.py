@@ -35,7 +35,7 @@ import numpy as np
 from margin_solver._version import __version__
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.fileio import write_json
-from margin_solver.bench.methods import SWEEP_METHODS, MethodCall
+from margin_solver.bench.methods import SWEEP_METHODS, MethodCall, theory_setting
 from margin_solver.progress import ProgressBar
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
 from margin_solver.results import COMPLETED, FAILED, ResultMixin, to_jsonable
@@ -232,8 +232,9 @@ class SweepConfig:
         ``signal``) for ``"paper"``, or the patching of ``"digits"``.
     check : bool, default=True
         Run the theorem checker (:func:`margin_solver.theory.check_conditions`, package
-        constants) on each cell's training set and record its ``predicted_regime`` and
-        ``snr_regime`` (not timed).
+        constants) on each cell's training set, for the cell's method at the setting it ran
+        with (:func:`margin_solver.bench.methods.theory_setting`), and record its
+        ``predicted_regime`` and ``snr_regime`` (not timed).
     """
 
     sweep_seed: int = 0
@@ -362,9 +363,6 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         train, test = DATA_SOURCES[cell.data](cell, seeds, config.n_test, dict(config.data_options))
         row["n_test"] = test.n
         row["n_noisy"] = None if train.flipped is None else int(train.flipped.sum())
-        if config.check:
-            report = check_conditions(train)
-            row.update(predicted_regime=report.predicted_regime, snr_regime=report.snr_regime)
         call = MethodCall(
             cell=cell,
             options=dict(config.method_options.get(cell.method, {})),
@@ -373,6 +371,11 @@ def run_cell(job: CellJob) -> dict[str, Any]:
         start = time.perf_counter()
         fields = job.method(train, test, call)
         row["seconds"] = time.perf_counter() - start
+        if config.check:
+            # The prediction for this method at the setting it ran with (issue 20).
+            setting = theory_setting(cell.method, fields, call.options)
+            report = check_conditions(train, **setting)
+            row.update(predicted_regime=report.predicted_regime, snr_regime=report.snr_regime)
     except Exception as exc:  # noqa: BLE001 (a failed cell is a result row, not a crashed sweep)
         logger.warning("cell %s failed: %s: %s", cell.key(), type(exc).__name__, exc)
         row.update(status=FAILED, message=f"{type(exc).__name__}: {exc}")

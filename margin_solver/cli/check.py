@@ -9,11 +9,14 @@ import dataclasses
 from margin_solver.cli import CLIError
 from margin_solver.data import load_dataset
 from margin_solver.fileio import write_json
-from margin_solver.theory import Constants, check_conditions
+from margin_solver.theory import METHODS, Constants, check_conditions
 
 NAME = "check"
 HELP = "check the benign-overfitting theorems' conditions on a dataset (scaling-level verdicts)"
-EXAMPLE = "margin-solver check train.npz --test test.npz --solution sol.json --json check.json"
+EXAMPLE = (
+    "margin-solver check train.npz --test test.npz --solution sol.json --json check.json; "
+    "margin-solver check train.npz --method two-step-gd --steps 0.5,20"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +27,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--solution", metavar="SOL.json", help="fitted model: JSON object with lists 'v' and 'p'"
     )
     parser.add_argument("--json", metavar="OUT", help="also write the full report as JSON")
+    parser.add_argument(
+        "--method",
+        help=f"method the prediction is for: {', '.join(METHODS)} (default: inferred from "
+        "--solution, else min-norm)",
+    )
+    parser.add_argument(
+        "--R", metavar="R", help="min-norm's attention radius (default: the solution's, else large R)"
+    )
+    parser.add_argument(
+        "--steps",
+        metavar="BETA0,BETA1",
+        help="two-step GD's step sizes (default: the solution's, else the package defaults)",
+    )
     names = ", ".join(f.name for f in dataclasses.fields(Constants))
     parser.add_argument(
         "--constant",
@@ -54,12 +70,36 @@ def parse_constants(items: list[str]) -> Constants:
     return Constants(**values)
 
 
+def _number(raw: str, flag: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise CLIError(f"{flag} needs a number, got {raw!r}.") from None
+
+
+def parse_method(args: argparse.Namespace) -> dict[str, object]:
+    """``method``, ``R`` and ``steps`` keywords of :func:`check_conditions` from the flags."""
+    if args.method is not None and args.method not in METHODS:
+        raise CLIError(f"--method must be one of {', '.join(METHODS)}, got {args.method!r}.")
+    R = None if args.R is None else _number(args.R, "--R")
+    steps = None
+    if args.steps is not None:
+        parts = args.steps.split(",")
+        if len(parts) != 2:
+            raise CLIError(f"--steps expects BETA0,BETA1 (two numbers), got {args.steps!r}.")
+        steps = tuple(_number(p, "--steps") for p in parts)
+    return {"method": args.method, "R": R, "steps": steps}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the check, print the table, write JSON when asked; 0 whenever the check ran."""
     constants = parse_constants(args.constant)
+    method = parse_method(args)
     train = load_dataset(args.data)
     test = None if args.test is None else load_dataset(args.test)
-    report = check_conditions(train, solution=args.solution, test=test, constants=constants)
+    report = check_conditions(
+        train, solution=args.solution, test=test, constants=constants, **method
+    )
     print(report)
     if args.json:
         path = write_json(args.json, report)

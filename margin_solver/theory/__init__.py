@@ -12,7 +12,7 @@ One module per job:
 * :mod:`~margin_solver.theory.report` -- :class:`ConditionReport` and its terminal table.
 """
 
-from margin_solver.theory.check import check_conditions, conflicting_pairs
+from margin_solver.theory.check import METHODS, check_conditions, conflicting_pairs, two_step_upper_kappa
 from margin_solver.theory.constants import DISCLAIMER, Constants
 from margin_solver.theory.report import ConditionReport, ObservedBehaviour, format_report
 from margin_solver.theory.rules import RULES, Condition, Regime, rules_table
@@ -22,14 +22,17 @@ HARMFUL = Regime.HARMFUL
 NO_INTERPOLATION = Regime.NO_INTERPOLATION
 OUTSIDE = Regime.OUTSIDE
 INTERMEDIATE = Regime.INTERMEDIATE
+CANNOT_TELL = Regime.CANNOT_TELL
 #: The predicted-regime vocabulary.
-REGIMES = (BENIGN, HARMFUL, NO_INTERPOLATION, OUTSIDE)
+REGIMES = (BENIGN, HARMFUL, NO_INTERPOLATION, OUTSIDE, CANNOT_TELL)
 
 __all__ = [
     "BENIGN",
+    "CANNOT_TELL",
     "DISCLAIMER",
     "HARMFUL",
     "INTERMEDIATE",
+    "METHODS",
     "NO_INTERPOLATION",
     "OUTSIDE",
     "REGIMES",
@@ -43,4 +46,5 @@ __all__ = [
     "conflicting_pairs",
     "format_report",
     "rules_table",
+    "two_step_upper_kappa",
 ]

@@ -32,11 +32,36 @@ class Constants:
     Parameters
     ----------
     kappa_benign : float, default=4.0
-        Benign side: ``kappa = n SNR^2 >= kappa_benign``. With hard token selection the
-        min-norm interpolator prefers the signal once ``kappa > 2 / (1 - eta)`` (a norm
-        comparison, docs/theory.md), which lies in [2, 4) for ``eta < 1/2``.
-    kappa_harmful : float, default=1.0
-        Harmful side: ``kappa <= kappa_harmful`` (authors' reply, W4: ``SNR = o(1/sqrt(n))``).
+        Min-norm interpolator, benign side: ``kappa = n SNR^2 >= kappa_benign``. With hard token
+        selection it prefers the signal once ``kappa > 2 / (1 - eta)`` (a norm comparison,
+        docs/theory.md), which lies in [2, 4) for ``eta < 1/2``.
+    kappa_harmful : float, default=2.0
+        Min-norm interpolator, harmful side: ``kappa <= kappa_harmful`` (authors' reply, W4:
+        ``SNR = o(1/sqrt(n))``). Calibrated with ``kappa_benign`` at large R on the calibration
+        seeds of the ``check-calibration`` study (docs/benchmarks.md, "Checker constants per
+        method"), which chose (2, 4) on the grid 0.25 ... 16.
+    R_select : float, default=3.0
+        Min-norm interpolator: token selection needs the score scale ``R nu / sqrt(n) >= R_select``
+        (``nu^2`` the mean squared token norm; ``p`` shared by ``n`` near-orthogonal noise
+        directions gives each about ``R / sqrt(n)``; ``e^-3 = 0.05`` of the softmax mass
+        leaks). Below it ``P_R`` is near the uniform-attention SVM, which the theorem does not
+        cover.
+    gd_kappa_benign : float, default=2.0
+        Two-step GD at its step sizes, benign side: ``kappa >= gd_kappa_benign`` (calibrated
+        on the calibration seeds of the ``check-calibration`` study, docs/benchmarks.md).
+    gd_kappa_harmful : float, default=0.5
+        Two-step GD, harmful side: ``kappa <= gd_kappa_harmful`` (calibrated likewise).
+    gd_upper_C : float, default=1.0
+        Two-step GD's upper SNR limit: two steps fit the flipped labels only while
+        ``kappa <= gd_upper_C * kappa_up(eta)``, ``kappa_up`` from the score-gap analysis of
+        docs/theory.md ("Step 2 and the default step sizes"); calibrated likewise.
+    gd_first_step_max : float, default=1.0
+        Two-step GD: the analysis needs a modest first step, own-token value
+        ``c0 = beta0 nu^2 / (2 n T) < gd_first_step_max`` (at ``c0 >~ 1`` ``v_1`` already fits
+        the clean samples and step 2 is driven by the noisy ones).
+    gd_gap_min : float, default=0.25
+        Two-step GD: a large second step, score gap ``G = beta1 c0 nu^2 / (2 n T) >=
+        gd_gap_min log n`` (the package default is ``0.5 log n``).
     eta_C : float, default=5.0
         Label noise bound ``eta <= 1 / eta_C`` (Assumptions 3.1/4.1 item 4; C unknown).
     dim_C : float, default=1.0
@@ -72,7 +97,13 @@ class Constants:
     """
 
     kappa_benign: float = 4.0
-    kappa_harmful: float = 1.0
+    kappa_harmful: float = 2.0
+    R_select: float = 3.0
+    gd_kappa_benign: float = 2.0
+    gd_kappa_harmful: float = 0.5
+    gd_upper_C: float = 1.0
+    gd_first_step_max: float = 1.0
+    gd_gap_min: float = 0.25
     eta_C: float = 5.0
     dim_C: float = 1.0
     delta: float = 0.1
@@ -109,6 +140,11 @@ class Constants:
             raise InvalidInputError(
                 f"Constants.kappa_harmful ({self.kappa_harmful}) must not exceed kappa_benign "
                 f"({self.kappa_benign})."
+            )
+        if self.gd_kappa_harmful > self.gd_kappa_benign:
+            raise InvalidInputError(
+                f"Constants.gd_kappa_harmful ({self.gd_kappa_harmful}) must not exceed "
+                f"gd_kappa_benign ({self.gd_kappa_benign})."
             )
         if self.harmful_error < self.benign_error:
             raise InvalidInputError("Constants.harmful_error must be >= benign_error.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from margin_solver.estimation import NoiseGeometry, SignalNoiseEstimate
+from margin_solver.estimation import EstimateIntervals, NoiseGeometry, SignalNoiseEstimate
 from margin_solver.results import RecordMixin, format_cell
 from margin_solver.theory.constants import DISCLAIMER, Constants
 from margin_solver.theory.rules import Condition, Regime
@@ -21,10 +21,10 @@ class ObservedBehaviour:
     Attributes
     ----------
     interpolates : bool
-        Every training sample has ``y_i f_i > 0``.
-    train : dict
+        Every training sample has ``y_i f_i > 0`` (False when the solution carries no point).
+    train : dict or None
         :class:`~margin_solver.metrics.Metrics` on the training set (without the per-sample
-        token selection).
+        token selection); None when the solution carries no point.
     attention_estimated : bool
         The training attention split uses estimated signal positions or clean labels.
     test : dict or None
@@ -36,12 +36,22 @@ class ObservedBehaviour:
         no clean labels (then ``clean_error_estimated``).
     clean_error_estimated : bool
     regime : Regime or None
-        "benign", "harmful", "intermediate", "no interpolation", or None without a test set.
+        "benign", "harmful", "intermediate", "no interpolation", or None without a test set
+        or without a point.
     reason : str
+    status : str or None
+        The solution's status (None for a plain ``(v, p)``).
+    success, certified : bool or None
+        The solution's ``success`` and (min-norm) ``certified``, None when it does not say.
+    trust : {"ok", "uncertified", "failed", "proof", "unknown"}
+        Whether the observation can test the prediction: "failed" (the optimiser failed:
+        no point, diverged, or a point that does not fit the training set) and "uncertified"
+        (not proved to be the min-norm point) are never reported as a disagreement with the
+        theory; "proof" is a certified infeasibility; "unknown" a plain ``(v, p)``.
     """
 
     interpolates: bool
-    train: dict[str, Any]
+    train: dict[str, Any] | None
     attention_estimated: bool
     test: dict[str, Any] | None
     eta: float | None
@@ -49,6 +59,10 @@ class ObservedBehaviour:
     clean_error_estimated: bool
     regime: Regime | None
     reason: str
+    status: str | None = None
+    success: bool | None = None
+    certified: bool | None = None
+    trust: str = "unknown"
 
 
 @dataclass(repr=False)
@@ -61,7 +75,8 @@ class ConditionReport(RecordMixin):
     message : str
         A one-line summary.
     predicted_regime : Regime
-        One of "benign", "harmful", "no interpolation", "outside the theory".
+        One of "benign", "harmful", "no interpolation", "outside the theory", "cannot tell",
+        for the method ``method_label`` names.
     regime_reason : str
     snr_regime : Regime
         What the SNR rows alone say ("benign", "harmful", or "outside the theory" in the
@@ -80,6 +95,17 @@ class ConditionReport(RecordMixin):
     disclaimer : str
     conflicting_pairs : list of (int, int)
         Pairs of samples with the same tokens (in any order) and opposite labels (rule 0).
+    method : {"two-step-gd", "min-norm", "gd"}
+        The method the prediction is for ("gd": a GD run with another schedule, which no
+        theorem covers).
+    method_label : str
+        The method with its setting, e.g. "two-step GD at beta0 = 2, beta1 = 70".
+    R : float or None
+        Min-norm's radius (None: the hard-selection limit or not min-norm).
+    steps : (float, float) or None
+        Two-step GD's ``(beta0, beta1)``.
+    intervals : EstimateIntervals or None
+        Bootstrap intervals of the estimated SNR and eta.
     """
 
     message: str
@@ -98,6 +124,11 @@ class ConditionReport(RecordMixin):
     constants: Constants = field(default_factory=Constants)
     disclaimer: str = DISCLAIMER
     conflicting_pairs: list[tuple[int, int]] = field(default_factory=list)
+    method: str = "min-norm"
+    method_label: str = ""
+    R: float | None = None
+    steps: tuple[float, float] | None = None
+    intervals: EstimateIntervals | None = None
 
     def condition(self, name: str) -> Condition:
         """The row called ``name``."""
@@ -125,35 +156,49 @@ def format_report(report: ConditionReport) -> str:
 
     est = report.estimates
     out = [
-        f"Theorem-condition check: n={report.n}, T={report.T}, d={report.d}",
+        f"Theorem-condition check: n={report.n}, T={report.T}, d={report.d}; prediction for "
+        f"{report.method_label}",
         (
             f"measured: rho={format_cell(est.rho)} sigma={format_cell(est.sigma)} SNR={format_cell(est.snr)} "
             f"eta={format_cell(est.eta)} (signal index {est.signal_index_source}, classes from "
             f"{est.class_source}); * = estimated from the data"
         ),
+    ]
+    ci = report.intervals
+    if ci is not None:
+        out.append(
+            f"  {ci.level:.0%} bootstrap intervals ({ci.n_boot} replicates, {ci.conditional}): "
+            f"SNR [{format_cell(ci.snr[0])}, {format_cell(ci.snr[1])}], eta "
+            f"[{format_cell(ci.eta[0])}, {format_cell(ci.eta[1])}]"
+        )
+    out += [
         "",
         line(head),
         line(tuple("-" * w for w in widths)),
         *(line(row) for row in table),
         "",
-        f"predicted regime: {report.predicted_regime} ({report.regime_reason})",
+        f"predicted regime for {report.method_label}: {report.predicted_regime} "
+        f"({report.regime_reason})",
     ]
     if report.snr_regime != report.predicted_regime:
         out.append(f"SNR side alone: {report.snr_regime}")
     for w in report.warnings:
         out.append(f"warning: {w}")
     obs = report.observed
-    if obs is not None:
+    if obs is not None and obs.train is None:
+        out.append(f"observed: no point ({obs.reason})")
+    elif obs is not None:
         tr = obs.train
         out.append(
             f"observed: interpolates={format_cell(obs.interpolates)}, train error={format_cell(tr['error'])}, "
             f"min margin={format_cell(tr['min_margin'])}"
+            + (f", solver status {obs.status}" if obs.status else "")
         )
         out.append(
             f"  attention on signal: clean {format_cell(tr['attn_signal_clean'])}, noisy "
             f"{format_cell(tr['attn_signal_noisy'])}"
             + (" (estimated split)" if obs.attention_estimated else "")
-            + " [Thm 3.3 item 3 / seed Q5.1: clean -> signal, noisy -> noise]"
+            + " [Thm 3.3 item 3; authors' reply, Q5.1: clean -> signal, noisy -> noise]"
         )
         if obs.test is not None:
             out.append(

@@ -16,6 +16,7 @@ from margin_solver.theory.constants import Constants
 
 __all__ = [
     "ASSUMPTION",
+    "COVERAGE",
     "INTERPOLATION",
     "REGIME",
     "RULES",
@@ -36,6 +37,8 @@ class Regime(str, Enum):
     HARMFUL = "harmful"
     NO_INTERPOLATION = "no interpolation"
     OUTSIDE = "outside the theory"
+    #: Predicted only: an estimate the prediction rests on is too uncertain to decide it.
+    CANNOT_TELL = "cannot tell"
     #: Observed only: a clean test error between the benign and harmful thresholds.
     INTERMEDIATE = "intermediate"
 
@@ -48,6 +51,8 @@ class Regime(str, Enum):
 
 # Row roles: how a failing row changes the prediction.
 REGIME, ASSUMPTION, INTERPOLATION, SOFT = "regime", "assumption", "interpolation", "soft"
+#: A row saying whether the method's setting (step sizes, R) is one the theorem covers.
+COVERAGE = "coverage"
 
 
 @dataclass(frozen=True)
@@ -71,12 +76,16 @@ class Condition:
     constant : str
         The constant used and its value.
     holds : bool or None
-        None when the value is unknown.
+        None when the value is unknown or, for an estimated value, when its interval
+        straddles the threshold or the estimator's reliability check failed ("cannot tell",
+        the reason in ``note``).
     estimated : bool
         True when ``value`` depends on a quantity estimated from the data rather than given.
-    role : {"regime", "assumption", "interpolation", "soft"}
+    role : {"regime", "assumption", "interpolation", "coverage", "soft"}
         How a failure changes the prediction (:data:`RULES`); ``"soft"`` rows only warn.
     note : str
+    interval : (float, float) or None
+        Bootstrap interval of an estimated ``value`` (``report.intervals.level``).
     """
 
     name: str
@@ -90,6 +99,7 @@ class Condition:
     estimated: bool
     role: str
     note: str = ""
+    interval: tuple[float, float] | None = None
 
 
 class Evidence(NamedTuple):
@@ -99,6 +109,7 @@ class Evidence(NamedTuple):
     conflicts: list[tuple[int, int]]
     constants: Constants
     snr_regime: Regime | None = None
+    method: str = "min-norm"
 
 
 @dataclass(frozen=True)
@@ -141,15 +152,37 @@ def _assumption_fails(ev: Evidence) -> str | None:
     return "assumption(s) fail: " + ", ".join(failed) if failed else None
 
 
+def _not_covered(ev: Evidence) -> str | None:
+    failed = [r for r in ev.rows if r.role == COVERAGE and r.holds is False]
+    if not failed:
+        return None
+    return f"outside what the theorem covers for {ev.method}: " + "; ".join(
+        f"{r.name}: {r.note}" for r in failed
+    )
+
+
+def _undecided(ev: Evidence) -> str | None:
+    rows = [
+        r for r in ev.rows
+        if r.role in (ASSUMPTION, INTERPOLATION) and r.holds is None and r.value is not None
+    ]
+    if not rows:
+        return None
+    why: dict[str, list[str]] = {}
+    for r in rows:
+        cut = r.note.find("cannot tell: ")
+        why.setdefault(r.note[cut + 13:] if cut >= 0 else r.note, []).append(r.name)
+    return "cannot tell: " + "; ".join(f"{', '.join(names)}: {w}" for w, names in why.items())
+
+
 def _interpolation_fails(ev: Evidence) -> str | None:
     blocked = [r for r in ev.rows if r.role == INTERPOLATION and r.holds is False]
     if not blocked:
         return None
     r = blocked[0]
     return (
-        f"{r.name} = {r.value:.3g} > {r.threshold:g}: noise tokens too correlated for "
-        f"two-step GD to memorise the noisy samples (scaling heuristic); for an "
-        f"interpolator found otherwise the SNR side says {ev.snr_regime}"
+        f"{r.name} = {r.value:.3g} > {r.threshold:.3g}: {r.note}; for an interpolator found "
+        f"otherwise the SNR side says {ev.snr_regime}"
     )
 
 
@@ -157,24 +190,30 @@ def _benign(ev: Evidence) -> str | None:
     row = _row(ev.rows, "snr_benign")
     if row.value is None or not row.holds:
         return None
-    return f"kappa = n SNR^2 = {row.value:.3g} >= C_benign = {ev.constants.kappa_benign:g}"
+    return f"kappa = n SNR^2 = {row.value:.3g} >= C_benign = {row.threshold:g} ({ev.method})"
 
 
 def _harmful(ev: Evidence) -> str | None:
     row = _row(ev.rows, "snr_harmful")
     if row.value is None or not row.holds:
         return None
-    return f"kappa = n SNR^2 = {row.value:.3g} <= c_harmful = {ev.constants.kappa_harmful:g}"
+    return f"kappa = n SNR^2 = {row.value:.3g} <= c_harmful = {row.threshold:g} ({ev.method})"
+
+
+def _snr_undecided(ev: Evidence) -> str | None:
+    benign, harmful = _row(ev.rows, "snr_benign"), _row(ev.rows, "snr_harmful")
+    if benign.value is None:
+        return "cannot tell: the SNR could not be estimated"
+    if benign.holds is None or harmful.holds is None:
+        return "cannot tell: " + (benign.note if benign.holds is None else harmful.note)
+    return None
 
 
 def _transition(ev: Evidence) -> str:
-    kappa = _row(ev.rows, "snr_benign").value
-    if kappa is None:
-        return "SNR unknown (could not be estimated)"
-    c = ev.constants
+    benign, harmful = _row(ev.rows, "snr_benign"), _row(ev.rows, "snr_harmful")
     return (
-        f"kappa = {kappa:.3g} in the transition band ({c.kappa_harmful:g}, {c.kappa_benign:g}) "
-        "where the theorems give no prediction"
+        f"kappa = {benign.value:.3g} in the transition band ({harmful.threshold:g}, "
+        f"{benign.threshold:g}) where the theorems give no prediction ({ev.method})"
     )
 
 
@@ -187,15 +226,28 @@ RULES: tuple[RegimeRule, ...] = (
     ),
     RegimeRule("an `assumption` row fails", Regime.OUTSIDE, False, _assumption_fails),
     RegimeRule(
-        "the `interpolation` row fails: noise cross-talk too large for two-step GD to "
-        "memorise the noisy samples",
+        "a `coverage` row fails: the method's setting (two-step GD's step sizes, min-norm's R) "
+        "is outside what the theorem covers",
+        Regime.OUTSIDE, False, _not_covered,
+    ),
+    RegimeRule(
+        "an `assumption` or `interpolation` row cannot be decided: its estimate's interval "
+        "straddles the threshold or the estimator's reliability check failed",
+        Regime.CANNOT_TELL, False, _undecided,
+    ),
+    RegimeRule(
+        "an `interpolation` row fails (two-step GD only): noise cross-talk too large, or "
+        "kappa above the upper SNR limit of two steps",
         Regime.NO_INTERPOLATION, False, _interpolation_fails,
     ),
-    RegimeRule("`kappa = n SNR^2 >= C_benign`", Regime.BENIGN, True, _benign),
-    RegimeRule("`kappa <= c_harmful`", Regime.HARMFUL, True, _harmful),
+    RegimeRule("`kappa = n SNR^2 >= C_benign` (the method's constant)", Regime.BENIGN, True, _benign),
+    RegimeRule("`kappa <= c_harmful` (the method's constant)", Regime.HARMFUL, True, _harmful),
     RegimeRule(
-        "otherwise: the transition band, or the SNR is unknown", Regime.OUTSIDE, True,
-        _transition,
+        "the SNR is unknown, or its interval straddles `C_benign` or `c_harmful`",
+        Regime.CANNOT_TELL, True, _snr_undecided,
+    ),
+    RegimeRule(
+        "otherwise: kappa in the transition band", Regime.OUTSIDE, True, _transition,
     ),
 )
 
@@ -208,17 +260,23 @@ def _first(rules: tuple[RegimeRule, ...], ev: Evidence) -> tuple[Regime, str]:
     raise AssertionError("the last rule always matches")
 
 
-def snr_side(rows: list[Condition], constants: Constants) -> tuple[Regime, str]:
+def snr_side(
+    rows: list[Condition], constants: Constants, method: str = "min-norm"
+) -> tuple[Regime, str]:
     """The regime the SNR rules alone give, with its reason (``report.snr_regime``)."""
-    return _first(tuple(r for r in RULES if r.snr_side), Evidence(rows, [], constants))
+    ev = Evidence(rows, [], constants, method=method)
+    return _first(tuple(r for r in RULES if r.snr_side), ev)
 
 
 def predict(
-    rows: list[Condition], conflicts: list[tuple[int, int]], constants: Constants
+    rows: list[Condition],
+    conflicts: list[tuple[int, int]],
+    constants: Constants,
+    method: str = "min-norm",
 ) -> tuple[Regime, str, Regime, str]:
     """Apply :data:`RULES` in order: ``(regime, reason, snr_regime, snr_reason)``."""
-    snr_regime, snr_reason = snr_side(rows, constants)
-    regime, reason = _first(RULES, Evidence(rows, conflicts, constants, snr_regime))
+    snr_regime, snr_reason = snr_side(rows, constants, method)
+    regime, reason = _first(RULES, Evidence(rows, conflicts, constants, snr_regime, method))
     return regime, reason, snr_regime, snr_reason
 
 

@@ -1,0 +1,75 @@
+"""The check-calibration study: calibration and validation seeds are disjoint, the sweep rows
+carry the prediction for their own method, and the calibration picks what the data say."""
+
+from __future__ import annotations
+
+import pytest
+
+from margin_solver.bench.check_calibration import (
+    _sizes,
+    calibrate,
+    observed_regime,
+    run_check_calibration,
+    validation_table,
+)
+from margin_solver.bench.sweeps import load_results
+
+
+def _row(kappa, err, margin=1.0, method="min-norm", status="optimal", predicted="-"):
+    return {"kappa": kappa, "eta": 0.1, "test_error_clean": err, "min_margin": margin,
+            "method": method, "status": status, "predicted_regime": predicted, "n": 40}
+
+
+def test_seeds_are_disjoint_at_every_size():
+    for size in ("tiny", "quick", "full"):
+        grid = _sizes(size)
+        assert not set(grid["calib"]) & set(grid["valid"])
+
+
+def test_observed_regime_never_blames_the_theory_for_a_failed_optimiser():
+    assert observed_regime(_row(4, 0.0)) == "benign"
+    assert observed_regime(_row(4, 0.4)) == "harmful"
+    assert observed_regime(_row(4, 0.15)) == "intermediate"
+    # two-step GD that does not fit: the algorithm's own outcome, "no interpolation"
+    assert observed_regime(_row(8, 0.0, margin=-1.0, method="gd-two-step")) == "no interpolation"
+    # a min-norm point that does not fit, or no point: an optimiser failure
+    assert observed_regime(_row(8, 0.0, margin=-1.0)) == "failed"
+    assert observed_regime(_row(8, float("nan"), margin=float("nan"), status="no_feasible_point_found")) == "failed"
+    assert observed_regime(_row(8, float("nan"), margin=float("nan"), status="infeasible")) == "no interpolation"
+
+
+def test_calibrate_finds_the_switch_and_prefers_the_widest_consistent_band():
+    rows = [_row(k, 0.5) for k in (0.25, 0.5, 1.0)] + [_row(k, 0.0) for k in (4.0, 8.0)]
+    rows.append(_row(2.0, 0.15))  # intermediate: any prediction there is a miss
+    cal = calibrate(rows, "min-norm")
+    assert (cal["kappa_harmful"], cal["kappa_benign"]) == (1.0, 4.0)
+    assert cal["agree"] == 5 and cal["miss"] == 0
+    gd = [_row(k, 0.0, method="gd-two-step") for k in (1.0, 2.0, 4.0)]
+    gd += [_row(k, 0.0, margin=-1.0, method="gd-two-step") for k in (8.0, 16.0)]
+    cal = calibrate(gd, "gd-two-step")
+    assert cal["upper_C"] == 1.0 and cal["miss"] == 0  # kappa_up(0.1) = 6.58 splits 4 and 8
+
+
+def test_validation_table_counts_failures_apart():
+    rows = [_row(4, 0.0, predicted="benign"), _row(4, 0.4, predicted="benign"),
+            _row(4, float("nan"), margin=float("nan"), status="failed", predicted="benign"),
+            _row(4, 0.0, predicted="outside the theory")]
+    (line,), total = validation_table(rows, "min-norm")
+    assert (line["agree"], line["miss"], line["not comparable"], line["no prediction"]) == (1, 1, 1, 1)
+    assert total["agree"] == 1
+
+
+@pytest.mark.slow
+def test_tiny_study_runs_resumes_and_records_per_method_predictions(tmp_path):
+    csv, png, text, message = run_check_calibration(tmp_path, "tiny")
+    assert png is None and "agreement rate" in text and "gd_upper_C" in text
+    gd = load_results(tmp_path / "check_valid_gd-two-step_0.csv")
+    small_R = load_results(tmp_path / "check_valid_min-norm_10.csv")
+    # At R = 10 / nu, R nu / sqrt(n) = 2.9 < 3 for n = 12: outside what the theorem covers.
+    assert {r["predicted_regime"] for r in small_R} == {"outside the theory"}
+    kappa16 = [r for r in gd if r["kappa"] == 16.0]
+    assert kappa16 and all(r["predicted_regime"] == "no interpolation" for r in kappa16)
+    assert {r["seed"] for r in gd} == {1.0}
+    assert {r["seed"] for r in load_results(tmp_path / "check_calib_gd-two-step_0.csv")} == {0.0}
+    _, _, _, again = run_check_calibration(tmp_path, "tiny")
+    assert "0 cells run" in again and (tmp_path / "check_calibration.md").read_text() == text
