@@ -33,6 +33,7 @@ import heapq
 import itertools
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,13 @@ import numpy as np
 from margin_solver.blas import single_threaded_blas
 from margin_solver.kernel import TokenGram
 from margin_solver.progress import ProgressBar
-from margin_solver.results import INFEASIBLE, OPTIMAL, TIME_LIMIT, ResultMixin
+from margin_solver.results import (
+    INFEASIBLE,
+    OPTIMAL,
+    TIME_LIMIT,
+    ConvergenceWarning,
+    ResultMixin,
+)
 from margin_solver.selection import (
     SelectionSVM,
     best_tokens,
@@ -93,7 +100,10 @@ class LowerBoundResult(ResultMixin):
     selection : ndarray of int, shape (n,) or None
         Token of each sample in the best selection found.
     status : str
-        ``"optimal"``, ``"time_limit"`` or ``"infeasible"``.
+        ``"optimal"`` (the search finished: ``value`` is LB), ``"time_limit"`` (the
+        branch-and-bound stopped at its time limit: ``value`` is the bound proven so far, a
+        valid lower bound but not LB) or ``"infeasible"`` (the search finished and no
+        selection can be separated: P_R is infeasible for every R). docs/statuses.md.
     message : str
     method : str
         ``"enumerate"`` or ``"bnb"``.
@@ -101,6 +111,9 @@ class LowerBoundResult(ResultMixin):
         SVMs solved (selections for enumeration, nodes for branch-and-bound).
     solve_time : float
         Wall-clock seconds, including the token Gram product.
+    certified : bool
+        True when the search finished, so that ``value`` is proven to be LB itself (or LB's
+        infeasibility is proven); False after a time limit.
     """
 
     value: float
@@ -111,6 +124,7 @@ class LowerBoundResult(ResultMixin):
     method: str
     nodes: int
     solve_time: float
+    certified: bool = False
 
     @property
     def gap(self) -> float:
@@ -180,7 +194,13 @@ def global_lower_bound(
         )
     time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
     H = (gram if gram is not None else TokenGram(X)).H
-    return trusted_lower_bound(H, y, T, method, time_limit, progress, start)
+    result = trusted_lower_bound(H, y, T, method, time_limit, progress, start)
+    if not result.success:
+        text = result.message
+        if not text.startswith(result.status):
+            text = f"{result.status}: {text}"
+        warnings.warn(f"global_lower_bound: {text}", ConvergenceWarning, stacklevel=2)
+    return result
 
 
 def trusted_lower_bound(
@@ -329,6 +349,7 @@ def _finish(
             method,
             nodes,
             elapsed,
+            certified=True,
         )
     selection = np.empty(len(best.samples), dtype=np.int64)
     selection[best.samples] = best.tokens
@@ -339,4 +360,5 @@ def _finish(
             f"time limit reached after {nodes} SVMs; proven bound {bound:.6g}, best selection "
             f"{best.norm:.6g} (relative gap {(best.norm - bound) / best.norm:.3g})"
         )
-    return LowerBoundResult(bound, best.norm, selection, status, message, method, nodes, elapsed)
+    return LowerBoundResult(bound, best.norm, selection, status, message, method, nodes, elapsed,
+                            certified=status == OPTIMAL)
