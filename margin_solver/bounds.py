@@ -196,10 +196,8 @@ def global_lower_bound(
     H = (gram if gram is not None else TokenGram(X)).H
     result = trusted_lower_bound(H, y, T, method, time_limit, progress, start)
     if not result.success:
-        text = result.message
-        if not text.startswith(result.status):
-            text = f"{result.status}: {text}"
-        warnings.warn(f"global_lower_bound: {text}", ConvergenceWarning, stacklevel=2)
+        warnings.warn(f"global_lower_bound returned status {result.status!r}: {result.message}",
+                      ConvergenceWarning, stacklevel=2)
     return result
 
 

@@ -104,7 +104,7 @@ FORMS = ("auto", "kernel", "dense")
 #: Default ``gap_tol`` of :func:`solve_min_norm`: the largest relative gap
 #: ``(norm - lower_bound) / norm`` that certifies ``optimal`` (docs/statuses.md says how it
 #: was chosen).
-DEFAULT_GAP_TOL = 1e-3
+DEFAULT_GAP_TOL = 1e-4
 
 #: The returned (v, p) counts as feasible when ``min_i y_i f(X_i; v, p) >= 1 - FEAS_TOL``,
 #: recomputed in float64 from the dense v and p. The v-step rescales its v to smallest margin
@@ -300,11 +300,12 @@ def solve_min_norm(
 
         ``{"memory": 0, "use_bb": False}`` is the plain projected-gradient method that the
         quasi-Newton descent replaced (docs/benchmarks.md, "Convergence on digits").
-    gap_tol : float, default=1e-3 (:data:`DEFAULT_GAP_TOL`)
+    gap_tol : float, default=1e-4 (:data:`DEFAULT_GAP_TOL`)
         Largest relative gap ``(norm - lower_bound) / norm`` for which a feasible point is
-        certified ``"optimal"``. The default sits above the gaps measured on the paper's
-        model at ``R sqrt(d) = 100`` and on the docs' examples (at most about 1e-4 there,
-        docs/statuses.md) and far below the gaps of uncertified answers (0.2 to 0.45).
+        certified ``"optimal"``. The default sits three orders of magnitude above the
+        certified gaps measured on the paper's model at ``R sqrt(d) = 100`` (at most 2.3e-10
+        over 68 instances) and on the docs' examples (at most 1.3e-7), and far below the
+        gaps of answers the bound does not prove (0.075 and more; docs/statuses.md).
     time_limit : float, default=inf
         Seconds for the whole call (lower bound, starts, descents). On expiry the best
         feasible point so far is returned with status ``"time_limit"``, or
@@ -364,8 +365,8 @@ def solve_min_norm(
     if conflicts:
         i, j = conflicts[0]
         why = (
-            f"infeasible: samples {i} and {j} have the same tokens (in some order) and opposite "
-            f"labels, so f(X_{i}; v, p) = f(X_{j}; v, p) for every (v, p)"
+            f"proven infeasible: samples {i} and {j} have the same tokens (in some order) and "
+            f"opposite labels, so f(X_{i}; v, p) = f(X_{j}; v, p) for every (v, p) and R"
             + (f" ({len(conflicts)} such pairs)" if len(conflicts) > 1 else "")
         )
         return _warn(_no_point(R, "dense", INFEASIBLE, why, None, start_time, tol))
@@ -391,7 +392,8 @@ def solve_min_norm(
                 solver_form, gram.H, y, T, R, starts, {**descent, "deadline": deadline}, bar
             )
         feasible = {k: r for k, r in runs.items() if r.point.feasible}
-        if not feasible and bound is None:
+        failed = [r for r in runs.values() if r.point.vstep.status == FAILED]
+        if not feasible and not failed and bound is None:
             # try to prove infeasibility; a feasible LB selection gives one more start
             bound = bound_now()
             if bound.status == INFEASIBLE:
@@ -416,7 +418,6 @@ def solve_min_norm(
         result = _result(X, y, R, solver_form, name, feasible[name], start_norms, bound,
                          start_time, tol, timed_out)
     else:
-        failed = [r for r in runs.values() if r.point.vstep.status == FAILED]
         if failed:  # every v-step engine broke down: that says nothing about feasibility
             why = f"the v-step failed at a start point; {failed[0].reason}"
             result = _no_point(R, solver_form.name, FAILED, why, bound, start_time, tol)
@@ -437,16 +438,15 @@ def solve_min_norm(
 def _warn(result: MinNormResult) -> MinNormResult:
     """Warn (at solve_min_norm's caller) when the status is a failure."""
     if not result.success:
-        text = result.message
-        if not text.startswith(result.status):
-            text = f"{result.status}: {text}"
-        warnings.warn(f"solve_min_norm: {text}", ConvergenceWarning, stacklevel=3)
+        warnings.warn(f"solve_min_norm returned status {result.status!r}: {result.message}",
+                      ConvergenceWarning, stacklevel=3)
     return result
 
 
 def _lb_infeasible(bound: LowerBoundResult) -> str:
     return (
-        "infeasible: the hard-selection bound LB is infeasible (no token selection can be "
+        "proven infeasible: the hard-selection bound LB is infeasible (no token selection can "
+        "be "
         "separated); since y_i f_i <= max_t y_i <v, x_it> for every p, no (v, p) interpolates "
         "the data for any R"
     )
