@@ -330,3 +330,23 @@ def test_cli_time_limit_exits_4(monkeypatch, paper_file, capsys):
     monkeypatch.setattr(minnorm, "descend", slow)
     assert main(["solve", str(path), "--R", str(R), "--time-limit", "0.2"]) == 4
     assert "time_limit" in capsys.readouterr().out
+
+
+def test_engine_breakdowns_prove_nothing(monkeypatch):
+    # with every v-step engine broken, the bound's SVMs fail too: that is no proof of
+    # infeasibility (it used to read as "LB infeasible")
+    from margin_solver import vstep as vstep_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("NNLS did not converge")
+
+    for name in ("ldp", "ecos", "clarabel"):
+        monkeypatch.setitem(vstep_module._ENGINES, name, broken)
+    ds = PaperDistribution(d=8, T=2, snr=0.6, eta=0.2).sample(6, seed=3)
+    with pytest.warns(ConvergenceWarning, match="'failed'"):
+        res = solve_min_norm(ds, R=1.0, certify=True, n_random_starts=0)
+    assert res.status == "failed" and not res.certified
+    assert res.bound.status == "failed" and res.bound.value == 0.0
+    with pytest.warns(ConvergenceWarning, match="'failed'"):
+        bound = global_lower_bound(ds.X, ds.y, method="enumerate")
+    assert bound.status == "failed" and not bound.certified
