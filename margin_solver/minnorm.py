@@ -113,6 +113,13 @@ DEFAULT_GAP_TOL = 1e-4
 #: of magnitude for rounding and still flags any violation a user could notice.
 FEAS_TOL = 1e-6
 
+# The proof behind "infeasible" from the hard-selection bound (docs/statuses.md).
+_LB_INFEASIBLE = (
+    "proven infeasible: the hard-selection bound LB is infeasible (no token selection can be "
+    "separated); since y_i f_i <= max_t y_i <v, x_it> for every p, no (v, p) interpolates the "
+    "data for any R"
+)
+
 
 @dataclass(repr=False)
 class MinNormResult(ResultMixin):
@@ -382,7 +389,7 @@ def solve_min_norm(
     with single_threaded_blas():
         bound = bound_now() if certify else None
         if bound is not None and bound.status == INFEASIBLE:
-            return _warn(_no_point(R, solver_form.name, INFEASIBLE, _lb_infeasible(bound), bound,
+            return _warn(_no_point(R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE, bound,
                                    start_time, tol))
         starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound))
         if p0 is not None:
@@ -397,7 +404,7 @@ def solve_min_norm(
             # try to prove infeasibility; a feasible LB selection gives one more start
             bound = bound_now()
             if bound.status == INFEASIBLE:
-                return _warn(_no_point(R, solver_form.name, INFEASIBLE, _lb_infeasible(bound),
+                return _warn(_no_point(R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE,
                                        bound, start_time, tol))
             if bound.selection is not None and time.perf_counter() <= deadline:
                 more = [("lb_selection", None, bound.selection)]
@@ -424,8 +431,8 @@ def solve_min_norm(
         else:
             result = _no_feasible_point(X, y, R, solver_form, runs, bound, start_time, tol)
             if timed_out:
-                result.message += (f"; the time limit ({time_limit:g} s) stopped the search "
-                                   f"before {len(skipped)} of {len(starts)} starts")
+                result.message += (f"; the time limit ({time_limit:g} s) stopped the search: "
+                                   f"{len(skipped)} of {len(starts)} starts not run")
         result.start_norms = start_norms
     if skipped and feasible:
         result.message += f"; starts not run (time limit): {', '.join(skipped)}"
@@ -441,15 +448,6 @@ def _warn(result: MinNormResult) -> MinNormResult:
         warnings.warn(f"solve_min_norm returned status {result.status!r}: {result.message}",
                       ConvergenceWarning, stacklevel=3)
     return result
-
-
-def _lb_infeasible(bound: LowerBoundResult) -> str:
-    return (
-        "proven infeasible: the hard-selection bound LB is infeasible (no token selection can "
-        "be "
-        "separated); since y_i f_i <= max_t y_i <v, x_it> for every p, no (v, p) interpolates "
-        "the data for any R"
-    )
 
 
 def _warm_start(form, gram: TokenGram, X: np.ndarray, p0: np.ndarray, R: float) -> np.ndarray:
