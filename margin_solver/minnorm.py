@@ -309,10 +309,12 @@ def solve_min_norm(
         quasi-Newton descent replaced (docs/benchmarks.md, "Convergence on digits").
     gap_tol : float, default=1e-4 (:data:`DEFAULT_GAP_TOL`)
         Largest relative gap ``(norm - lower_bound) / norm`` for which a feasible point is
-        certified ``"optimal"``. The default sits three orders of magnitude above the
-        certified gaps measured on the paper's model at ``R sqrt(d) = 100`` (at most 2.3e-10
-        over 68 instances) and on the docs' examples (at most 1.3e-7), and far below the
-        gaps of answers the bound does not prove (0.075 and more; docs/statuses.md).
+        certified ``"optimal"`` (the default of mixed-integer solvers, e.g. Gurobi's
+        MIPGap). Measured on the paper's model at ``R sqrt(d) = 100``: every gap up to
+        n = 100 is below it (at most 3.7e-5; 2.3e-10 for n <= 16), the docs' examples give
+        at most 1.3e-7, answers the bound does not prove have 0.066 and more; at n = 200 the
+        R-independent bound leaves 2e-4 to 8e-4 (raise ``gap_tol`` there;
+        docs/statuses.md).
     time_limit : float, default=inf
         Seconds for the whole call (lower bound, starts, descents). On expiry the best
         feasible point so far is returned with status ``"time_limit"``, or

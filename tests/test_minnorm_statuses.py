@@ -350,3 +350,12 @@ def test_engine_breakdowns_prove_nothing(monkeypatch):
     with pytest.warns(ConvergenceWarning, match="'failed'"):
         bound = global_lower_bound(ds.X, ds.y, method="enumerate")
     assert bound.status == "failed" and not bound.certified
+
+
+def test_the_classifier_refuses_a_best_attempt_as_a_fit():
+    from margin_solver.estimator import SingleHeadAttentionClassifier
+
+    X, y = _digit_rows()
+    with pytest.raises(InvalidInputError, match="No interpolator"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        SingleHeadAttentionClassifier(R=100.0).fit(X, y)
