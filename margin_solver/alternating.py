@@ -57,6 +57,7 @@ works with the token Gram matrix only, so each iteration costs O((nT)^2) whateve
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,7 +66,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from margin_solver.kernel import TokenGram, attended_features, softmax
-from margin_solver.results import INFEASIBLE, MAX_ITER, OPTIMAL
+from margin_solver.results import INFEASIBLE, LOCAL_OPTIMAL, MAX_ITER, TIME_LIMIT
 from margin_solver.validation import InvalidInputError, check_int, check_options
 from margin_solver.vstep import VStepResult, solve_trusted_vstep, solve_vstep_on_support
 
@@ -441,6 +442,7 @@ def descend(
     vstep_solver: str = "ldp",
     use_bb: bool = True,
     memory: int = 30,
+    deadline: float = math.inf,
 ) -> DescentRun:
     """Projected quasi-Newton descent on phi(p) over ``||p|| <= R`` from ``p0``.
 
@@ -448,12 +450,16 @@ def descend(
     ``memory`` is the number of L-BFGS curvature pairs (0: projected-gradient steps only);
     ``use_bb`` takes Barzilai-Borwein trial lengths for those gradient steps (False: the
     doubling schedule alone). Both are there to compare with the plain method.
+    ``deadline`` is a :func:`time.perf_counter` reading after which the descent stops at
+    its current iterate (the whole-call time limit of
+    :func:`margin_solver.minnorm.solve_min_norm`).
 
     Returns
     -------
     DescentRun
-        Status ``"optimal"`` (a stopping test held; a local, not global, statement),
-        ``"max_iter"`` or ``"infeasible"`` (the v-step is infeasible at ``p0``).
+        Status ``"local_optimal"`` (a stopping test held; a local, not global, statement),
+        ``"max_iter"``, ``"time_limit"`` (``deadline`` passed) or ``"infeasible"`` (the
+        v-step is infeasible at ``p0``; a statement about ``p0`` only).
     """
     point = evaluate_phi(form, y, project(form, p0, R), vstep_solver)
     run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
@@ -471,8 +477,12 @@ def descend(
         g = point.gradient
         pg = projected_gradient(form, point.p, g, R)
         pg_norm = run.record(point, norm(form, pg))
+        if time.perf_counter() > deadline:
+            run.status, run.reason = TIME_LIMIT, "stopped by the time limit"
+            break
         if pg_norm * R <= gtol * point.phi:
-            run.status, run.reason = OPTIMAL, f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
+            run.status = LOCAL_OPTIMAL
+            run.reason = f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
             break
         if last_move is not None:
             _remember(form, pairs, last_move, pg - last_pg, memory)
@@ -491,7 +501,7 @@ def descend(
             trial, step, first_trial = _line_search(form, y, point, pg / pg_norm, step,
                                                     _MIN_STEP * R, R, run, vstep_solver)
         if trial is None:
-            run.status = OPTIMAL
+            run.status = LOCAL_OPTIMAL
             run.reason = "no step passes the Armijo test (a kink of phi or a stationary point)"
             break
         previous, point = point, _with_gradient(form, trial)
@@ -502,7 +512,7 @@ def descend(
             step = min(2 * step, 2 * R)
         phis.append(point.phi)
         if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
-            run.status = OPTIMAL
+            run.status = LOCAL_OPTIMAL
             run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
             break
     if len(run.norm_history) == run.n_iter:  # the last accepted iterate is not recorded yet

@@ -33,6 +33,7 @@ import heapq
 import itertools
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,14 @@ import numpy as np
 from margin_solver.blas import single_threaded_blas
 from margin_solver.kernel import TokenGram
 from margin_solver.progress import ProgressBar
-from margin_solver.results import INFEASIBLE, OPTIMAL, TIME_LIMIT, ResultMixin
+from margin_solver.results import (
+    FAILED,
+    INFEASIBLE,
+    OPTIMAL,
+    TIME_LIMIT,
+    ConvergenceWarning,
+    ResultMixin,
+)
 from margin_solver.selection import (
     SelectionSVM,
     best_tokens,
@@ -93,7 +101,11 @@ class LowerBoundResult(ResultMixin):
     selection : ndarray of int, shape (n,) or None
         Token of each sample in the best selection found.
     status : str
-        ``"optimal"``, ``"time_limit"`` or ``"infeasible"``.
+        ``"failed"`` (an SVM's engines all broke down: ``value`` is the trivial bound 0),
+        ``"optimal"`` (the search finished: ``value`` is LB), ``"time_limit"`` (the
+        branch-and-bound stopped at its time limit: ``value`` is the bound proven so far, a
+        valid lower bound but not LB) or ``"infeasible"`` (the search finished and no
+        selection can be separated: P_R is infeasible for every R). docs/statuses.md.
     message : str
     method : str
         ``"enumerate"`` or ``"bnb"``.
@@ -101,6 +113,9 @@ class LowerBoundResult(ResultMixin):
         SVMs solved (selections for enumeration, nodes for branch-and-bound).
     solve_time : float
         Wall-clock seconds, including the token Gram product.
+    certified : bool
+        True when the search finished, so that ``value`` is proven to be LB itself (or LB's
+        infeasibility is proven); False after a time limit.
     """
 
     value: float
@@ -111,6 +126,7 @@ class LowerBoundResult(ResultMixin):
     method: str
     nodes: int
     solve_time: float
+    certified: bool = False
 
     @property
     def gap(self) -> float:
@@ -180,7 +196,11 @@ def global_lower_bound(
         )
     time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
     H = (gram if gram is not None else TokenGram(X)).H
-    return trusted_lower_bound(H, y, T, method, time_limit, progress, start)
+    result = trusted_lower_bound(H, y, T, method, time_limit, progress, start)
+    if not result.success:
+        warnings.warn(f"global_lower_bound returned status {result.status!r}: {result.message}",
+                      ConvergenceWarning, stacklevel=2)
+    return result
 
 
 def trusted_lower_bound(
@@ -207,8 +227,8 @@ def trusted_lower_bound(
         if method == "enumerate":
             with ProgressBar(progress, total=T**n, desc="lower bound (enumeration)",
                              unit="SVM") as bar:
-                best, nodes = _enumerate(H, y, T, bar)
-            return _finish(best, best.norm, OPTIMAL, "enumerate", nodes, start)
+                best, nodes, failed = _enumerate(H, y, T, bar)
+            return _finish(best, best.norm, OPTIMAL, "enumerate", nodes, start, failed)
         total = time_limit if math.isfinite(time_limit) else None
         with ProgressBar(progress, total=total, desc="lower bound (branch-and-bound)",
                          unit="s", bar_format=_BNB_BAR) as bar:
@@ -221,18 +241,20 @@ _BNB_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} s{postfix}"
 
 def _enumerate(
     H: np.ndarray, y: np.ndarray, T: int, bar: ProgressBar
-) -> tuple[SelectionSVM, int]:
+) -> tuple[SelectionSVM, int, bool]:
     best = None
     nodes = 0
+    failed = False
     for tokens in itertools.product(range(T), repeat=len(y)):
         svm = selection_svm(H, y, T, np.array(tokens))
         nodes += 1
+        failed |= svm.failed
         if best is None or svm.norm < best.norm:
             best = svm
         if bar.throttle():
             bar.set_to(nodes, best=f"{best.norm:.6g}")
     bar.set_to(nodes)
-    return best, nodes
+    return best, nodes, failed
 
 
 @dataclass(order=True)
@@ -255,6 +277,7 @@ def _branch_and_bound(
     # Smallest node bound among leaves closed by a completed selection; those bounds can sit
     # a rounding error below the completed SVM's norm, and the proven bound must include them.
     closed_floor = math.inf
+    failed = root.failed  # an engine breakdown drops a node without proof
     while heap:
         if heap[0].bound >= incumbent.norm * (1 - _PRUNE_RTOL):
             heap = []
@@ -276,6 +299,7 @@ def _branch_and_bound(
             tokens[node.svm.samples] = node.svm.tokens
             completed = selection_svm(H, y, T, tokens)
             nodes += 1
+            failed |= completed.failed
             closed_floor = min(closed_floor, node.bound)
             if completed.norm < incumbent.norm:
                 incumbent = completed
@@ -290,11 +314,12 @@ def _branch_and_bound(
                 H, y, T, np.append(node.svm.tokens, t), np.append(node.svm.samples, branch)
             )
             nodes += 1
+            failed |= child.failed
             if child.norm < incumbent.norm:
                 heapq.heappush(heap, _Node(child.norm, next(counter), child))
     bound = min([incumbent.norm, closed_floor] + [node.bound for node in heap])
     status = OPTIMAL if not heap else TIME_LIMIT
-    return _finish(incumbent, bound, status, "bnb", nodes, start)
+    return _finish(incumbent, bound, status, "bnb", nodes, start, failed)
 
 
 def _lifted_bounds(norm: float, margins: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
@@ -315,9 +340,31 @@ def _lifted_bounds(norm: float, margins: np.ndarray, sq_norms: np.ndarray) -> np
 
 
 def _finish(
-    best: SelectionSVM, bound: float, status: str, method: str, nodes: int, start: float
+    best: SelectionSVM,
+    bound: float,
+    status: str,
+    method: str,
+    nodes: int,
+    start: float,
+    engine_failed: bool = False,
 ) -> LowerBoundResult:
     elapsed = time.perf_counter() - start
+    if engine_failed:  # a selection or node was dropped without proof: only 0 is proven
+        selection = None
+        if best.feasible:
+            selection = np.empty(len(best.samples), dtype=np.int64)
+            selection[best.samples] = best.tokens
+        return LowerBoundResult(
+            0.0,
+            best.norm,
+            selection,
+            FAILED,
+            "every v-step engine broke down on some selection SVM; nothing beyond the trivial "
+            "bound 0 is proven",
+            method,
+            nodes,
+            elapsed,
+        )
     if not best.feasible and status == OPTIMAL:
         return LowerBoundResult(
             math.inf,
@@ -329,6 +376,7 @@ def _finish(
             method,
             nodes,
             elapsed,
+            certified=True,
         )
     selection = np.empty(len(best.samples), dtype=np.int64)
     selection[best.samples] = best.tokens
@@ -339,4 +387,5 @@ def _finish(
             f"time limit reached after {nodes} SVMs; proven bound {bound:.6g}, best selection "
             f"{best.norm:.6g} (relative gap {(best.norm - bound) / best.norm:.3g})"
         )
-    return LowerBoundResult(bound, best.norm, selection, status, message, method, nodes, elapsed)
+    return LowerBoundResult(bound, best.norm, selection, status, message, method, nodes, elapsed,
+                            certified=status == OPTIMAL)

@@ -20,6 +20,7 @@ import numpy as np
 from margin_solver.gd import gradient_descent, token_scale
 from margin_solver.kernel import outputs
 from margin_solver.minnorm import solve_min_norm
+from margin_solver.results import NO_FEASIBLE_POINT_FOUND
 from margin_solver.validation import InvalidInputError, check_labels, check_magnitude, check_tokens
 
 __all__ = ["FIT_METHODS", "FitWarning", "NotFittedError", "SingleHeadAttentionClassifier"]
@@ -169,7 +170,7 @@ class SingleHeadAttentionClassifier:
         else:
             R = self.R if self.R is not None else _default_radius(Xc)
             result = solve_min_norm(Xc, yc, R, **options)
-            if result.v is None:
+            if result.v is None or result.status == NO_FEASIBLE_POINT_FOUND:  # v: an attempt
                 raise InvalidInputError(f"No interpolator with ||p|| <= {R:.4g}: {result.message}")
         if not result.success:
             warnings.warn(

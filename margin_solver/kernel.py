@@ -16,6 +16,7 @@ attended feature ``z = X^T s``, token values ``u = X v``, output ``f = s^T u``,
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,7 @@ __all__ = [
     "TokenGram",
     "attended_features",
     "attention",
+    "conflicting_pairs",
     "logistic_loss",
     "logistic_loss_derivative",
     "loss_and_grads",
@@ -265,3 +267,29 @@ class TokenGram:
         ``coef`` of shape (k, n, T) gives k vectors, shape (k, d), in one pass over X.
         """
         return np.tensordot(coef, X, axes=2)
+
+
+def conflicting_pairs(X: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:
+    """Pairs (i, j), i < j, of samples with the same multiset of tokens and opposite labels.
+
+    Attention without positions is blind to token order, so such samples get the same output
+    ``f(X; v, p)`` for every (v, p) and no interpolator exists. Tokens are compared exactly
+    (by a hash of their bytes).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]], [[2.0, 0.0], [0.0, 1.0]]])
+    >>> conflicting_pairs(X, np.array([1, -1, -1]))
+    [(0, 1)]
+    """
+    groups: dict[bytes, list[int]] = {}
+    for i, sample in enumerate(np.ascontiguousarray(X, dtype=np.float64)):
+        key = b"".join(sorted(hashlib.sha256(token.tobytes()).digest() for token in sample))
+        groups.setdefault(key, []).append(i)
+    return [
+        (i, j)
+        for members in groups.values()
+        for k, i in enumerate(members)
+        for j in members[k + 1 :]
+        if y[i] != y[j]
+    ]

@@ -22,9 +22,21 @@ feasible norm:
 ``"random_k"``
     ``n_random_starts`` seeded random p of norm R in the span of the tokens.
 
+``"p0"``
+    A caller's starting p (``p0=``, e.g. a GD endpoint), projected on the span of the tokens
+    (the part orthogonal to every token changes no score) and rescaled onto the ball when
+    longer than R; run first.
+
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
 hard-selection bound LB (:func:`margin_solver.bounds.global_lower_bound`) gives a lower bound
 valid for every R and the relative ``gap = (norm - lower_bound) / norm``.
+
+Statuses (docs/statuses.md, "Min-norm specifics"): ``optimal`` only when certified (a
+feasible point and ``gap <= gap_tol``); a descent that met its stopping test without that
+certificate is ``local_optimal``; ``infeasible`` only with a proof that covers every p in the
+ball (two samples with the same tokens and opposite labels, or LB infeasible); a search that
+found no feasible point without such a proof is ``no_feasible_point_found``. The returned
+(v, p) is checked at return: ``min_i y_i f(X_i; v, p) >= 1 - FEAS_TOL`` in float64.
 """
 
 from __future__ import annotations
@@ -32,10 +44,12 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.linalg
 
 from collections.abc import Mapping
 
@@ -55,9 +69,20 @@ from margin_solver.bounds import (
     trusted_lower_bound,
 )
 from margin_solver.data import Dataset, as_dataset
-from margin_solver.kernel import TokenGram, margins
+from margin_solver.kernel import TokenGram, conflicting_pairs, margins
 from margin_solver.progress import ProgressBar
-from margin_solver.results import FAILED, INFEASIBLE, ResultMixin
+from margin_solver.results import (
+    FAILED,
+    INACCURATE,
+    INFEASIBLE,
+    LOCAL_OPTIMAL,
+    MAX_ITER,
+    NO_FEASIBLE_POINT_FOUND,
+    OPTIMAL,
+    TIME_LIMIT,
+    ConvergenceWarning,
+    ResultMixin,
+)
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
     InvalidInputError,
@@ -67,13 +92,33 @@ from margin_solver.validation import (
     check_positive,
     check_seed,
     check_tokens,
+    check_vector,
 )
 
-__all__ = ["FORMS", "MinNormResult", "solve_min_norm"]
+__all__ = ["DEFAULT_GAP_TOL", "FEAS_TOL", "FORMS", "MinNormResult", "solve_min_norm"]
 
 logger = logging.getLogger("margin_solver")
 
 FORMS = ("auto", "kernel", "dense")
+
+#: Default ``gap_tol`` of :func:`solve_min_norm`: the largest relative gap
+#: ``(norm - lower_bound) / norm`` that certifies ``optimal`` (docs/statuses.md says how it
+#: was chosen).
+DEFAULT_GAP_TOL = 1e-4
+
+#: The returned (v, p) counts as feasible when ``min_i y_i f(X_i; v, p) >= 1 - FEAS_TOL``,
+#: recomputed in float64 from the dense v and p. The v-step rescales its v to smallest margin
+#: 1 exactly in its own (Gram) arithmetic; the dense recomputation differs from it by rounding
+#: of order ``eps ||v|| max ||x||``, about 1e-12 on well-scaled data, so 1e-6 leaves six orders
+#: of magnitude for rounding and still flags any violation a user could notice.
+FEAS_TOL = 1e-6
+
+# The proof behind "infeasible" from the hard-selection bound (docs/statuses.md).
+_LB_INFEASIBLE = (
+    "proven infeasible: the hard-selection bound LB is infeasible (no token selection can be "
+    "separated); since y_i f_i <= max_t y_i <v, x_it> for every p, no (v, p) interpolates the "
+    "data for any R"
+)
 
 
 @dataclass(repr=False)
@@ -83,34 +128,58 @@ class MinNormResult(ResultMixin):
     Attributes
     ----------
     v, p : ndarray of shape (n_features,) or None
-        The value head and attention vector (dense); None when infeasible.
+        The value head and attention vector (dense). With ``"no_feasible_point_found"`` they
+        are the best attempt (see ``min_margin``); None when ``"infeasible"`` or ``"failed"``.
     norm : float
-        ``||v||`` (an upper bound on the optimal value of P_R); inf when infeasible.
+        ``||v||`` (an upper bound on the optimal value of P_R when ``solution_present``); inf
+        when no feasible point is attached.
     margin : float
         ``1 / norm``, the margin of the equivalent max-margin problem (``||v|| <= 1``).
     lower_bound : float or None
-        The certified global lower bound LB on the optimal value (``certify=True``), else None.
+        The proven global lower bound on the optimal value (``bound.value``), else None.
     gap : float
-        ``(norm - lower_bound) / norm``; NaN without certification.
+        ``(norm - lower_bound) / norm``; NaN without a bound or a feasible point.
     status : str
-        ``"optimal"`` (the best start met a stopping test: a stationary point, globally within
-        ``gap`` when certified), ``"max_iter"``, ``"infeasible"``, or ``"failed"`` when every
-        v-step engine broke down at the starts (no statement about feasibility).
+        One of (docs/statuses.md):
+
+        ``"optimal"``
+            Certified: the point is feasible (``min_margin >= 1 - feas_tol``) and
+            ``gap <= gap_tol`` against a proven lower bound (``certify=True``).
+        ``"local_optimal"``
+            The best start's descent met a stopping test at a feasible point, but no bound
+            proves it within ``gap_tol`` (no ``certify``, or the gap is larger).
+        ``"max_iter"``
+            The best start's descent stopped at ``max_iter``; the point is feasible.
+        ``"time_limit"``
+            The whole-call ``time_limit`` stopped the solve; the best feasible point found.
+        ``"inaccurate"``
+            The point violates ``min_margin >= 1 - feas_tol`` even after rescaling v.
+        ``"infeasible"``
+            Proven for every p in the ball (and every R): two samples with the same tokens
+            and opposite labels, or the hard-selection bound LB is infeasible.
+        ``"no_feasible_point_found"``
+            Every start failed (the v-step is infeasible at its p: a statement about that p
+            only); infeasibility is not proven. ``v``, ``p`` and ``min_margin`` hold the
+            best attempt.
+        ``"failed"``
+            Every v-step engine broke down at the starts; nothing is said about the problem.
     message : str
     R : float
         The radius of the ball on p.
     p_norm : float
         ``||p||`` (at most R).
     min_margin : float
-        ``min_i y_i f(X_i; v, p)`` recomputed in dense form (1 up to rounding).
+        ``min_i y_i f(X_i; v, p)`` recomputed from the dense v and p in float64; at least
+        ``1 - feas_tol`` when ``solution_present``.
     attention : ndarray of shape (n_samples, n_tokens) or None
         ``softmax(X_i p)``.
     selected_token : ndarray of int, shape (n_samples,) or None
         Argmax of each sample's attention.
     start : str or None
-        Name of the winning start.
+        Name of the winning start (of the best attempt with ``"no_feasible_point_found"``).
     start_norms : dict
-        Final ``||v||`` of every start (inf when infeasible there).
+        Final ``||v||`` of every start run (inf when infeasible there); starts the time
+        limit left unrun are missing.
     n_iter : int
         Accepted p-steps of the winning start.
     history : dict
@@ -121,10 +190,20 @@ class MinNormResult(ResultMixin):
     solve_time : float
         Wall-clock seconds, including certification.
     bound : LowerBoundResult or None
-        The full lower-bound result when certified.
+        The full lower-bound result when one was computed (``certify=True``, or to try to
+        prove infeasibility when no start found a feasible point).
     vstep_fallbacks : int
         v-step solves of the descent where the LDP engine raised or was inaccurate and another
         engine (ECOS, then Clarabel) stood in; the message then names the last failure.
+    certified : bool
+        True iff a proof backs the answer: ``"optimal"`` (gap within ``gap_tol``) or
+        ``"infeasible"``.
+    gap_tol, feas_tol : float
+        The tolerances the status was decided with.
+    repaired : bool
+        True when the descent's v fell short of ``min_margin >= 1 - feas_tol`` in the dense
+        recomputation and was rescaled by ``1 / min_margin`` (a feasible point with a
+        proportionally larger norm; the message gives both norms).
     """
 
     v: np.ndarray | None
@@ -148,6 +227,10 @@ class MinNormResult(ResultMixin):
     solve_time: float = 0.0
     bound: LowerBoundResult | None = None
     vstep_fallbacks: int = 0
+    certified: bool = False
+    gap_tol: float = DEFAULT_GAP_TOL
+    feas_tol: float = FEAS_TOL
+    repaired: bool = False
 
 
 def solve_min_norm(
@@ -166,6 +249,9 @@ def solve_min_norm(
     bound_time_limit: float = 30.0,
     progress: bool = False,
     options: Mapping[str, Any] | None = None,
+    gap_tol: float = DEFAULT_GAP_TOL,
+    time_limit: float = math.inf,
+    p0: Any = None,
 ) -> MinNormResult:
     """Approximately solve P_R by alternating v-steps with projected quasi-Newton p-steps.
 
@@ -182,7 +268,8 @@ def solve_min_norm(
         ``R = 1 / sqrt(d)`` gives soft attention and ``R = 100 / sqrt(d)`` nearly hard
         selection.
     certify : bool, default=False
-        Also compute the global lower bound LB and the relative gap.
+        Also compute the global lower bound LB and the relative gap; only a certified result
+        can have status ``"optimal"`` (without it the best status is ``"local_optimal"``).
     form : {"auto", "kernel", "dense"}, default="auto"
         ``"kernel"`` works on the token Gram matrix (per-iteration cost independent of d),
         ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``. Both build
@@ -199,8 +286,8 @@ def solve_min_norm(
     bound_method : {"auto", "enumerate", "bnb"}, default="auto"
         Method of the lower bound (with ``certify``).
     bound_time_limit : float, default=30.0
-        Seconds for the branch-and-bound (with ``certify``); on time-out the bound proven so
-        far is used.
+        Seconds for the branch-and-bound (with ``certify``, or when it is run to try to prove
+        infeasibility); on time-out the bound proven so far is used.
     progress : bool, default=False
         Show progress bars on stderr: the lower bound's, then one over the starts (with the
         best norm so far).
@@ -220,24 +307,46 @@ def solve_min_norm(
 
         ``{"memory": 0, "use_bb": False}`` is the plain projected-gradient method that the
         quasi-Newton descent replaced (docs/benchmarks.md, "Convergence on digits").
+    gap_tol : float, default=1e-4 (:data:`DEFAULT_GAP_TOL`)
+        Largest relative gap ``(norm - lower_bound) / norm`` for which a feasible point is
+        certified ``"optimal"`` (the default of mixed-integer solvers, e.g. Gurobi's
+        MIPGap). Measured on the paper's model at ``R sqrt(d) = 100``: every gap up to
+        n = 100 is below it (at most 3.7e-5; 2.3e-10 for n <= 16), the docs' examples give
+        at most 1.3e-7, answers the bound does not prove have 0.066 and more; at n = 200 the
+        R-independent bound leaves 2e-4 to 8e-4 (raise ``gap_tol`` there;
+        docs/statuses.md).
+    time_limit : float, default=inf
+        Seconds for the whole call (lower bound, starts, descents). On expiry the best
+        feasible point so far is returned with status ``"time_limit"``, or
+        ``"no_feasible_point_found"`` saying the time limit stopped the search. The bound
+        gets ``min(bound_time_limit, time left)``.
+    p0 : array-like of shape (n_features,), optional
+        A warm start (e.g. a gradient-descent endpoint), run first as the start ``"p0"``: its
+        projection on the span of the tokens (same scores), rescaled onto the ball when
+        longer than R.
 
     Returns
     -------
     MinNormResult
+        Failure statuses (``success`` False) also warn with
+        :class:`margin_solver.results.ConvergenceWarning`.
 
     Raises
     ------
     InvalidInputError
-        On malformed X or y, a missing, non-positive or non-finite R, or bad options
-        (including unknown ``options`` keys).
+        On malformed X or y, a missing, non-positive or non-finite R, bad options
+        (including unknown ``options`` keys), a non-positive ``gap_tol`` or ``time_limit``,
+        or a ``p0`` that is not a finite vector of length n_features.
 
     Examples
     --------
     >>> from margin_solver.data import PaperDistribution
     >>> ds = PaperDistribution(d=100, snr=0.5, eta=0.0).sample(8, seed=0)
     >>> res = solve_min_norm(ds, R=10.0, certify=True)
-    >>> res.status, res.min_margin >= 1 - 1e-7, res.gap < 1e-3
-    ('optimal', True, True)
+    >>> res.status, res.certified, res.min_margin >= 1 - 1e-7, res.gap < 1e-3
+    ('optimal', True, True, True)
+    >>> solve_min_norm(ds, R=10.0).status  # the same point, but nothing proves it
+    'local_optimal'
     """
     start_time = time.perf_counter()
     X, y = _inputs(X, y)
@@ -247,43 +356,115 @@ def solve_min_norm(
     _check_choices(form, n_random_starts, max_iter)
     seed = check_seed(seed)
     gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")
+    gap_tol = check_positive(gap_tol, "gap_tol")
+    time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
+    deadline = start_time + time_limit
     descent = {"max_iter": max_iter, "gtol": gtol, "rtol": rtol, **check_descent_options(options)}
-    if certify:
-        if bound_method not in BOUND_METHODS:
-            raise InvalidInputError(
-                f"Unknown bound_method {bound_method!r}; expected one of {list(BOUND_METHODS)}."
-            )
-        bound_time_limit = check_positive(bound_time_limit, "bound_time_limit", allow_inf=True)
+    if bound_method not in BOUND_METHODS:
+        raise InvalidInputError(
+            f"Unknown bound_method {bound_method!r}; expected one of {list(BOUND_METHODS)}."
+        )
+    bound_time_limit = check_positive(bound_time_limit, "bound_time_limit", allow_inf=True)
     n, T, d = X.shape
+    if p0 is not None:
+        p0 = check_vector(p0, d, "p0")
+    tol = (gap_tol, FEAS_TOL)
+
+    conflicts = conflicting_pairs(X, y)
+    if conflicts:
+        i, j = conflicts[0]
+        why = (
+            f"proven infeasible: samples {i} and {j} have the same tokens (in some order) and "
+            f"opposite labels, so f(X_{i}; v, p) = f(X_{j}; v, p) for every (v, p) and R"
+            + (f" ({len(conflicts)} such pairs)" if len(conflicts) > 1 else "")
+        )
+        return _warn(_no_point(R, "dense", INFEASIBLE, why, None, start_time, tol))
     use_kernel = form == "kernel" or (form == "auto" and d > n * T)
     gram = TokenGram(X)
     solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
+
+    def bound_now() -> LowerBoundResult:
+        limit = max(min(bound_time_limit, deadline - time.perf_counter()), 0.0)
+        return trusted_lower_bound(gram.H, y, T, bound_method, limit, progress,
+                                   time.perf_counter())
+
     with single_threaded_blas():
-        bound = None
-        if certify:
-            bound = trusted_lower_bound(
-                gram.H, y, T, bound_method, bound_time_limit, progress, time.perf_counter()
-            )
-            if bound.status == INFEASIBLE:
-                return _infeasible(R, solver_form.name, bound.message, bound, start_time)
+        bound = bound_now() if certify else None
+        if bound is not None and bound.status == INFEASIBLE:
+            return _warn(_no_point(R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE, bound,
+                                   start_time, tol))
         starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound))
+        if p0 is not None:
+            starts.insert(0, ("p0", _warm_start(solver_form, gram, X, p0, R), None))
         with ProgressBar(progress, total=len(starts), desc="P_R starts", unit="start") as bar:
-            runs, start_norms = _run_starts(solver_form, gram.H, y, T, R, starts, descent, bar)
-    feasible = {k: r for k, r in runs.items() if r.point.feasible}
+            runs, start_norms = _run_starts(
+                solver_form, gram.H, y, T, R, starts, {**descent, "deadline": deadline}, bar
+            )
+        feasible = {k: r for k, r in runs.items() if r.point.feasible}
+        failed = [r for r in runs.values() if r.point.vstep.status == FAILED]
+        if not feasible and not failed and bound is None:
+            # try to prove infeasibility; a feasible LB selection gives one more start
+            bound = bound_now()
+            if bound.status == INFEASIBLE:
+                return _warn(_no_point(R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE,
+                                       bound, start_time, tol))
+            if bound.selection is not None and time.perf_counter() <= deadline:
+                more = [("lb_selection", None, bound.selection)]
+                with ProgressBar(False) as bar:
+                    extra, extra_norms = _run_starts(
+                        solver_form, gram.H, y, T, R, more, {**descent, "deadline": deadline},
+                        bar,
+                    )
+                runs.update(extra)
+                start_norms.update(extra_norms)
+                feasible = {k: r for k, r in runs.items() if r.point.feasible}
+    skipped = [name for name, *_ in starts if name not in start_norms]
+    timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
+    timed_out |= bound is not None and bound.status == TIME_LIMIT and \
+        time.perf_counter() > deadline
     if feasible:
         name = min(feasible, key=lambda k: feasible[k].norm)
-        result = _result(X, y, R, solver_form, name, feasible[name], start_norms, bound, start_time)
+        result = _result(X, y, R, solver_form, name, feasible[name], start_norms, bound,
+                         start_time, tol, timed_out)
     else:
-        failed = [r for r in runs.values() if r.point.vstep.status == FAILED]
         if failed:  # every v-step engine broke down: that says nothing about feasibility
-            status, why = FAILED, f"the v-step failed at a start point; {failed[0].reason}"
+            why = f"the v-step failed at a start point; {failed[0].reason}"
+            result = _no_point(R, solver_form.name, FAILED, why, bound, start_time, tol)
         else:
-            why = next(iter(runs.values())).reason if runs else "no start could be built"
-            status, why = INFEASIBLE, f"infeasible: the v-step fails at every start; {why}"
-        result = _infeasible(R, solver_form.name, why, bound, start_time, start_norms, status)
+            result = _no_feasible_point(X, y, R, solver_form, runs, bound, start_time, tol)
+            if timed_out:
+                result.message += (f"; the time limit ({time_limit:g} s) stopped the search: "
+                                   f"{len(skipped)} of {len(starts)} starts not run")
+        result.start_norms = start_norms
+    if skipped and feasible:
+        result.message += f"; starts not run (time limit): {', '.join(skipped)}"
     result.vstep_fallbacks, note = _fallback_note(runs)
     result.message += note
+    result.solve_time = time.perf_counter() - start_time
+    return _warn(result)
+
+
+def _warn(result: MinNormResult) -> MinNormResult:
+    """Warn (at solve_min_norm's caller) when the status is a failure."""
+    if not result.success:
+        warnings.warn(f"solve_min_norm returned status {result.status!r}: {result.message}",
+                      ConvergenceWarning, stacklevel=3)
     return result
+
+
+def _warm_start(form, gram: TokenGram, X: np.ndarray, p0: np.ndarray, R: float) -> np.ndarray:
+    """``p0`` projected on the span of the tokens, rescaled onto the ball when longer than R.
+
+    Scores ``X_i p`` see only the projection, so it is found from them: coefficients c with
+    ``H c = X p0`` (least squares on the token Gram matrix; exact since ``X p0`` lies in the
+    range of H) give ``p = X^T c``, the projection, in either form.
+    """
+    n, T, d = X.shape
+    scores = X.reshape(n * T, d) @ p0
+    c = scipy.linalg.lstsq(gram.H, scores, lapack_driver="gelsy")[0]
+    p = form.from_coefficients(c.reshape(n, T))
+    length = norm(form, p)
+    return p * (R / length) if length > R else p
 
 
 def _fallback_note(runs: dict[str, DescentRun]) -> tuple[int, str]:
@@ -301,12 +482,15 @@ def _run_starts(
     """Descend from every start; a start repeating an earlier selection reuses its norm.
 
     Selections are realised here, after that check, since each realisation is an SVM with
-    n (T - 1) constraints (a third of the whole solve's time at n = 100, T = 4).
+    n (T - 1) constraints (a third of the whole solve's time at n = 100, T = 4). Once
+    ``descent["deadline"]`` has passed the remaining starts are not run (not in the norms).
     """
     runs: dict[str, DescentRun] = {}
     start_norms: dict[str, float] = {}
     seen: dict[tuple[int, ...], str] = {}
     for name, p0, selection in starts:
+        if time.perf_counter() > descent["deadline"]:
+            break
         key = None if selection is None else tuple(int(t) for t in selection)
         if key in seen:
             start_norms[name] = start_norms[seen[key]]
@@ -321,7 +505,7 @@ def _run_starts(
                 start_norms[name] = run.norm
                 logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
                             run.reason, run.n_iter)
-        bar.update(1, start=name, best=f"{min(start_norms.values()):.6g}")
+        bar.update(1, start=name, best=f"{min(start_norms.values(), default=math.inf):.6g}")
     return runs, start_norms
 
 
@@ -366,18 +550,50 @@ def _realise(form, H, T, selection, R):
     return None if c is None else form.from_coefficients(c)
 
 
-def _result(X, y, R, form, name, run, start_norms, bound, start_time) -> MinNormResult:
+def _result(
+    X, y, R, form, name, run, start_norms, bound, start_time, tol, timed_out
+) -> MinNormResult:
+    """The winning start's point, checked for feasibility in float64 and given its status."""
+    gap_tol, feas_tol = tol
     point = run.point
     if isinstance(form, KernelForm):  # v and p in one pass over X
         v, p = TokenGram.materialize(X, np.stack([point.value_coefficients, point.p]))
     else:
         v, p = TokenGram.materialize(X, point.value_coefficients), point.p
     norm = run.norm
+    message = f"best of {len(start_norms)} starts: {name!r}, ||v|| = {norm:.6g} ({run.reason})"
+    min_margin = float(np.min(margins(X, y, v, p)))
+    repaired = False
+    if min_margin < 1 - feas_tol and min_margin > 0:
+        # v / min_margin meets every constraint with a norm larger by 1 / min_margin
+        v, repaired = v / min_margin, True
+        new_norm = float(np.linalg.norm(v))
+        message += (f"; v rescaled by 1/min_margin = {1 / min_margin:.9g} to restore "
+                    f"feasibility (min margin was {min_margin:.9g}, ||v|| {norm:.6g} -> "
+                    f"{new_norm:.6g})")
+        norm, min_margin = new_norm, float(np.min(margins(X, y, v, p)))
     lower = None if bound is None else bound.value
     gap = math.nan if lower is None else (norm - lower) / norm
-    message = f"best of {len(start_norms)} starts: {name!r}, ||v|| = {norm:.6g} ({run.reason})"
+    feasible = min_margin >= 1 - feas_tol
+    certified = feasible and lower is not None and gap <= gap_tol
     if bound is not None:
         message += f"; lower bound {lower:.6g} ({bound.status}), gap {gap:.3g}"
+    if not feasible:
+        status = INACCURATE
+        message += (f"; the point violates the constraints: min margin {min_margin:.9g} < "
+                    f"1 - feas_tol = {1 - feas_tol:.9g}")
+    elif certified:
+        status = OPTIMAL
+        message += f" <= gap_tol {gap_tol:g}: certified"
+    else:
+        status = TIME_LIMIT if timed_out else MAX_ITER if run.status == MAX_ITER else \
+            LOCAL_OPTIMAL
+        if bound is None:
+            message += "; not certified (certify=False)"
+        else:
+            message += f" > gap_tol {gap_tol:g}: not certified"
+        if timed_out:
+            message += "; stopped by the time limit"
     return MinNormResult(
         v=v,
         p=p,
@@ -385,11 +601,11 @@ def _result(X, y, R, form, name, run, start_norms, bound, start_time) -> MinNorm
         margin=1.0 / norm,
         lower_bound=lower,
         gap=gap,
-        status=run.status,
+        status=status,
         message=message,
         R=R,
         p_norm=float(np.linalg.norm(p)),
-        min_margin=float(np.min(margins(X, y, v, p))),
+        min_margin=min_margin,
         attention=point.attention,
         selected_token=np.argmax(point.attention, axis=1),
         start=name,
@@ -399,19 +615,22 @@ def _result(X, y, R, form, name, run, start_norms, bound, start_time) -> MinNorm
         form=form.name,
         solve_time=time.perf_counter() - start_time,
         bound=bound,
+        certified=certified,
+        gap_tol=gap_tol,
+        feas_tol=feas_tol,
+        repaired=repaired,
     )
 
 
-def _infeasible(
-    R, form_name, message, bound, start_time, start_norms=None, status=INFEASIBLE
-) -> MinNormResult:
+def _no_point(R, form_name, status, message, bound, start_time, tol) -> MinNormResult:
+    """A result without a usable point: ``infeasible`` (proven: certified), or ``failed``."""
     return MinNormResult(
         v=None,
         p=None,
         norm=math.inf,
         margin=0.0,
         lower_bound=None if bound is None else bound.value,
-        gap=math.nan,
+        gap=0.0 if status == INFEASIBLE else math.nan,
         status=status,
         message=message,
         R=R,
@@ -420,9 +639,47 @@ def _infeasible(
         attention=None,
         selected_token=None,
         start=None,
-        start_norms=start_norms or {},
+        start_norms={},
         n_iter=0,
         form=form_name,
         solve_time=time.perf_counter() - start_time,
         bound=bound,
+        certified=status == INFEASIBLE,
+        gap_tol=tol[0],
+        feas_tol=tol[1],
     )
+
+
+def _no_feasible_point(X, y, R, form, runs, bound, start_time, tol) -> MinNormResult:
+    """``no_feasible_point_found`` with the best attempt: among the runs' final p, the one
+    where the least-squares fit of the labels (v with ``<v, z_i> ~ y_i``) has the largest
+    smallest margin, i.e. the smallest largest violation ``1 - y_i f_i``."""
+    result = _no_point(R, form.name, NO_FEASIBLE_POINT_FOUND, "", bound, start_time, tol)
+    best = None
+    for name, run in runs.items():
+        s = run.point.attention
+        K = form.feature_gram(s)
+        a = np.linalg.lstsq((K + K.T) / 2, y, rcond=None)[0]
+        worst = float(np.min(y * (K @ a)))
+        if best is None or worst > best[0]:
+            best = (worst, name, run, a)
+    why = "no feasible point found: the v-step is infeasible at the final p of every start"
+    if best is not None:
+        _, name, run, a = best
+        point = run.point
+        v, p = TokenGram.materialize(X, point.attention * a[:, None]), form.dense(point.p)
+        result.v, result.p, result.start = v, p, name
+        result.min_margin = float(np.min(margins(X, y, v, p)))
+        result.p_norm = float(np.linalg.norm(p))
+        result.attention = point.attention
+        result.selected_token = np.argmax(point.attention, axis=1)
+        why += (f" ({len(runs)} distinct starts run; a statement about those p only); best "
+                f"attempt: start "
+                f"{name!r}, least-squares v with min margin {result.min_margin:.6g}")
+    if bound is not None:
+        why += (f"; infeasibility is not proven: the hard-selection bound is feasible "
+                f"(LB >= {bound.value:.6g}, {bound.status})")
+    else:
+        why += "; infeasibility is not proven"
+    result.message = why
+    return result

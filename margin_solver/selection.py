@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from margin_solver.results import FAILED
 from margin_solver.vstep import solve_trusted_vstep
 
 __all__ = [
@@ -59,12 +60,16 @@ class SelectionSVM:
         ``||v||``; ``inf`` when no v satisfies the constraints.
     coef : ndarray of shape (m,) or None
         ``v = sum_k coef_k x_{samples_k, tokens_k}``; None when infeasible.
+    failed : bool
+        True when every v-step engine broke down: norm inf and coef None then say nothing
+        about feasibility, and a bound built on this SVM proves nothing.
     """
 
     samples: np.ndarray
     tokens: np.ndarray
     norm: float
     coef: np.ndarray | None
+    failed: bool = False
 
     @property
     def feasible(self) -> bool:
@@ -110,7 +115,7 @@ def selection_svm(
     rows = selection_rows(samples, tokens, T)
     result = solve_trusted_vstep(H[np.ix_(rows, rows)], y[samples])
     if not result.success:
-        return SelectionSVM(samples, tokens, float("inf"), None)
+        return SelectionSVM(samples, tokens, float("inf"), None, result.status == FAILED)
     return SelectionSVM(samples, tokens, result.norm, result.coef)
 
 

@@ -55,7 +55,7 @@ def test_infeasible_data_is_one_line(tmp_path, capsys):
     X = np.array([[[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.0]]])
     path = Dataset(X, [1, -1]).save(tmp_path / "clash.npz")
     out = tmp_path / "clash.json"
-    assert main(["solve", str(path), "--R", "1", "--json", str(out)]) == 2
+    assert main(["solve", str(path), "--R", "1", "--json", str(out)]) == 3  # no answer
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "infeasible" in err
     assert json.loads(out.read_text())["status"] == "infeasible"

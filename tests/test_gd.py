@@ -168,8 +168,8 @@ def test_long_weight_decay_gd_approaches_the_min_norm_solution(weight_decay_runs
     from margin_solver.minnorm import solve_min_norm
 
     train, runs = weight_decay_runs
-    ref = solve_min_norm(train, R=runs[-1].norm_p, certify=True)
-    assert ref.status == "optimal" and ref.gap < 0.1
+    ref = solve_min_norm(train, R=runs[-1].norm_p, certify=True, gap_tol=0.1)
+    assert ref.status == "optimal" and ref.certified  # gap <= 0.1
     cos_v = [_cos(r.v, ref.v) for r in runs]
     cos_p = [_cos(r.p, ref.p) for r in runs]
     assert cos_v[0] < cos_v[1] < cos_v[2] and cos_v[2] > 0.9

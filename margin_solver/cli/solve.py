@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import warnings
 
-from margin_solver.cli import CLIError
+from margin_solver.cli import EXIT_CAVEAT, EXIT_OK, exit_status
 from margin_solver.data import load_dataset
 from margin_solver.fileio import write_json
 from margin_solver.metrics import evaluate
-from margin_solver.minnorm import FORMS, MinNormResult, solve_min_norm
-from margin_solver.results import INFEASIBLE
+from margin_solver.minnorm import DEFAULT_GAP_TOL, FORMS, MinNormResult, solve_min_norm
+from margin_solver.results import ConvergenceWarning
+from margin_solver.solutions import read_solution
 
 NAME = "solve"
 HELP = "compute the min-norm interpolator P_R of a dataset (optionally with a certified bound)"
@@ -34,7 +36,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random starts")
     parser.add_argument("--max-iter", type=int, default=500, help="p-steps per start")
     parser.add_argument(
-        "--time-limit", type=float, default=30.0, help="seconds for the lower bound (--certify)"
+        "--time-limit",
+        type=float,
+        default=math.inf,
+        help="seconds for the whole solve (default: none); on expiry the best feasible point "
+        "so far, status time_limit (exit 4)",
+    )
+    parser.add_argument(
+        "--bound-time-limit",
+        type=float,
+        default=30.0,
+        help="seconds for the lower bound's branch-and-bound (default 30)",
+    )
+    parser.add_argument(
+        "--gap-tol",
+        type=float,
+        default=DEFAULT_GAP_TOL,
+        help=f"largest relative gap to the lower bound certified as optimal "
+        f"(default {DEFAULT_GAP_TOL:g})",
+    )
+    parser.add_argument(
+        "--p0",
+        metavar="SOL.json",
+        help="warm start: the p of a solution file (JSON with 'v' and 'p', e.g. from gd --json)",
     )
     parser.add_argument(
         "--no-progress",
@@ -44,9 +68,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Solve, print a summary, write JSON; infeasible data is an error (exit 2)."""
+    """Solve, print a summary, write JSON; return the exit status (docs/statuses.md).
+
+    0 on success (with ``--certify``: only when certified), 3 without an answer (proven
+    infeasible, no feasible point found, engine failure), 4 with a caveat (time or iteration
+    limit, inaccurate, or ``--certify`` without a certificate).
+    """
     data = load_dataset(args.data)
-    result = solve_min_norm(
+    p0 = None if args.p0 is None else read_solution(args.p0, data.d)[1]
+    with warnings.catch_warnings():  # the summary states the status; one line on stderr below
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result = _solve(args, data, p0)
+    if args.json:
+        write_json(args.json, result)
+    print(_summary(result, data))
+    if args.json:
+        print(f"wrote {args.json}")
+    code = exit_status(result)
+    if code == EXIT_OK and args.certify and not result.certified:
+        code = EXIT_CAVEAT  # an answer, but not the certified one that was asked for
+    if code != EXIT_OK:
+        what = "not certified" if result.success else result.status
+        print(f"margin-solver solve: {what} (exit {code}; see the status line)", file=sys.stderr)
+    return code
+
+
+def _solve(args: argparse.Namespace, data, p0) -> MinNormResult:
+    return solve_min_norm(
         data,
         R=args.R,
         certify=args.certify,
@@ -54,24 +102,29 @@ def run(args: argparse.Namespace) -> int:
         n_random_starts=args.random_starts,
         seed=args.seed,
         max_iter=args.max_iter,
-        bound_time_limit=args.time_limit,
+        bound_time_limit=args.bound_time_limit,
+        time_limit=args.time_limit,
+        gap_tol=args.gap_tol,
+        p0=p0,
         progress=not args.no_progress and sys.stderr.isatty(),
     )
-    if args.json:
-        write_json(args.json, result)
-    if result.status == INFEASIBLE:
-        raise CLIError(result.message)
-    print(_summary(result, data))
-    if args.json:
-        print(f"wrote {args.json}")
-    return 0
 
 
 def _summary(result: MinNormResult, data) -> str:
-    metrics = evaluate(result.v, result.p, data)
     lines = [
         f"P_R on {data!r}, R = {result.R:.6g} ({result.form} form)",
         f"  status      {result.status}: {result.message}",
+        f"  certified   {'yes' if result.certified else 'no'} (gap_tol {result.gap_tol:g}, "
+        f"feas_tol {result.feas_tol:g}{', v rescaled' if result.repaired else ''})",
+    ]
+    if result.v is None:
+        return "\n".join(lines)
+    if not result.solution_present:
+        lines.append(f"  best attempt: ||p|| {result.p_norm:.6g}, min margin "
+                     f"{result.min_margin:.9f} (start {result.start})")
+        return "\n".join(lines)
+    metrics = evaluate(result.v, result.p, data)
+    lines += [
         f"  ||v||       {result.norm:.6g}   (margin 1/||v|| = {result.margin:.6g})",
         f"  ||p||       {result.p_norm:.6g}",
         f"  min margin  {result.min_margin:.9f}",

@@ -16,7 +16,6 @@ against it here, and :mod:`margin_solver.theory.report` holds the report and its
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -36,6 +35,7 @@ from margin_solver.estimation import (
     noise_geometry,
 )
 from margin_solver.gd import default_step_sizes, token_scale
+from margin_solver.kernel import conflicting_pairs
 from margin_solver.metrics import Metrics, trusted_metrics
 from margin_solver.results import INFEASIBLE, STATUS_TABLE
 from margin_solver.solutions import read_solution, solution_vectors
@@ -352,32 +352,6 @@ def _setting(
     if chosen == "two-step-gd" and steps is None:
         steps = tuple(float(b) for b in default_step_sizes(ds.X))
     return _Setting(chosen, R, steps, None if sol is None else sol.schedule)
-
-
-def conflicting_pairs(X: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:
-    """Pairs (i, j), i < j, of samples with the same multiset of tokens and opposite labels.
-
-    Attention without positions is blind to token order, so such samples get the same output
-    ``f(X; v, p)`` for every (v, p) and no interpolator exists. Tokens are compared exactly
-    (by a hash of their bytes).
-
-    Examples
-    --------
-    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]], [[2.0, 0.0], [0.0, 1.0]]])
-    >>> conflicting_pairs(X, np.array([1, -1, -1]))
-    [(0, 1)]
-    """
-    groups: dict[bytes, list[int]] = {}
-    for i, sample in enumerate(np.ascontiguousarray(X, dtype=np.float64)):
-        key = b"".join(sorted(hashlib.sha256(token.tobytes()).digest() for token in sample))
-        groups.setdefault(key, []).append(i)
-    return [
-        (i, j)
-        for members in groups.values()
-        for k, i in enumerate(members)
-        for j in members[k + 1 :]
-        if y[i] != y[j]
-    ]
 
 
 def _known(dataset: Dataset, key: str) -> float | None:
