@@ -662,9 +662,9 @@ def _not_fitted_message(train: Dataset, margins: np.ndarray, loss: float) -> str
     at = f" (here kappa = n SNR^2 = {train.kappa:.3g})" if train.kappa is not None else ""
     return (
         f"{what}; final loss {loss:.4g}. Theorem 3.3 of Magen et al. (arXiv 2410.07746) "
-        "promises interpolation after two steps only for nearly orthogonal noise tokens and an "
-        f"SNR below its upper limit{at}, with the authors' step sizes (the defaults here are "
-        "this package's scaling): a failure of the optimiser, not evidence against the theorem. "
+        "promises two-step interpolation only for nearly orthogonal noise tokens, an SNR below "
+        f"its upper limit{at} and the authors' step sizes (the defaults here are this "
+        "package's own): a failure of the optimiser, not evidence against the theorem. "
         "Longer GD (schedule='constant') or the min-norm solver may fit."
     )
 

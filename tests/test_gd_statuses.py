@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,3 +167,20 @@ def test_cli_exit_codes_and_stderr(tmp_path, capsys):
     assert main(["gd", str(paper)]) == EXIT_OK
     out, err = capsys.readouterr()
     assert out.startswith("completed:") and err == ""
+
+
+def test_usage_failure_example_prints_what_the_docs_show(tmp_path, monkeypatch, capsys):
+    """docs/usage.md, "When gradient descent fails": the Python block and its output."""
+    text = (Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+    after = text.split("<!-- gd-failure-example -->", 1)[1]
+    code = after.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = after.split("```python\n", 1)[1].split("```", 1)[1].split("```\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        exec(compile(code, "usage.md", "exec"), {})
+    assert capsys.readouterr().out == shown
+    assert main(["gd", "wine.npz"]) == EXIT_NO_ANSWER
+    out, err = capsys.readouterr()
+    cli = after.split('$ margin-solver gd wine.npz; echo "exit $?"\n', 1)[1].split("```", 1)[0]
+    assert err + out + f"exit {EXIT_NO_ANSWER}\n" == cli
