@@ -9,6 +9,7 @@ with no warning and exit 0.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from pathlib import Path
 
@@ -184,3 +185,21 @@ def test_usage_failure_example_prints_what_the_docs_show(tmp_path, monkeypatch, 
     out, err = capsys.readouterr()
     cli = after.split('$ margin-solver gd wine.npz; echo "exit $?"\n', 1)[1].split("```", 1)[0]
     assert err + out + f"exit {EXIT_NO_ANSWER}\n" == cli
+
+
+def test_safeguard_takes_the_same_steps_in_both_forms():
+    X, y = REAL["wine"]
+    dense, _ = run_warned(X, y, form="dense")
+    kernel, _ = run_warned(X, y, form="kernel")
+    assert dense.step_sizes == kernel.step_sizes and dense.step_sizes != list(default_step_sizes(X))
+    np.testing.assert_allclose(kernel.v, dense.v, rtol=1e-9, atol=1e-12 * np.abs(dense.v).max())
+    np.testing.assert_allclose(kernel.p, dense.p, rtol=1e-9, atol=1e-12 * np.abs(dense.p).max())
+
+
+def test_classifier_warns_with_its_own_category_without_sklearn(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn.exceptions", None)  # import now raises ImportError
+    X, y = REAL["wine"]
+    with pytest.warns(ConvergenceWarning, match="status 'not_fitted'") as record:
+        SingleHeadAttentionClassifier(method="gd").fit(X, y)
+    assert [w.category for w in record] == [ConvergenceWarning]  # once, not repeated
+    assert record[0].filename == __file__
