@@ -11,6 +11,9 @@ the cosine between the first step's direction ``sum_i y_i xbar_i`` and the mean 
 Part 2, the paper's model (the grid of ``benchmarks/gd_defaults.py``: T = 2, eta = 0.15,
 300 test samples): both runs per seed, how many endpoints differ, and the means of the
 quantities docs/benchmarks.md reports.
+Part 3, the phase-diagram grid of ``margin-solver bench`` (d = 4000, T = 2, eta = 0.1,
+n in 8..128, seven SNRs from 0.03 to 1, 5 seeds; training sets drawn here, not the sweep's
+streams): how many endpoints differ, and whether any run's interpolation changes.
 """
 
 import argparse
@@ -96,6 +99,23 @@ def paper(seeds):
         print(f"| {n} | {d} | {kappa} | {changed}/{seeds} | {cells[0]} | {cells[1]} |", flush=True)
 
 
+def phase_grid(seeds=5):
+    runs = changed = changed_interpolating = flips = 0
+    for n, snr in itertools.product([8, 16, 32, 64, 128], [1, 0.557, 0.311, 0.173, 0.0965, 0.0538, 0.03]):
+        for seed in range(seeds):
+            train = PaperDistribution(d=4000, T=2, snr=snr, eta=0.1).sample(n, seed=seed)
+            b0, b1 = default_step_sizes(train.X)
+            default = gradient_descent(train, record_steps=[2])
+            exact = gradient_descent(train, record_steps=[2], beta0=b0, beta1=b1)
+            differs = not np.array_equal(default.p, exact.p)
+            runs += 1
+            changed += differs
+            changed_interpolating += differs and exact.interpolates
+            flips += default.interpolates != exact.interpolates
+    print(f"\nphase-diagram grid: {runs} runs, {changed} endpoints differ, {changed_interpolating} of them "
+          f"in runs that interpolate with the exact steps, {flips} runs change interpolation")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=4)
@@ -103,6 +123,7 @@ def main():
     warnings.simplefilter("ignore", ConvergenceWarning)  # the statuses are in the tables
     real_tokens()
     paper(args.seeds)
+    phase_grid()
 
 
 if __name__ == "__main__":
