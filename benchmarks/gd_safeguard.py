@@ -7,7 +7,9 @@ Usage::
 Part 1, real tokens (scikit-learn's bundled wine, breast cancer and digits, no download): the
 loss after each step and the status, with the exact scaled steps (``beta0, beta1`` from
 ``default_step_sizes``) and with the defaults (halved while a step would raise the loss), and
-the cosine between the first step's direction ``sum_i y_i xbar_i`` and the mean token.
+the cosine between the first step's direction ``sum_i y_i xbar_i`` and the mean token; then
+1000 constant steps of the scaled size taken exactly and of the default size (halved at the
+first step while it would raise the loss, then kept).
 Part 2, the paper's model (the grid of ``benchmarks/gd_defaults.py``: T = 2, eta = 0.15,
 300 test samples): both runs per seed, how many endpoints differ, and the means of the
 quantities docs/benchmarks.md reports.
@@ -73,6 +75,21 @@ def real_tokens():
               f"{safe.status} | [{fmt(safe.step_sizes)}] (from [{fmt((b0, b1))}]) |")
 
 
+def constant_real(steps=1000):
+    print(f"\n| data | constant, {steps} steps, exact scaled step: loss max / end, train err, status | "
+          "default (settled at step 1): loss max / end, train err, status, step |")
+    print("|---|---|---|")
+    for name, (X, y) in real_sets().items():
+        b0 = default_step_sizes(X)[0]
+        cells = []
+        for res in (gradient_descent(X, y, schedule="constant", steps=steps, step_size=b0),
+                    gradient_descent(X, y, schedule="constant", steps=steps)):
+            loss = res.trajectory["loss"]
+            cells.append(f"{loss.max():.4g} / {loss[-1]:.4g}, {res.trajectory['train_error'][-1]:.3f}, "
+                         f"{res.status}, {res.step_sizes[0]:.4g}")
+        print(f"| {name} | {cells[0]} | {cells[1]} |")
+
+
 def paper(seeds):
     print("\n| n | d | kappa | changed | default: interpolates, train err, clean test err, attn clean, "
           "attn noisy | exact: the same |")
@@ -122,6 +139,7 @@ def main():
     args = ap.parse_args()
     warnings.simplefilter("ignore", ConvergenceWarning)  # the statuses are in the tables
     real_tokens()
+    constant_real()
     paper(args.seeds)
     phase_grid()
 

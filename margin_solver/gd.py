@@ -375,7 +375,8 @@ def gradient_descent(
     steps : int, optional
         Number of steps; fixed at 2 for ``"two-step"``, default 1000 otherwise.
     step_size : float, optional
-        Step of ``"constant"`` (default: the default ``beta0``) or the length of each
+        Step of ``"constant"`` (default: the default ``beta0``, halved at the first step while
+        it would raise the objective, then kept for every step) or the length of each
         ``"normalized"`` step in the joint (v, p) norm (default ``1 / nu``, so token
         values move by O(1) per step; ``nu^2`` is the mean squared token norm).
     beta0, beta1 : float, optional
@@ -479,7 +480,7 @@ def gradient_descent(
             callback(rows[-1])
 
     status, message = COMPLETED, ""
-    guarded = _guarded_steps(schedule, beta0, beta1)
+    guarded = _guarded_steps(schedule, beta0, beta1, step_size)
     ev = state.evaluate(W, yf)
     last_good: tuple[np.ndarray, LossGrads | None] = (W, None)
     start_objective = math.nan
@@ -513,9 +514,9 @@ def gradient_descent(
                 if t not in recorded:
                     record(t, W, lg)
                 break
-            k = t if schedule == "two-step" else 0
+            k = t if schedule == "two-step" else 0  # a constant step is settled at step 0
             W, ev, size, halved = _step(
-                state, W, ev, grads, yf, schedule, sizes[k], lam, R, guard=guarded[k]
+                state, W, ev, grads, yf, schedule, taken[k], lam, R, guard=guarded[k] and k == t
             )
             if halved:
                 halvings[k] += halved
@@ -530,7 +531,7 @@ def gradient_descent(
     margin = float(np.min(lg.margins))
     norm_v, norm_p = math.sqrt(sq[0]), math.sqrt(sq[1])
     final_objective = _objective(state, W, lg, lam)
-    backtracked = _backtrack_note(halvings, sizes, taken)
+    backtracked = _backtrack_note(schedule, halvings, sizes, taken)
     if status != DIVERGED and final_objective > start_objective:
         status = DIVERGED
         message = (
@@ -618,11 +619,14 @@ def _step(
     return W_new, ev_new, size * 2, MAX_HALVINGS
 
 
-def _guarded_steps(schedule: str, beta0: float | None, beta1: float | None) -> tuple[bool, ...]:
-    """Which steps are safeguarded: the two-step schedule's steps the package sized."""
-    if schedule != "two-step":
-        return (False,)
-    return (beta0 is None, beta1 is None)
+def _guarded_steps(
+    schedule: str, beta0: float | None, beta1: float | None, step_size: float | None
+) -> tuple[bool, ...]:
+    """Which step sizes are safeguarded: those the package chose, of the two-step schedule
+    and of the constant one (whose size is settled at its first step, then kept)."""
+    if schedule == "two-step":
+        return (beta0 is None, beta1 is None)
+    return (schedule == "constant" and step_size is None,)
 
 
 def _finite(ev: _Evaluation, W: np.ndarray) -> bool:
@@ -637,8 +641,18 @@ def _fmt(sizes: Iterable[float]) -> str:
     return "[" + ", ".join(f"{s:.4g}" for s in sizes) + "]"
 
 
-def _backtrack_note(halvings: list[int], planned: tuple[float, ...], taken: list[float]) -> str:
+def _backtrack_note(
+    schedule: str, halvings: list[int], planned: tuple[float, ...], taken: list[float]
+) -> str:
     """Message tail naming the default steps that were halved because they raised the loss."""
+    if schedule != "two-step":
+        if not halvings[0]:
+            return ""
+        return (
+            f" The default step size raised the loss at the first step on this data, so it was "
+            f"halved {halvings[0]} times ({planned[0]:.4g} -> {taken[0]:.4g}) and kept for "
+            "every step (pass step_size to take an exact step)."
+        )
     parts = [
         f"step {k + 1} halved {h} times ({planned[k]:.4g} -> {taken[k]:.4g})"
         for k, h in enumerate(halvings)

@@ -99,9 +99,19 @@ def test_exact_scaled_steps_that_raise_the_loss_are_diverged(name):
 
 def test_constant_schedule_that_ends_above_its_start_is_diverged():
     X, y = REAL["digits"]
-    res, caught = run_warned(X, y, schedule="constant")
-    assert res.loss > math.log(2)  # measured 0.86 after 1000 steps of the default size
+    res, caught = run_warned(X, y, schedule="constant", step_size=default_step_sizes(X)[0])
+    assert res.loss > math.log(2)  # measured 0.86 after 1000 steps of the scaled size
     assert res.status == "diverged" and len(caught) == 1 and "rose from" in res.message
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_default_constant_step_is_settled_at_the_first_step(name):
+    X, y = REAL[name]
+    res, caught = run_warned(X, y, schedule="constant", steps=300)
+    b0 = default_step_sizes(X)[0]
+    assert res.step_sizes[0] < b0 and math.log2(b0 / res.step_sizes[0]).is_integer()
+    assert res.loss < math.log(2) and res.status == "completed" and not caught
+    assert "halved" in res.message and "kept for every step" in res.message
 
 
 def test_warning_points_at_the_caller():
