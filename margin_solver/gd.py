@@ -607,7 +607,9 @@ def _step(
     Returns the new iterate, its evaluation, the size taken and the number of halvings.
     Only step sizes the package chose are guarded: a step the caller gave is taken as given.
     """
-    before = _objective(state, W, ev.lg, lam)
+    # The objective is computed only for a guarded step: with weight decay in the kernel
+    # form its norm term costs as much as the step itself.
+    before = _objective(state, W, ev.lg, lam) if guard else math.nan
     for halved in range(MAX_HALVINGS + 1):
         W_new = _update(state, W, grads, schedule, size)
         if R is not None:
