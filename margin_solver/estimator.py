@@ -20,20 +20,16 @@ import numpy as np
 from margin_solver.gd import gradient_descent, token_scale
 from margin_solver.kernel import outputs
 from margin_solver.minnorm import solve_min_norm
-from margin_solver.results import NO_FEASIBLE_POINT_FOUND
+from margin_solver.results import NO_FEASIBLE_POINT_FOUND, ConvergenceWarning
 from margin_solver.validation import InvalidInputError, check_labels, check_magnitude, check_tokens
 
-__all__ = ["FIT_METHODS", "FitWarning", "NotFittedError", "SingleHeadAttentionClassifier"]
+__all__ = ["FIT_METHODS", "NotFittedError", "SingleHeadAttentionClassifier"]
 
 #: Solvers :class:`SingleHeadAttentionClassifier` fits with (its ``method``).
 FIT_METHODS = ("min-norm", "gd")
 #: Default ``R`` of min-norm is this over ``nu`` (root mean squared token norm): scores
 #: ``<x, p>`` then reach about 10, close to hard token selection.
 DEFAULT_SCORE_RANGE = 10.0
-
-
-class FitWarning(UserWarning):
-    """The solver returned without a usable-solution status (e.g. GD diverged)."""
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -152,9 +148,13 @@ class SingleHeadAttentionClassifier:
 
         Warns
         -----
-        FitWarning
-            The solver's status is not a usable-solution one (e.g. GD diverged: the last
-            finite iterate is kept).
+        ConvergenceWarning
+            The solver's status has ``success`` False (GD diverged, or its two steps did not
+            fit the training set; the last finite iterate is kept). scikit-learn's
+            ``sklearn.exceptions.ConvergenceWarning`` when scikit-learn is importable (so
+            scikit-learn's tools filter it as usual), else
+            :class:`margin_solver.results.ConvergenceWarning`; the solver's own warning is
+            not repeated.
         """
         if self.method not in FIT_METHODS:
             raise InvalidInputError(f"method must be one of {FIT_METHODS}, got {self.method!r}.")
@@ -162,20 +162,23 @@ class SingleHeadAttentionClassifier:
         yc = check_labels(y, Xc.shape[0])
         solver = gradient_descent if self.method == "gd" else solve_min_norm
         options = _solver_options(solver, self.solver_options)
-        if self.method == "gd":
-            result = gradient_descent(
-                Xc, yc, schedule=self.schedule, steps=self.steps, step_size=self.step_size,
-                weight_decay=self.weight_decay, R=self.R, seed=self.random_state, **options,
-            )
-        else:
-            R = self.R if self.R is not None else _default_radius(Xc)
-            result = solve_min_norm(Xc, yc, R, **options)
-            if result.v is None or result.status == NO_FEASIBLE_POINT_FOUND:  # v: an attempt
-                raise InvalidInputError(f"No interpolator with ||p|| <= {R:.4g}: {result.message}")
+        R = None if self.method == "gd" else (self.R if self.R is not None else _default_radius(Xc))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # re-emitted below, once
+            if self.method == "gd":
+                result = gradient_descent(
+                    Xc, yc, schedule=self.schedule, steps=self.steps, step_size=self.step_size,
+                    weight_decay=self.weight_decay, R=self.R, seed=self.random_state, **options,
+                )
+            else:
+                result = solve_min_norm(Xc, yc, R, **options)
+        if self.method != "gd" and (result.v is None or result.status == NO_FEASIBLE_POINT_FOUND):
+            # v may be a best attempt that does not interpolate: no model to keep
+            raise InvalidInputError(f"No interpolator with ||p|| <= {R:.4g}: {result.message}")
         if not result.success:
             warnings.warn(
                 f"{self.method} ended with status {result.status!r}: {result.message}",
-                FitWarning,
+                _failure_warning(),
                 stacklevel=2,
             )
         self.result_ = result
@@ -214,6 +217,15 @@ class SingleHeadAttentionClassifier:
         }
         shown = [f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults.get(k)]
         return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def _failure_warning() -> type[Warning]:
+    """scikit-learn's ConvergenceWarning when scikit-learn is importable (not a dependency)."""
+    try:
+        from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
+    except ImportError:
+        return ConvergenceWarning
+    return SklearnConvergenceWarning
 
 
 def _default_radius(X: np.ndarray) -> float:

@@ -8,7 +8,8 @@ Schedules
 ---------
 ``"two-step"``
     Two full-batch steps of sizes ``beta0`` then ``beta1`` from zero initialisation, the
-    setting of Theorem 3.3 of Magen et al. (arXiv:2410.07746). Step 1 moves only ``v``
+    setting of Theorem 3.3 of Magen et al. (arXiv:2410.07746). It is meant to interpolate:
+    a run that leaves training errors has status ``"not_fitted"``. Step 1 moves only ``v``
     (``df/dp = 0`` at ``v = 0``): ``v_1 = (beta0 / (2n)) sum_i y_i xbar_i`` with ``xbar_i``
     the token mean of sample ``i``, and ``p_1 = 0``; ``p`` moves at step 2.
 ``"constant"``
@@ -18,7 +19,11 @@ Schedules
 
 The paper's exact step sizes are not in the text available to this project; the defaults
 of :func:`default_step_sizes` are our own scaling (derived in ``docs/theory.md`` and
-checked by ``benchmarks/gd_defaults.py``), not the authors' constants.
+checked by ``benchmarks/gd_defaults.py``), not the authors' constants. The scaling assumes
+nearly orthogonal tokens; on correlated tokens with label imbalance the first step aligns
+with the mean token and the scaled steps raise the loss, so a default step is halved while
+it would raise the objective. Steps the caller gives are taken as given; a run whose
+objective ends above its start has status ``"diverged"``.
 
 Two numerical forms give the same iterates: the dense form keeps ``v, p`` in R^d; the
 kernel form keeps coefficients on the training tokens and works with their Gram matrix
@@ -35,6 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -44,7 +50,15 @@ import numpy as np
 from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import LossGrads, token_loss_and_grads
 from margin_solver.metrics import trusted_metrics
-from margin_solver.results import COMPLETED, CONVERGED, DIVERGED, ResultMixin
+from margin_solver.results import (
+    COMPLETED,
+    CONVERGED,
+    DIVERGED,
+    NOT_FITTED,
+    STATUS_TABLE,
+    ConvergenceWarning,
+    ResultMixin,
+)
 from margin_solver.validation import (
     InvalidInputError,
     check_int,
@@ -56,6 +70,7 @@ from margin_solver.validation import (
 
 __all__ = [
     "FIRST_STEP_SCALE",
+    "MAX_HALVINGS",
     "SCORE_GAP_PER_LOG_N",
     "TRAJECTORY_COLUMNS",
     "GDResult",
@@ -120,12 +135,15 @@ class GDResult(ResultMixin):
         enters only through the attention, bounded by ``R`` when a cap is set).
     status : str
         ``"completed"`` (all requested steps done), ``"converged"`` (objective gradient norm
-        fell below ``tol``) or ``"diverged"`` (a non-finite value appeared); see
-        docs/statuses.md.
+        fell below ``tol``), ``"diverged"`` (a non-finite value appeared, or the objective
+        ended above its value at the start) or ``"not_fitted"`` (the two-step schedule, meant
+        to interpolate, left training errors); see docs/statuses.md. The last two have
+        ``success`` False and warn with :class:`margin_solver.results.ConvergenceWarning`.
     message : str
     schedule : str
     step_sizes : list of float
-        ``[beta0, beta1]`` for ``"two-step"``, ``[step]`` otherwise.
+        ``[beta0, beta1]`` for ``"two-step"``, ``[step]`` otherwise: the sizes taken, after
+        any halving of a default step (passing them back reproduces the run).
     steps : int
         Steps taken.
     weight_decay : float
@@ -357,11 +375,17 @@ def gradient_descent(
     steps : int, optional
         Number of steps; fixed at 2 for ``"two-step"``, default 1000 otherwise.
     step_size : float, optional
-        Step of ``"constant"`` (default: the default ``beta0``) or the length of each
+        Step of ``"constant"`` (default: the default ``beta0``, halved at the first step while
+        it would raise the objective, then kept for every step) or the length of each
         ``"normalized"`` step in the joint (v, p) norm (default ``1 / nu``, so token
         values move by O(1) per step; ``nu^2`` is the mean squared token norm).
     beta0, beta1 : float, optional
-        Steps of ``"two-step"``; defaults from :func:`default_step_sizes`.
+        Steps of ``"two-step"``, taken exactly as given (the paper's schedule). Each one left
+        out defaults to :func:`default_step_sizes`, safeguarded: halved while it would raise
+        the objective (at most :data:`MAX_HALVINGS` times). On the paper's distribution the
+        default steps lower the loss wherever two steps interpolate, so the safeguard does
+        not act there; on real tokens (correlated, with label imbalance) the scaled steps
+        raise the loss and are halved (docs/benchmarks.md).
     weight_decay : float, default=0.0
         ``lam`` in the objective ``L + (lam / 2)(||v||^2 + ||p||^2)``. The authors relate
         the min-norm interpolator to GD with small weight decay (authors' reply, W2 and Q1).
@@ -399,6 +423,11 @@ def gradient_descent(
     InvalidInputError
         Bad shapes or labels, unknown options, non-positive step sizes, record steps
         outside ``[0, steps]``, a test set of another dimension.
+
+    Warns
+    -----
+    margin_solver.results.ConvergenceWarning
+        The status is ``"diverged"`` or ``"not_fitted"`` (``success`` False).
 
     Examples
     --------
@@ -450,13 +479,18 @@ def gradient_descent(
         if callback is not None:
             callback(rows[-1])
 
-    status, message, lg = COMPLETED, "", None
-    last_good = (W, None)
+    status, message = COMPLETED, ""
+    guarded = _guarded_steps(schedule, beta0, beta1, step_size)
+    ev = state.evaluate(W, yf)
+    last_good: tuple[np.ndarray, LossGrads | None] = (W, None)
+    start_objective = math.nan
+    halvings = [0] * len(sizes)
+    taken = list(sizes)
     t = 0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for t in range(steps + 1):
-            lg, grads, peak = state.evaluate(W, yf)
-            if not (math.isfinite(lg.loss) and np.all(np.isfinite(W)) and peak <= OVERFLOW):
+            lg, grads, _ = ev
+            if not _finite(ev, W):
                 status = DIVERGED
                 message = (
                     f"diverged at step {t}: non-finite parameters or loss, or token values / "
@@ -465,6 +499,8 @@ def gradient_descent(
                     f"(step {t - 1})."
                 )
                 break
+            if t == 0:
+                start_objective = _objective(state, W, lg, lam)
             last_good = (W, lg)
             if t in recorded:
                 record(t, W, lg)
@@ -478,9 +514,13 @@ def gradient_descent(
                 if t not in recorded:
                     record(t, W, lg)
                 break
-            W = _update(state, W, grads, schedule, sizes, t)
-            if R is not None:
-                _cap(state, W, R)
+            k = t if schedule == "two-step" else 0  # a constant step is settled at step 0
+            W, ev, size, halved = _step(
+                state, W, ev, grads, yf, schedule, taken[k], lam, R, guard=guarded[k] and k == t
+            )
+            if halved:
+                halvings[k] += halved
+                taken[k] = size
 
     W, lg = last_good
     if lg is None:  # diverged at step 0: only possible with a non-finite random init
@@ -490,12 +530,30 @@ def gradient_descent(
     sq = state.sq_norms(W)
     margin = float(np.min(lg.margins))
     norm_v, norm_p = math.sqrt(sq[0]), math.sqrt(sq[1])
-    if status == COMPLETED:
+    final_objective = _objective(state, W, lg, lam)
+    backtracked = _backtrack_note(schedule, halvings, sizes, taken)
+    if status != DIVERGED and final_objective > start_objective:
+        status = DIVERGED
+        message = (
+            f"the {'loss' if not lam else 'objective'} rose from "
+            f"{start_objective:.4g} to {final_objective:.4g} over {steps_done} steps "
+            f"({schedule}, step sizes {_fmt(taken)}); the steps are too large for this data."
+        )
+    elif status != DIVERGED and schedule == "two-step" and not margin > 0:
+        status = NOT_FITTED
+        message = _not_fitted_message(train, lg.margins, lg.loss)
+    elif status == COMPLETED:
         message = (
             f"ran all {steps} steps ({schedule}); final loss {lg.loss:.4g}, "
             f"{'interpolates' if margin > 0 else 'does not interpolate'} the training set."
         )
-    logger.info("gradient_descent: %s", message)
+    message += backtracked
+    if STATUS_TABLE[status][0]:
+        logger.info("gradient_descent: %s", message)
+    else:
+        warnings.warn(
+            f"gradient_descent ended with status {status!r}: {message}", ConvergenceWarning, stacklevel=2
+        )
     return GDResult(
         v=v,
         p=p,
@@ -503,7 +561,7 @@ def gradient_descent(
         status=status,
         message=message,
         schedule=schedule,
-        step_sizes=list(sizes),
+        step_sizes=taken,
         steps=steps_done,
         weight_decay=lam,
         R=R,
@@ -520,13 +578,111 @@ def gradient_descent(
     )
 
 
-def _update(state: Any, W: np.ndarray, grads: np.ndarray, schedule: str, sizes: tuple, t: int) -> np.ndarray:
-    if schedule == "two-step":
-        return W - sizes[t] * grads
-    if schedule == "constant":
-        return W - sizes[0] * grads
+def _update(state: Any, W: np.ndarray, grads: np.ndarray, schedule: str, size: float) -> np.ndarray:
+    if schedule != "normalized":
+        return W - size * grads
     norm = math.sqrt(float(state.sq_norms(grads).sum()))
-    return W if norm == 0 else W - (sizes[0] / norm) * grads
+    return W if norm == 0 else W - (size / norm) * grads
+
+
+#: A step the package chose is halved at most this often (2^-60 ~ 1e-18 of its size).
+MAX_HALVINGS = 60
+
+
+def _step(
+    state: Any,
+    W: np.ndarray,
+    ev: _Evaluation,
+    grads: np.ndarray,
+    y: np.ndarray,
+    schedule: str,
+    size: float,
+    lam: float,
+    R: float | None,
+    *,
+    guard: bool,
+) -> tuple[np.ndarray, _Evaluation, float, int]:
+    """One step from ``W``; a guarded step is halved while it raises the objective.
+
+    Returns the new iterate, its evaluation, the size taken and the number of halvings.
+    Only step sizes the package chose are guarded: a step the caller gave is taken as given.
+    """
+    # The objective is computed only for a guarded step: with weight decay in the kernel
+    # form its norm term costs as much as the step itself.
+    before = _objective(state, W, ev.lg, lam) if guard else math.nan
+    for halved in range(MAX_HALVINGS + 1):
+        W_new = _update(state, W, grads, schedule, size)
+        if R is not None:
+            _cap(state, W_new, R)
+        ev_new = state.evaluate(W_new, y)
+        if not guard or (_finite(ev_new, W_new) and _objective(state, W_new, ev_new.lg, lam) <= before):
+            return W_new, ev_new, size, halved
+        size /= 2
+    return W_new, ev_new, size * 2, MAX_HALVINGS
+
+
+def _guarded_steps(
+    schedule: str, beta0: float | None, beta1: float | None, step_size: float | None
+) -> tuple[bool, ...]:
+    """Which step sizes are safeguarded: those the package chose, of the two-step schedule
+    and of the constant one (whose size is settled at its first step, then kept)."""
+    if schedule == "two-step":
+        return (beta0 is None, beta1 is None)
+    return (schedule == "constant" and step_size is None,)
+
+
+def _finite(ev: _Evaluation, W: np.ndarray) -> bool:
+    return bool(math.isfinite(ev.lg.loss) and np.all(np.isfinite(W)) and ev.peak <= OVERFLOW)
+
+
+def _objective(state: Any, W: np.ndarray, lg: LossGrads, lam: float) -> float:
+    return lg.loss + 0.5 * lam * float(state.sq_norms(W).sum()) if lam else lg.loss
+
+
+def _fmt(sizes: Iterable[float]) -> str:
+    return "[" + ", ".join(f"{s:.4g}" for s in sizes) + "]"
+
+
+def _backtrack_note(
+    schedule: str, halvings: list[int], planned: tuple[float, ...], taken: list[float]
+) -> str:
+    """Message tail naming the default steps that were halved because they raised the loss."""
+    if schedule != "two-step":
+        if not halvings[0]:
+            return ""
+        return (
+            f" The default step size raised the loss at the first step on this data, so it was "
+            f"halved {halvings[0]} times ({planned[0]:.4g} -> {taken[0]:.4g}) and kept for "
+            "every step (pass step_size to take an exact step)."
+        )
+    parts = [
+        f"step {k + 1} halved {h} times ({planned[k]:.4g} -> {taken[k]:.4g})"
+        for k, h in enumerate(halvings)
+        if h
+    ]
+    if not parts:
+        return ""
+    return (
+        f" Default step sizes raised the loss on this data, so {'; '.join(parts)} until it "
+        "did not (pass beta0/beta1 to take exact steps)."
+    )
+
+
+def _not_fitted_message(train: Dataset, margins: np.ndarray, loss: float) -> str:
+    """Why a two-step run did not interpolate, with what the theorem does and does not promise."""
+    wrong = margins <= 0
+    what = f"two steps did not fit {int(wrong.sum())} of {len(margins)} training labels"
+    if train.clean_y is not None:
+        flipped = int(np.sum(wrong & (train.y != train.clean_y)))
+        what += f" ({flipped} of them flipped)"
+    at = f" (here kappa = n SNR^2 = {train.kappa:.3g})" if train.kappa is not None else ""
+    return (
+        f"{what}; final loss {loss:.4g}. Theorem 3.3 of Magen et al. (arXiv 2410.07746) "
+        "promises two-step interpolation only for nearly orthogonal noise tokens, an SNR below "
+        f"its upper limit{at} and the authors' step sizes (the defaults here are this "
+        "package's own): a failure of the optimiser, not evidence against the theorem. "
+        "Longer GD (schedule='constant') or the min-norm solver may fit."
+    )
 
 
 def _peak(values: np.ndarray, scores: np.ndarray) -> float:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
-from margin_solver.estimator import FitWarning, NotFittedError, SingleHeadAttentionClassifier
+from margin_solver.estimator import NotFittedError, SingleHeadAttentionClassifier
 from margin_solver.gd import gradient_descent
 from margin_solver.kernel import outputs
 from margin_solver.validation import InvalidInputError
@@ -97,6 +98,6 @@ def test_min_norm_without_interpolator_raises():
 def test_diverged_gd_warns_and_keeps_the_last_finite_iterate(data):
     train, _ = data
     clf = SingleHeadAttentionClassifier(method="gd", solver_options={"beta0": 1e300, "beta1": 1e300})
-    with pytest.warns(FitWarning, match="status 'diverged'"):
+    with pytest.warns(ConvergenceWarning, match="status 'diverged'"):
         clf.fit(train.X, train.y)
     assert np.all(np.isfinite(clf.v_))

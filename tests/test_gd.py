@@ -10,6 +10,7 @@ import pytest
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.gd import TRAJECTORY_COLUMNS, default_step_sizes, gradient_descent, token_scale
 from margin_solver.kernel import loss_and_grads
+from margin_solver.results import ConvergenceWarning
 from margin_solver.validation import InvalidInputError
 
 
@@ -179,7 +180,8 @@ def test_long_weight_decay_gd_approaches_the_min_norm_solution(weight_decay_runs
 
 def test_huge_steps_diverge_with_a_status(small):
     train, _ = small
-    res = gradient_descent(train, beta0=1e300, beta1=1e300)
+    with pytest.warns(ConvergenceWarning, match="status 'diverged'"):
+        res = gradient_descent(train, beta0=1e300, beta1=1e300)
     assert res.status == "diverged" and not res.success
     assert "diverged at step" in res.message
     assert np.all(np.isfinite(res.v)) and np.all(np.isfinite(res.p))

@@ -335,6 +335,8 @@ def verify_gradient_descent(X, y, case):
     assert res.margin == pytest.approx(margins(X, y.astype(float), res.v, res.p).min(), rel=1e-9)
     if case in NOT_INTERPOLABLE:
         assert not res.interpolates
+    assert res.trajectory["loss"][-1] <= res.trajectory["loss"][0]  # default steps never raise it
+    assert res.success == res.interpolates  # two steps that leave errors say so (not_fitted)
 
 
 def verify_classifier(X, y, case):

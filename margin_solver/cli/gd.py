@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+import warnings
 
 from margin_solver.cli import CLIError, exit_status
 from margin_solver.data import load_dataset
 from margin_solver.fileio import write_json
 from margin_solver.gd import SCHEDULES, gradient_descent
+from margin_solver.results import ConvergenceWarning
 
 NAME = "gd"
 HELP = "gradient descent on the logistic loss (two-step, constant, normalised), with trajectory"
@@ -47,7 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run GD, print the trajectory table, optionally write JSON and a figure."""
+    """Run GD, print the trajectory table, optionally write JSON and a figure.
+
+    Returns :func:`margin_solver.cli.exit_status` of the result: 0, or 3 when GD diverged or
+    its two steps did not fit the training set (the warning then goes to stderr).
+    """
     train = load_dataset(args.data)
     test = load_dataset(args.test) if args.test else None
     if args.steps is not None and args.schedule == "two-step":
@@ -59,22 +66,26 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             write_json(args.json, {"status": "running", "trajectory": rows})
 
-    result = gradient_descent(
-        train,
-        schedule=args.schedule,
-        steps=args.steps,
-        step_size=args.step_size,
-        beta0=args.beta0,
-        beta1=args.beta1,
-        weight_decay=args.weight_decay,
-        R=args.R,
-        init=args.init,
-        seed=args.seed,
-        form=args.form,
-        test=test,
-        record_every=args.record_every,
-        callback=progress,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        result = gradient_descent(
+            train,
+            schedule=args.schedule,
+            steps=args.steps,
+            step_size=args.step_size,
+            beta0=args.beta0,
+            beta1=args.beta1,
+            weight_decay=args.weight_decay,
+            R=args.R,
+            init=args.init,
+            seed=args.seed,
+            form=args.form,
+            test=test,
+            record_every=args.record_every,
+            callback=progress,
+        )
+    for warning in caught:  # one line each, not Python's source-location format
+        print(f"margin-solver gd: {warning.category.__name__}: {warning.message}", file=sys.stderr)
     print(f"{result.status}: {result.message}")
     sizes = ", ".join(f"{s:.4g}" for s in result.step_sizes)
     print(f"schedule={result.schedule} steps={result.steps} step sizes=[{sizes}] form={result.form}")
