@@ -58,8 +58,11 @@ def test_failed_two_step_gd_is_not_a_disagreement_real_run():
     # Starting commit: "DISAGREES: predicted benign, observed no interpolation" while the
     # min-norm problem is feasible (a certified-free solve finds an interpolator).
     _, train, test = _split(kappa=8.0)
-    res = gradient_descent(train)
-    assert not res.interpolates
+    # The package's scaled steps taken exactly (the defaults halve a step that raises the
+    # loss, which makes the second step too small for the theorem's regime).
+    beta0, beta1 = default_step_sizes(train.X)
+    res = gradient_descent(train, beta0=beta0, beta1=beta1)
+    assert not res.interpolates and not res.success
     report = check_conditions(train, res, test)
     assert report.method == "two-step-gd" and report.steps == tuple(res.step_sizes)
     assert "DISAGREES" not in report.verdict
