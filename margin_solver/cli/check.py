@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from typing import TYPE_CHECKING
+
 from margin_solver.cli import CLIError
-from margin_solver.data import load_dataset
-from margin_solver.fileio import write_json
-from margin_solver.theory import Constants, check_conditions
+
+if TYPE_CHECKING:
+    from margin_solver.theory import Constants
 
 NAME = "check"
 HELP = "check the benign-overfitting theorems' conditions on a dataset (scaling-level verdicts)"
@@ -24,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--solution", metavar="SOL.json", help="fitted model: JSON object with lists 'v' and 'p'"
     )
     parser.add_argument("--json", metavar="OUT", help="also write the full report as JSON")
+    from margin_solver.theory import Constants
+
     names = ", ".join(f.name for f in dataclasses.fields(Constants))
     parser.add_argument(
         "--constant",
@@ -36,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_constants(items: list[str]) -> Constants:
     """Build :class:`Constants` from ``NAME=VALUE`` strings."""
+    from margin_solver.theory import Constants
+
     fields = {f.name: f for f in dataclasses.fields(Constants)}
     values: dict[str, float | int] = {}
     for item in items:
@@ -56,6 +62,10 @@ def parse_constants(items: list[str]) -> Constants:
 
 def run(args: argparse.Namespace) -> int:
     """Run the check, print the table, write JSON when asked; 0 whenever the check ran."""
+    from margin_solver.data import load_dataset
+    from margin_solver.fileio import write_json
+    from margin_solver.theory import check_conditions
+
     constants = parse_constants(args.constant)
     train = load_dataset(args.data)
     test = None if args.test is None else load_dataset(args.test)

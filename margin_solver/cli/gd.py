@@ -6,9 +6,6 @@ import argparse
 import math
 
 from margin_solver.cli import CLIError, exit_status
-from margin_solver.data import load_dataset
-from margin_solver.fileio import write_json
-from margin_solver.gd import SCHEDULES, gradient_descent
 
 NAME = "gd"
 HELP = "gradient descent on the logistic loss (two-step, constant, normalised), with trajectory"
@@ -29,6 +26,8 @@ _SHOWN = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``gd`` verb."""
+    from margin_solver.gd import SCHEDULES
+
     parser.add_argument("data", metavar="DATA.npz", help="training set (.npz from Dataset.save)")
     parser.add_argument("--test", metavar="TEST.npz", help="test set for test errors")
     parser.add_argument("--schedule", choices=SCHEDULES, default="two-step")
@@ -48,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run GD, print the trajectory table, optionally write JSON and a figure."""
+    from margin_solver.data import load_dataset
+    from margin_solver.fileio import write_json
+    from margin_solver.gd import gradient_descent
+
     train = load_dataset(args.data)
     test = load_dataset(args.test) if args.test else None
     if args.steps is not None and args.schedule == "two-step":

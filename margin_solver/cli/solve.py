@@ -6,12 +6,12 @@ import argparse
 import math
 import sys
 
+from typing import TYPE_CHECKING
+
 from margin_solver.cli import CLIError
-from margin_solver.data import load_dataset
-from margin_solver.fileio import write_json
-from margin_solver.metrics import evaluate
-from margin_solver.minnorm import FORMS, MinNormResult, solve_min_norm
-from margin_solver.results import INFEASIBLE
+
+if TYPE_CHECKING:
+    from margin_solver.minnorm import MinNormResult
 
 NAME = "solve"
 HELP = "compute the min-norm interpolator P_R of a dataset (optionally with a certified bound)"
@@ -20,6 +20,8 @@ EXAMPLE = "margin-solver solve train.npz --R 0.5 --certify --json result.json"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``solve`` verb."""
+    from margin_solver.minnorm import FORMS
+
     parser.add_argument("data", help="dataset file (.npz with arrays X (n, T, d) and y (n,))")
     parser.add_argument(
         "--R",
@@ -45,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Solve, print a summary, write JSON; infeasible data is an error (exit 2)."""
+    from margin_solver.data import load_dataset
+    from margin_solver.fileio import write_json
+    from margin_solver.minnorm import solve_min_norm
+    from margin_solver.results import INFEASIBLE
+
     data = load_dataset(args.data)
     result = solve_min_norm(
         data,
@@ -68,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _summary(result: MinNormResult, data) -> str:
+    from margin_solver.metrics import evaluate
+
     metrics = evaluate(result.v, result.p, data)
     lines = [
         f"P_R on {data!r}, R = {result.R:.6g} ({result.form} form)",
