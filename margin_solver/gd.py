@@ -43,7 +43,7 @@ import numpy as np
 
 from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import LossGrads, token_loss_and_grads
-from margin_solver.metrics import trusted_metrics
+from margin_solver.metrics import output_metrics, trusted_metrics
 from margin_solver.results import COMPLETED, CONVERGED, DIVERGED, ResultMixin
 from margin_solver.validation import (
     InvalidInputError,
@@ -115,7 +115,9 @@ class GDResult(ResultMixin):
     trajectory : dict of str to ndarray
         One array per name in :data:`TRAJECTORY_COLUMNS`, one entry per recorded step.
         ``loss`` is the mean logistic loss, ``objective`` adds the weight decay term;
-        errors and attention come from :func:`margin_solver.metrics.trusted_metrics`;
+        errors and attention come from :func:`margin_solver.metrics.output_metrics` on the
+        step's own evaluation (training set) and :func:`~margin_solver.metrics.trusted_metrics`
+        (test set);
         ``normalized_margin = min_i y_i f_i / ||v||`` (f is 1-homogeneous in ``v``; ``p``
         enters only through the attention, bounded by ``R`` when a cap is set).
     status : str
@@ -261,15 +263,20 @@ class _DenseGDState:
         in_cache = X.nbytes <= _CACHE_BYTES
         self.block = n if in_cache else max(1, _BLOCK_BYTES // (T * d * X.itemsize))
 
-    def evaluate(self, W: np.ndarray, y: np.ndarray) -> _Evaluation:
+    def evaluate(self, W: np.ndarray, y: np.ndarray, with_grads: bool = True) -> _Evaluation:
         T, parts, grads, peak = self.T, [], np.zeros_like(W), 0.0
+        at_zero = not W.any()  # e.g. step 0 from zero: the tokens (finite) give 0 products
         for i0 in range(0, self.n, self.block):
             B = self.flat[i0 * T : (i0 + self.block) * T]
-            values, scores = _row_products(W, B.T).reshape(2, -1, T)
+            if at_zero:
+                values, scores = np.zeros((2, len(B) // T, T))
+            else:
+                values, scores = _row_products(W, B.T).reshape(2, -1, T)
             lg = token_loss_and_grads(y[i0 : i0 + self.block], scores, values)
             share = len(lg.margins) / self.n  # block means -> mean over all samples
             gv, gp = share * lg.grad_v, share * lg.grad_p
-            grads += _row_products(np.stack([gv.reshape(-1), gp.reshape(-1)]), B)
+            if with_grads:  # the backward product: half the cost of an evaluation
+                grads += _row_products(np.stack([gv.reshape(-1), gp.reshape(-1)]), B)
             peak = float(np.max([peak, _peak(values, scores)]))
             parts.append(LossGrads(share * lg.loss, gv, gp, lg.margins, lg.attention))
         lg = LossGrads(
@@ -308,7 +315,7 @@ class _KernelGDState:
             self.W0[0, self.nT] = self.W0[1, self.nT + 1] = 1.0
         self._token_cols = np.ascontiguousarray(self.G[:, : self.nT])
 
-    def evaluate(self, W: np.ndarray, y: np.ndarray) -> _Evaluation:
+    def evaluate(self, W: np.ndarray, y: np.ndarray, with_grads: bool = True) -> _Evaluation:
         values, scores = _row_products(W, self._token_cols).reshape(2, *self.shape)
         lg = token_loss_and_grads(y, scores, values)
         grads = np.zeros((2, len(self.basis)))
@@ -455,7 +462,7 @@ def gradient_descent(
     t = 0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for t in range(steps + 1):
-            lg, grads, peak = state.evaluate(W, yf)
+            lg, grads, peak = state.evaluate(W, yf, with_grads=t < steps)  # none after the last
             if not (math.isfinite(lg.loss) and np.all(np.isfinite(W)) and peak <= OVERFLOW):
                 status = DIVERGED
                 message = (
@@ -551,7 +558,8 @@ def _record(
     test: Dataset | None,
 ) -> dict[str, float]:
     v, p = dense  # finite: the loop stops at the first non-finite iterate
-    tr = trusted_metrics(v, p, train)
+    # The training outputs are those of the step's own evaluation: no second pass over X.
+    tr = output_metrics(train.y * lg.margins, lg.attention, train)
     te = trusted_metrics(v, p, test) if test is not None else None
     norm_v = math.sqrt(sq[0])
     return {
