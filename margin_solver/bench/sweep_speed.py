@@ -10,8 +10,8 @@ given), each into a fresh temporary file, side by side in one process, and print
   the method time;
 - ``speed-up``: wall time of the first backend over this one's.
 
-Grids: ``second`` (cells of about a second each: min-norm and 300 GD steps at n = 40,
-d = 4000), ``phase`` (the ``quick`` phase-diagram study grid, min-norm and two-step GD)
+Grids: ``second`` (cells of about a second each: min-norm and 3000 GD steps at n = 120,
+d = 2000), ``phase`` (the ``quick`` phase-diagram study grid, min-norm and two-step GD)
 and ``issue`` (the 24-cell grid of issue 18).
 
     .venv/bin/python benchmarks/sweep_speed.py --grid second --jobs 1 2 [--local-dask]
@@ -37,8 +37,8 @@ def _grids(name: str) -> tuple[list[SweepGrid], SweepConfig]:
         grid = SweepGrid(n=[20, 40], kappa=[1.0, 4.0], d=[4000], seeds=2,
                          methods=["min-norm", "gd-two-step", "uniform-svm"])
         return [grid], SweepConfig()
-    grid = SweepGrid(n=[40], kappa=[1.0, 4.0], d=[4000], seeds=4, methods=["min-norm", "gd-long"])
-    return [grid], SweepConfig(method_options={"gd-long": {"steps": 300}})
+    grid = SweepGrid(n=[120], kappa=[1.0, 4.0], d=[2000], seeds=4, methods=["min-norm", "gd-long"])
+    return [grid], SweepConfig(method_options={"gd-long": {"steps": 3000}})
 
 
 def main(argv: list[str] | None = None) -> int:
