@@ -5,6 +5,7 @@ Single-Head Attention*, arXiv:2410.07746).
 """
 
 import importlib
+import importlib.util
 import logging
 
 from margin_solver._version import __version__
@@ -41,9 +42,14 @@ _EXPORTS = {
 
 
 def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"margin_solver.{_EXPORTS[name]}"), name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"margin_solver.{name}"):
+        # ``margin_solver.vstep`` after a bare ``import margin_solver`` kept working when
+        # every module was imported eagerly; it still does.
+        value = importlib.import_module(f"margin_solver.{name}")
+    else:
         raise AttributeError(f"module 'margin_solver' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"margin_solver.{_EXPORTS[name]}"), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
