@@ -4,20 +4,59 @@ The model is f(X; v, p) = v^T X^T softmax(X p) (Magen et al., *Benign Overfittin
 Single-Head Attention*, arXiv:2410.07746).
 """
 
+import importlib
+import importlib.util
 import logging
 
 from margin_solver._version import __version__
-from margin_solver.bounds import LowerBoundResult, global_lower_bound
+
+# Eager, unlike the names below: the function ``compare`` shares its name with its module,
+# and importing the module margin_solver.compare (which other modules do) would set the
+# package attribute to the module. (It costs numpy and scipy.special, which every verb needs.)
 from margin_solver.compare import Comparison, compare
-from margin_solver.data import Dataset, PaperDistribution, load_dataset
-from margin_solver.estimator import SingleHeadAttentionClassifier
-from margin_solver.gd import GDResult, gradient_descent
-from margin_solver.metrics import Metrics, evaluate
-from margin_solver.minnorm import MinNormResult, solve_min_norm
-from margin_solver.results import ConvergenceWarning
-from margin_solver.theory import ConditionReport, Constants, check_conditions
-from margin_solver.validation import InvalidInputError
-from margin_solver.vstep import VStepResult, solve_vstep
+
+#: Public name -> the module defining it. The names load on first use (PEP 562), so that
+#: ``import margin_solver.cli`` or ``margin_solver.data`` does not pay for the solvers'
+#: imports (scipy.optimize, scipy.special): each CLI verb imports what it runs.
+_EXPORTS = {
+    "LowerBoundResult": "bounds",
+    "global_lower_bound": "bounds",
+    "Dataset": "data",
+    "PaperDistribution": "data",
+    "load_dataset": "data",
+    "SingleHeadAttentionClassifier": "estimator",
+    "GDResult": "gd",
+    "gradient_descent": "gd",
+    "Metrics": "metrics",
+    "evaluate": "metrics",
+    "MinNormResult": "minnorm",
+    "solve_min_norm": "minnorm",
+    "ConvergenceWarning": "results",
+    "ConditionReport": "theory",
+    "Constants": "theory",
+    "check_conditions": "theory",
+    "InvalidInputError": "validation",
+    "VStepResult": "vstep",
+    "solve_vstep": "vstep",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"margin_solver.{_EXPORTS[name]}"), name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"margin_solver.{name}"):
+        # ``margin_solver.vstep`` after a bare ``import margin_solver`` kept working when
+        # every module was imported eagerly; it still does.
+        value = importlib.import_module(f"margin_solver.{name}")
+    else:
+        raise AttributeError(f"module 'margin_solver' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
 
 # Library diagnostics go to the "margin_solver" logger; nothing prints unless the caller
 # configures logging (the CLI does with --verbose).

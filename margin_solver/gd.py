@@ -49,7 +49,7 @@ import numpy as np
 
 from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import LossGrads, token_loss_and_grads
-from margin_solver.metrics import trusted_metrics
+from margin_solver.metrics import output_metrics, trusted_metrics
 from margin_solver.results import (
     COMPLETED,
     CONVERGED,
@@ -130,7 +130,9 @@ class GDResult(ResultMixin):
     trajectory : dict of str to ndarray
         One array per name in :data:`TRAJECTORY_COLUMNS`, one entry per recorded step.
         ``loss`` is the mean logistic loss, ``objective`` adds the weight decay term;
-        errors and attention come from :func:`margin_solver.metrics.trusted_metrics`;
+        errors and attention come from :func:`margin_solver.metrics.output_metrics` on the
+        step's own evaluation (training set) and :func:`~margin_solver.metrics.trusted_metrics`
+        (test set);
         ``normalized_margin = min_i y_i f_i / ||v||`` (f is 1-homogeneous in ``v``; ``p``
         enters only through the attention, bounded by ``R`` when a cap is set).
     status : str
@@ -279,15 +281,20 @@ class _DenseGDState:
         in_cache = X.nbytes <= _CACHE_BYTES
         self.block = n if in_cache else max(1, _BLOCK_BYTES // (T * d * X.itemsize))
 
-    def evaluate(self, W: np.ndarray, y: np.ndarray) -> _Evaluation:
+    def evaluate(self, W: np.ndarray, y: np.ndarray, with_grads: bool = True) -> _Evaluation:
         T, parts, grads, peak = self.T, [], np.zeros_like(W), 0.0
+        at_zero = not W.any()  # e.g. step 0 from zero: the tokens (finite) give 0 products
         for i0 in range(0, self.n, self.block):
             B = self.flat[i0 * T : (i0 + self.block) * T]
-            values, scores = _row_products(W, B.T).reshape(2, -1, T)
+            if at_zero:
+                values, scores = np.zeros((2, len(B) // T, T))
+            else:
+                values, scores = _row_products(W, B.T).reshape(2, -1, T)
             lg = token_loss_and_grads(y[i0 : i0 + self.block], scores, values)
             share = len(lg.margins) / self.n  # block means -> mean over all samples
             gv, gp = share * lg.grad_v, share * lg.grad_p
-            grads += _row_products(np.stack([gv.reshape(-1), gp.reshape(-1)]), B)
+            if with_grads:  # the backward product: half the cost of an evaluation
+                grads += _row_products(np.stack([gv.reshape(-1), gp.reshape(-1)]), B)
             peak = float(np.max([peak, _peak(values, scores)]))
             parts.append(LossGrads(share * lg.loss, gv, gp, lg.margins, lg.attention))
         lg = LossGrads(
@@ -326,7 +333,7 @@ class _KernelGDState:
             self.W0[0, self.nT] = self.W0[1, self.nT + 1] = 1.0
         self._token_cols = np.ascontiguousarray(self.G[:, : self.nT])
 
-    def evaluate(self, W: np.ndarray, y: np.ndarray) -> _Evaluation:
+    def evaluate(self, W: np.ndarray, y: np.ndarray, with_grads: bool = True) -> _Evaluation:
         values, scores = _row_products(W, self._token_cols).reshape(2, *self.shape)
         lg = token_loss_and_grads(y, scores, values)
         grads = np.zeros((2, len(self.basis)))
@@ -516,7 +523,8 @@ def gradient_descent(
                 break
             k = t if schedule == "two-step" else 0  # a constant step is settled at step 0
             W, ev, size, halved = _step(
-                state, W, ev, grads, yf, schedule, taken[k], lam, R, guard=guarded[k] and k == t
+                state, W, ev, grads, yf, schedule, taken[k], lam, R,
+                guard=guarded[k] and k == t, last=t + 1 == steps,
             )
             if halved:
                 halvings[k] += halved
@@ -601,11 +609,14 @@ def _step(
     R: float | None,
     *,
     guard: bool,
+    last: bool = False,
 ) -> tuple[np.ndarray, _Evaluation, float, int]:
     """One step from ``W``; a guarded step is halved while it raises the objective.
 
     Returns the new iterate, its evaluation, the size taken and the number of halvings.
     Only step sizes the package chose are guarded: a step the caller gave is taken as given.
+    After the ``last`` step no gradient is needed, so its evaluation skips the backward
+    product (half its cost).
     """
     # The objective is computed only for a guarded step: with weight decay in the kernel
     # form its norm term costs as much as the step itself.
@@ -614,7 +625,7 @@ def _step(
         W_new = _update(state, W, grads, schedule, size)
         if R is not None:
             _cap(state, W_new, R)
-        ev_new = state.evaluate(W_new, y)
+        ev_new = state.evaluate(W_new, y, with_grads=not last)
         if not guard or (_finite(ev_new, W_new) and _objective(state, W_new, ev_new.lg, lam) <= before):
             return W_new, ev_new, size, halved
         size /= 2
@@ -707,7 +718,8 @@ def _record(
     test: Dataset | None,
 ) -> dict[str, float]:
     v, p = dense  # finite: the loop stops at the first non-finite iterate
-    tr = trusted_metrics(v, p, train)
+    # The training outputs are those of the step's own evaluation: no second pass over X.
+    tr = output_metrics(train.y * lg.margins, lg.attention, train)
     te = trusted_metrics(v, p, test) if test is not None else None
     norm_v = math.sqrt(sq[0])
     return {

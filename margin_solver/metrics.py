@@ -95,10 +95,23 @@ def trusted_metrics(
     and ``signal_index`` (shape (n,), checked by the caller) stand in for the dataset's when
     it lacks them, e.g. the checker's estimates.
     """
-    clean_y = data.clean_y if data.clean_y is not None else clean_y
-    signal_index = data.signal_index if data.signal_index is not None else signal_index
     s = attention(data.X, p)
     f = np.sum(s * token_values(data.X, v), axis=1)
+    return output_metrics(f, s, data, clean_y, signal_index)
+
+
+def output_metrics(
+    f: np.ndarray,
+    s: np.ndarray,
+    data: Dataset,
+    clean_y: np.ndarray | None = None,
+    signal_index: np.ndarray | None = None,
+) -> Metrics:
+    """:func:`trusted_metrics` from model outputs already computed on ``data``: ``f`` of
+    shape (n,) and the attention ``s`` of shape (n, T) (**not validated**; e.g. GD's own
+    evaluation of an iterate, which saves a pass over the tokens)."""
+    clean_y = data.clean_y if data.clean_y is not None else clean_y
+    signal_index = data.signal_index if data.signal_index is not None else signal_index
     pred = np.sign(f)
     error_clean = None if clean_y is None else float(np.mean(pred != clean_y))
     attn_all = attn_clean = attn_noisy = None

@@ -434,6 +434,18 @@ def _solve(
             continue
         if result.status == OPTIMAL:
             return result
+        floor = _gap_rounding(data, result)
+        if result.gap <= floor and floor > _GAP_FACTOR * tol:
+            # Nearly infeasible (opposite labels on almost equal features, ||v|| huge): the
+            # factor of K every engine solves on fixes the optimum only to `floor`, so no
+            # engine can certify it, and the interior-point ones do worse (even report
+            # "infeasible"): return this answer, as inaccurate, instead of falling back.
+            result.message += (
+                f", below what float64 resolves for this nearly infeasible problem "
+                f"({floor:.2g}): no engine can certify it"
+            )
+            logger.info("v-step not certifiable: %s", result.message)
+            return result
         _record(fallbacks, name, result.message)
         if result.status == OPTIMAL_INACCURATE and inaccurate is None:
             inaccurate = result
@@ -839,6 +851,20 @@ def _solve_on_support(data: _VStepData, out: _EngineOutput) -> _EngineOutput | N
     full = np.zeros(data.n)
     full[support] = a / data.factor.scale
     return out._replace(coef=data.coef_from_w(w), alpha=full)
+
+
+def _gap_rounding(data: _VStepData, result: VStepResult) -> float:
+    """How well float64 can know the relative duality gap of ``result``.
+
+    Every engine works on a factor of K (Cholesky or eigen-decomposition) whose backward
+    error is of order ``n eps ||K||``, and the optimal value ``||v||^2 = sum(alpha)`` moves
+    by ``alpha^T E alpha`` when K moves by E: relative to ``||v||^2 / 2`` that is at most
+    ``2 n eps trace(K) ||alpha||^2 / ||v||^2``. Negligible unless the problem is nearly
+    infeasible (opposite labels on nearly equal features make ``alpha`` huge).
+    """
+    n = len(result.alpha)
+    trace = float(np.trace(data.K))
+    return 2 * n * np.finfo(np.float64).eps * trace * float(result.alpha @ result.alpha) / result.norm**2
 
 
 def _relative_gap(data: _VStepData, sq_norm: float, alpha: np.ndarray) -> float:

@@ -11,6 +11,8 @@ this package (``tests/test_layers.py`` checks the direction). Modules:
 - :mod:`~margin_solver.bench.speed_report`: runs the speed benchmarks
   :mod:`~margin_solver.bench.vstep_speed`, :mod:`~margin_solver.bench.minnorm_scaling` and
   :mod:`~margin_solver.bench.gd_speed` in-process and gathers their output;
+- :mod:`~margin_solver.bench.gd_call`, :mod:`~margin_solver.bench.sweep_speed`: a whole short
+  GD call against one torch step; sweep throughput per backend (issue 18);
 - :mod:`~margin_solver.bench.check_threshold`, :mod:`~margin_solver.bench.gd_defaults`: the
   measurements behind the checker's kappa band and GD's default step sizes;
 - :mod:`~margin_solver.bench.plots`, :mod:`~margin_solver.bench.study_plots`: figures;

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import TYPE_CHECKING
 
 from margin_solver.cli import CLIError
-from margin_solver.data import load_dataset
-from margin_solver.fileio import write_json
-from margin_solver.theory import METHODS, Constants, check_conditions
+
+if TYPE_CHECKING:
+    from margin_solver.theory import Constants
 
 NAME = "check"
 HELP = "check the benign-overfitting theorems' conditions on a dataset (scaling-level verdicts)"
@@ -21,6 +22,8 @@ EXAMPLE = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the verb's arguments."""
+    from margin_solver.theory import METHODS, Constants
+
     parser.add_argument("data", metavar="DATA.npz", help="training set (.npz with X and y)")
     parser.add_argument("--test", metavar="TEST.npz", help="test set for the observed behaviour")
     parser.add_argument(
@@ -52,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_constants(items: list[str]) -> Constants:
     """Build :class:`Constants` from ``NAME=VALUE`` strings."""
+    from margin_solver.theory import Constants
+
     fields = {f.name: f for f in dataclasses.fields(Constants)}
     values: dict[str, float | int] = {}
     for item in items:
@@ -79,6 +84,8 @@ def _number(raw: str, flag: str) -> float:
 
 def parse_method(args: argparse.Namespace) -> dict[str, object]:
     """``method``, ``R`` and ``steps`` keywords of :func:`check_conditions` from the flags."""
+    from margin_solver.theory import METHODS
+
     if args.method is not None and args.method not in METHODS:
         raise CLIError(f"--method must be one of {', '.join(METHODS)}, got {args.method!r}.")
     R = None if args.R is None else _number(args.R, "--R")
@@ -93,6 +100,10 @@ def parse_method(args: argparse.Namespace) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the check, print the table, write JSON when asked; 0 whenever the check ran."""
+    from margin_solver.data import load_dataset
+    from margin_solver.fileio import write_json
+    from margin_solver.theory import check_conditions
+
     constants = parse_constants(args.constant)
     method = parse_method(args)
     train = load_dataset(args.data)

@@ -8,10 +8,6 @@ import sys
 import warnings
 
 from margin_solver.cli import CLIError, exit_status
-from margin_solver.data import load_dataset
-from margin_solver.fileio import write_json
-from margin_solver.gd import SCHEDULES, gradient_descent
-from margin_solver.results import ConvergenceWarning
 
 NAME = "gd"
 HELP = "gradient descent on the logistic loss (two-step, constant, normalised), with trajectory"
@@ -32,6 +28,8 @@ _SHOWN = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``gd`` verb."""
+    from margin_solver.gd import SCHEDULES
+
     parser.add_argument("data", metavar="DATA.npz", help="training set (.npz from Dataset.save)")
     parser.add_argument("--test", metavar="TEST.npz", help="test set for test errors")
     parser.add_argument("--schedule", choices=SCHEDULES, default="two-step")
@@ -55,6 +53,11 @@ def run(args: argparse.Namespace) -> int:
     Returns :func:`margin_solver.cli.exit_status` of the result: 0, or 3 when GD diverged or
     its two steps did not fit the training set (the warning then goes to stderr).
     """
+    from margin_solver.data import load_dataset
+    from margin_solver.fileio import write_json
+    from margin_solver.gd import gradient_descent
+    from margin_solver.results import ConvergenceWarning
+
     train = load_dataset(args.data)
     test = load_dataset(args.test) if args.test else None
     if args.steps is not None and args.schedule == "two-step":

@@ -6,14 +6,12 @@ import argparse
 import math
 import sys
 import warnings
+from typing import TYPE_CHECKING
 
 from margin_solver.cli import EXIT_CAVEAT, EXIT_OK, exit_status
-from margin_solver.data import load_dataset
-from margin_solver.fileio import write_json
-from margin_solver.metrics import evaluate
-from margin_solver.minnorm import DEFAULT_GAP_TOL, FORMS, MinNormResult, solve_min_norm
-from margin_solver.results import ConvergenceWarning
-from margin_solver.solutions import read_solution
+
+if TYPE_CHECKING:
+    from margin_solver.minnorm import MinNormResult
 
 NAME = "solve"
 HELP = "compute the min-norm interpolator P_R of a dataset (optionally with a certified bound)"
@@ -22,6 +20,8 @@ EXAMPLE = "margin-solver solve train.npz --R 0.5 --certify --json result.json"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``solve`` verb."""
+    from margin_solver.minnorm import DEFAULT_GAP_TOL, FORMS
+
     parser.add_argument("data", help="dataset file (.npz with arrays X (n, T, d) and y (n,))")
     parser.add_argument(
         "--R",
@@ -74,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
     infeasible, no feasible point found, engine failure), 4 with a caveat (time or iteration
     limit, inaccurate, or ``--certify`` without a certificate).
     """
+    from margin_solver.data import load_dataset
+    from margin_solver.fileio import write_json
+    from margin_solver.results import ConvergenceWarning
+    from margin_solver.solutions import read_solution
+
     data = load_dataset(args.data)
     p0 = None if args.p0 is None else read_solution(args.p0, data.d)[1]
     with warnings.catch_warnings():  # the summary states the status; one line on stderr below
@@ -94,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _solve(args: argparse.Namespace, data, p0) -> MinNormResult:
+    from margin_solver.minnorm import solve_min_norm
+
     return solve_min_norm(
         data,
         R=args.R,
@@ -123,6 +130,8 @@ def _summary(result: MinNormResult, data) -> str:
         lines.append(f"  best attempt: ||p|| {result.p_norm:.6g}, min margin "
                      f"{result.min_margin:.9f} (start {result.start})")
         return "\n".join(lines)
+    from margin_solver.metrics import evaluate
+
     metrics = evaluate(result.v, result.p, data)
     lines += [
         f"  ||v||       {result.norm:.6g}   (margin 1/||v|| = {result.margin:.6g})",

@@ -1,0 +1,85 @@
+"""Cost of a whole short ``gradient_descent`` call against one torch autograd step.
+
+A sweep or a user calling ``gradient_descent(steps=1)`` pays the call's setup (validation,
+step sizes, recording, the endpoint's evaluation) besides the step itself. This times, side
+by side in one run at the sizes of :data:`margin_solver.bench.gd_speed.SIZES`, single BLAS
+thread, best of ``--repeats``:
+
+- ``call_1``: ``gradient_descent(train, schedule="constant", steps=1, step_size=step)``
+  with its default recording (steps 0 and 1), the whole call;
+- ``numpy_step``: one step of our dense form alone (the per-step slope of long runs, as in
+  :mod:`~margin_solver.bench.gd_speed`);
+- ``torch_step``: one autograd step of the same model (forward, backward, update) with
+  torch, when torch is importable (it is not a project dependency);
+- ``call_long``: a ``steps=LONG_STEPS`` call, to show long runs are unchanged.
+
+    .venv/bin/python benchmarks/gd_call.py [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+from collections.abc import Callable
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from margin_solver.bench.gd_speed import SIZES, ours, slope, torch_gd
+from margin_solver.data import PaperDistribution
+from margin_solver.gd import default_step_sizes, gradient_descent
+
+#: Steps of the long call.
+LONG_STEPS = 200
+
+
+def _best(fn: Callable[[], object], repeats: int) -> float:
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print one table row per size: the call, one numpy step, one torch step, ratios."""
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args(argv)
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+        has_torch = True
+    except ImportError:
+        has_torch = False
+        print("torch is not importable: the torch column is skipped")
+    print("| n | T | d | call steps=1 ms | numpy step ms | torch step ms | call / torch | "
+          "call / numpy step | call steps=200 ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with threadpool_limits(limits=1, user_api="blas"):
+        for n, T, d in SIZES:
+            train = PaperDistribution(d=d, T=T, snr=float(np.sqrt(4 / n)), eta=0.15).sample(n, 0)
+            step = default_step_sizes(train.X)[0]
+            call = functools.partial(
+                gradient_descent, train, schedule="constant", steps=1, step_size=step
+            )
+            call()  # warm-up (first-call imports and caches)
+            t_call = _best(call, args.repeats)
+            t_step = slope(functools.partial(ours, train, "dense", step=step), 2, 12, args.repeats)
+            t_long = _best(functools.partial(
+                gradient_descent, train, schedule="constant", steps=LONG_STEPS, step_size=step,
+                form="dense", record_steps=[LONG_STEPS]), max(1, args.repeats // 3))
+            t_torch = float("nan")
+            if has_torch:
+                yf = train.y.astype(np.float64)
+                torch_gd(train.X, yf, 1, step)
+                t_torch = _best(functools.partial(torch_gd, train.X, yf, 1, step), args.repeats)
+            print(f"| {n} | {T} | {d} | {1e3 * t_call:.2f} | {1e3 * t_step:.2f} | "
+                  f"{1e3 * t_torch:.2f} | {t_call / t_torch:.2f} | {t_call / t_step:.2f} | "
+                  f"{1e3 * t_long:.1f} |", flush=True)
+    return 0
