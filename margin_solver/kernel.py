@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
+from margin_solver.validation import check_memory
+
 __all__ = [
     "LossGrads",
     "TokenGram",
@@ -211,7 +213,15 @@ class TokenGram:
     def __init__(self, X: np.ndarray):
         X = np.asarray(X, dtype=np.float64)
         self.n, self.T, self.d = X.shape
-        flat = X.reshape(self.n * self.T, self.d)
+        m = self.n * self.T
+        # H and, at worst, one symmetrised copy live at once.
+        check_memory(
+            2 * 8 * m * m,
+            f"the token Gram matrix (n T x n T = {m} x {m}, float64) with one working copy",
+            "the min-norm solvers and the bound work on every pair of tokens, so use fewer "
+            "samples or fewer tokens per sample",
+        )
+        flat = X.reshape(m, self.d)
         self.H = _exactly_symmetric(flat @ flat.T)
 
     @classmethod

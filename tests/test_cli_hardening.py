@@ -125,7 +125,7 @@ CASES = {
     "sweep data options JSON": ([*SWEEP, "--kappa", "1", "--data-options", "{bad", "--out", "{dir}/s.csv"], r"not valid JSON"),
     "sweep data options list": ([*SWEEP, "--kappa", "1", "--data-options", "[1]", "--out", "{dir}/s.csv"], r"must be a JSON object"),
     "sweep no strength": ([*SWEEP, "--out", "{dir}/s.csv"], r"give --snr or --kappa"),
-    "sweep out directory": ([*SWEEP, "--kappa", "1", "--out", "{dir}"], r"Is a directory"),
+    "sweep out directory": ([*SWEEP, "--kappa", "1", "--out", "{dir}"], r"[Ii]s a directory"),
     "sweep out under a file": ([*SWEEP, "--kappa", "1", "--out", "{blocker}/s.csv"], r"blocker"),
     "sweep out foreign csv": ([*SWEEP, "--kappa", "1", "--out", "{foreign_csv}"], r"has columns \['a', 'b'\]"),
     # bench

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from margin_solver.cli import CLIError
+from margin_solver.cli import EXIT_OK, CLIError, check_outputs
 from margin_solver.data import load_dataset
 from margin_solver.fileio import write_json
 from margin_solver.theory import Constants, check_conditions
@@ -57,6 +57,7 @@ def parse_constants(items: list[str]) -> Constants:
 def run(args: argparse.Namespace) -> int:
     """Run the check, print the table, write JSON when asked; 0 whenever the check ran."""
     constants = parse_constants(args.constant)
+    check_outputs(args.json)
     train = load_dataset(args.data)
     test = None if args.test is None else load_dataset(args.test)
     report = check_conditions(train, solution=args.solution, test=test, constants=constants)
@@ -64,4 +65,4 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         path = write_json(args.json, report)
         print(f"report written to {path}")
-    return 0
+    return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from margin_solver.cli import CLIError, exit_status
+from margin_solver.cli import CLIError, check_outputs, exit_status
 from margin_solver.data import load_dataset
 from margin_solver.fileio import write_json
 from margin_solver.gd import SCHEDULES, gradient_descent
@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run GD, print the trajectory table, optionally write JSON and a figure."""
+    check_outputs(args.json, args.plot)
     train = load_dataset(args.data)
     test = load_dataset(args.test) if args.test else None
     if args.steps is not None and args.schedule == "two-step":

@@ -6,12 +6,11 @@ import argparse
 import math
 import sys
 
-from margin_solver.cli import CLIError
+from margin_solver.cli import check_outputs, exit_status
 from margin_solver.data import load_dataset
 from margin_solver.fileio import write_json
 from margin_solver.metrics import evaluate
 from margin_solver.minnorm import FORMS, MinNormResult, solve_min_norm
-from margin_solver.results import INFEASIBLE
 
 NAME = "solve"
 HELP = "compute the min-norm interpolator P_R of a dataset (optionally with a certified bound)"
@@ -44,7 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Solve, print a summary, write JSON; infeasible data is an error (exit 2)."""
+    """Solve, print a summary, write JSON; the exit status says whether an answer was found
+    (:func:`margin_solver.cli.exit_status`: 3 when none, 4 with a caveat)."""
+    check_outputs(args.json)
     data = load_dataset(args.data)
     result = solve_min_norm(
         data,
@@ -59,12 +60,13 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.json:
         write_json(args.json, result)
-    if result.status == INFEASIBLE:
-        raise CLIError(result.message)
+    if not result.solution_present:
+        print(f"margin-solver solve: {result.status}: {result.message}", file=sys.stderr)
+        return exit_status(result)
     print(_summary(result, data))
     if args.json:
         print(f"wrote {args.json}")
-    return 0
+    return exit_status(result)
 
 
 def _summary(result: MinNormResult, data) -> str:
