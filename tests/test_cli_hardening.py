@@ -11,6 +11,7 @@ from badfiles import (
     DEEP_JSON,
     HUGE_INT_JSON,
     corrupt_compressed_npz,
+    device_node,
     encrypted_flag_npz,
     params_npz,
 )
@@ -68,6 +69,7 @@ def files(tmp_path_factory):
     paths["deep_json"].write_text(DEEP_JSON)
     paths["npz_out"] = root / "npz_out.npz"
     np.savez(paths["npz_out"], a=np.arange(3))
+    paths["device"] = device_node(root / "device")
     paths["link"] = root / "link.csv"
     paths["link"].symlink_to(paths["blocker"])
     return paths
@@ -177,11 +179,11 @@ CASES = {
     "sweep out npz": ([*SWEEP, "--kappa", "1", "--out", "{npz_out}"], r"is not this results log"),
     "sweep out text": ([*SWEEP, "--kappa", "1", "--out", "{text}"], r"is not this results log"),
     "sweep out symlink": ([*SWEEP, "--kappa", "1", "--out", "{link}"], r"is a symbolic link"),
-    "sweep out device": ([*SWEEP, "--kappa", "1", "--out", "/dev/null"], r"is a character device"),
-    "check json device": (["check", "{good}", "--json", "/dev/null"], r"/dev/null is a character device"),
+    "sweep out device": ([*SWEEP, "--kappa", "1", "--out", "{device}"], r"device is a (character device|FIFO)"),
+    "check json device": (["check", "{good}", "--json", "{device}"], r"device is a (character device|FIFO)"),
     "check json symlink": (["check", "{good}", "--json", "{link}"], r"is a symbolic link"),
     "solve json symlink": (["solve", "{good}", "--R", "1", "--json", "{link}"], r"is a symbolic link"),
-    "gd json device": (["gd", "{good}", "--json", "/dev/null"], r"is a character device"),
+    "gd json device": (["gd", "{good}", "--json", "{device}"], r"device is a (character device|FIFO)"),
     "gd plot symlink": (["gd", "{good}", "--plot", "{link}"], r"is a symbolic link"),
 }
 #: Cases that are well-formed problems without an answer (exit 3), not input errors (exit 2).
