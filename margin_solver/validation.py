@@ -199,9 +199,11 @@ def check_positive(value: Any, name: str, allow_inf: bool = False) -> float:
 def check_radius(value: Any, name: str = "R") -> float:
     """Validate a ball radius in ``[MIN_RADIUS, MAX_RADIUS]`` and return it as a float.
 
-    Outside this range ``R**2`` overflows or underflows float64 (at ``R >= 1e154`` and
-    ``R <= 1e-162``), so the solvers' step sizes and scores lose all meaning. The problems are
-    homogeneous: rescaling the tokens by ``c`` turns radius ``R`` into ``R / c``.
+    ``R**2`` overflows float64 from ``R = 1.35e154`` on, and below ``R = 1.5e-154`` it is
+    subnormal (losing digits) until it is 0 at ``R = 1e-162``: the solvers' step sizes and
+    scores lose their meaning (``solve --R 1e300`` raised OverflowError, ``--R 1e-200``
+    ZeroDivisionError). The accepted range keeps a margin of four orders of magnitude. The
+    problems are homogeneous: rescaling the tokens by ``c`` turns radius ``R`` into ``R / c``.
 
     Raises
     ------

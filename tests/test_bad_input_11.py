@@ -153,3 +153,17 @@ def test_check_memory_grows_linearly_in_n():
         finally:
             tracemalloc.stop()
     assert peaks[1] < 6 * peaks[0]  # quadratic growth would be 16x
+
+
+def test_an_unforeseen_memory_error_is_still_one_line_and_exit_2(monkeypatch, files, capsys):
+    """The safety net behind the checks: a bare MemoryError from an allocation."""
+    import margin_solver.cli.check as check_verb
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError("Unable to allocate 11.4 GiB for an array")
+
+    monkeypatch.setattr(check_verb, "check_conditions", exhausted)
+    assert main(["check", str(files["good"])]) == EXIT_INPUT_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["margin-solver check: error: out of memory (Unable to allocate 11.4 GiB for an "
+                   "array); use a smaller input"]

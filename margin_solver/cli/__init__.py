@@ -165,6 +165,11 @@ def _main(argv: list[str] | None) -> int:
         # InvalidInputError includes InsufficientMemoryError (a MemoryError refused up front).
         print(f"margin-solver {args.verb}: error: {exc}", file=sys.stderr)
         return EXIT_INPUT_ERROR
+    except MemoryError as exc:
+        # An allocation no memory check foresaw: still one line, and the input is too large.
+        print(f"margin-solver {args.verb}: error: out of memory ({exc}); use a smaller input",
+              file=sys.stderr)
+        return EXIT_INPUT_ERROR
     except KeyboardInterrupt:
         print(f"margin-solver {args.verb}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
