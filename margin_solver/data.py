@@ -130,12 +130,12 @@ class PaperDistribution:
         """``SNR = rho / (sigma sqrt(d))``."""
         if self.snr is not None:
             return float(self.snr)
-        return float(self.rho / (self.sigma * np.sqrt(self.d)))
+        # Python floats: an extreme ratio is inf, not a numpy overflow warning.
+        return float(self.rho) / (float(self.sigma) * math.sqrt(self.d))
 
     def kappa(self, n: int) -> float:
         """``kappa = n SNR^2``, the phase-diagram axis (benign/harmful threshold of order 1)."""
-        snr = self.signal_to_noise
-        return n * snr * snr  # ** would raise OverflowError near float64's limit
+        return n * _square(self.signal_to_noise)
 
     def signal_vectors(self) -> np.ndarray:
         """The signal pair as rows ``[mu_+, mu_-]``, shape (2, d)."""
@@ -268,7 +268,7 @@ class Dataset:
     def kappa(self) -> float | None:
         """``n SNR^2`` for this sample size, when the SNR is known."""
         snr = self.snr
-        return None if snr is None else self.n * snr * snr  # ** would raise OverflowError
+        return None if snr is None else self.n * _square(snr)
 
     @property
     def eta(self) -> float | None:
@@ -427,6 +427,14 @@ def _parse_params(raw: np.ndarray | None, name: str) -> dict[str, Any]:
     if raw.dtype.kind not in "US" or raw.ndim != 0:
         raise InvalidInputError(f"{name}: params_json must be a single JSON string.")
     return parse_json_object(str(raw[()]), f"{name}: params_json")
+
+
+def _square(x: float) -> float:
+    """``x**2`` (the same float as before), but inf where Python's ``**`` raises OverflowError."""
+    try:
+        return x**2
+    except OverflowError:
+        return math.inf
 
 
 def _param_number(value: Any) -> float | None:

@@ -167,3 +167,10 @@ def test_an_unforeseen_memory_error_is_still_one_line_and_exit_2(monkeypatch, fi
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["margin-solver check: error: out of memory (Unable to allocate 11.4 GiB for an "
                    "array); use a smaller input"]
+
+
+def test_kappa_of_an_extreme_snr_is_inf_not_an_overflow_error():
+    """``snr**2`` raised OverflowError for snr above 1.3e154 (the sweep's --snr 1e300 crash)."""
+    assert Dataset(GOOD.X, GOOD.y, params={"snr": 1e200}).kappa == math.inf
+    assert PaperDistribution(d=5, rho=1e100, sigma=1e-300).kappa(3) == math.inf
+    assert Dataset(GOOD.X, GOOD.y, params={"snr": 0.3}).kappa == 6 * 0.3**2  # unchanged
