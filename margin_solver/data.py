@@ -14,6 +14,7 @@ import json
 import math
 import os
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ import numpy as np
 
 from margin_solver.fileio import atomic_write
 from margin_solver.validation import (
+    MAX_MAGNITUDE,
     InvalidInputError,
     check_int,
     check_labels,
@@ -30,6 +32,7 @@ from margin_solver.validation import (
     check_positive,
     check_seed,
     check_tokens,
+    parse_json_object,
 )
 
 SeedLike = int | np.random.SeedSequence | None
@@ -103,26 +106,36 @@ class PaperDistribution:
         _check_choice(self.signal, "signal", SIGNAL_KINDS)
         _check_choice(self.signal_position, "signal_position", SIGNAL_POSITIONS)
         _check_choice(self.noise, "noise", NOISE_KINDS)
-        if self.signal == "orthogonal" and self.d < 2:
-            raise InvalidInputError("signal='orthogonal' needs d >= 2; use signal='antipodal'.")
+        if self.signal in ("orthogonal", "random") and self.d < 2:
+            # Both draw two orthonormal directions, which need two dimensions.
+            raise InvalidInputError(
+                f"signal={self.signal!r} needs d >= 2; use signal='antipodal' when d = 1."
+            )
+        if not self.signal_norm <= MAX_MAGNITUDE:
+            raise InvalidInputError(
+                f"The signal norm rho = {self.signal_norm:.3g} exceeds {MAX_MAGNITUDE:g}, beyond "
+                "which the solvers' float64 products overflow; lower rho, snr or sigma."
+            )
 
     @property
     def signal_norm(self) -> float:
         """``rho``, derived from ``snr`` when that was given."""
         if self.rho is not None:
             return float(self.rho)
-        return float(self.snr * self.sigma * np.sqrt(self.d))
+        # Python float products overflow to inf (no exception), which __post_init__ refuses.
+        return float(self.snr) * float(self.sigma) * math.sqrt(self.d)
 
     @property
     def signal_to_noise(self) -> float:
         """``SNR = rho / (sigma sqrt(d))``."""
         if self.snr is not None:
             return float(self.snr)
-        return float(self.rho / (self.sigma * np.sqrt(self.d)))
+        # Python floats: an extreme ratio is inf, not a numpy overflow warning.
+        return float(self.rho) / (float(self.sigma) * math.sqrt(self.d))
 
     def kappa(self, n: int) -> float:
         """``kappa = n SNR^2``, the phase-diagram axis (benign/harmful threshold of order 1)."""
-        return n * self.signal_to_noise**2
+        return n * _square(self.signal_to_noise)
 
     def signal_vectors(self) -> np.ndarray:
         """The signal pair as rows ``[mu_+, mu_-]``, shape (2, d)."""
@@ -248,18 +261,19 @@ class Dataset:
 
     @property
     def snr(self) -> float | None:
-        """Generating SNR when known."""
-        return self.params.get("snr")
+        """Generating SNR when known (a real number in ``params["snr"]``; None otherwise)."""
+        return _param_number(self.params.get("snr"))
 
     @property
     def kappa(self) -> float | None:
         """``n SNR^2`` for this sample size, when the SNR is known."""
-        return None if self.snr is None else self.n * self.snr**2
+        snr = self.snr
+        return None if snr is None else self.n * _square(snr)
 
     @property
     def eta(self) -> float | None:
-        """Generating label-noise rate when known."""
-        return self.params.get("eta")
+        """Generating label-noise rate when known (a real number in ``params["eta"]``)."""
+        return _param_number(self.params.get("eta"))
 
     def subset(self, index: Any) -> Dataset:
         """The samples at ``index`` (indices or a boolean mask), keeping the metadata."""
@@ -330,8 +344,10 @@ class Dataset:
                 arrays = _read_members(npz, path.name)
         except InvalidInputError:
             raise
-        # NotImplementedError: zipfile on a damaged header naming an unknown zip version
-        except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError, NotImplementedError) as exc:
+        # NotImplementedError: zipfile on a damaged header naming an unknown zip version;
+        # zlib.error: a damaged compressed member; RuntimeError: a member flagged encrypted.
+        except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError, NotImplementedError,
+                zlib.error, RuntimeError) as exc:
             raise InvalidInputError(f"Cannot read {path.name} as a dataset (.npz): {exc}") from None
         except MemoryError:  # a header declaring a shape far beyond the file's content
             raise InvalidInputError(
@@ -410,13 +426,25 @@ def _parse_params(raw: np.ndarray | None, name: str) -> dict[str, Any]:
         return {}
     if raw.dtype.kind not in "US" or raw.ndim != 0:
         raise InvalidInputError(f"{name}: params_json must be a single JSON string.")
+    return parse_json_object(str(raw[()]), f"{name}: params_json")
+
+
+def _square(x: float) -> float:
+    """``x**2`` (the same float as before), but inf where Python's ``**`` raises OverflowError."""
     try:
-        params = json.loads(str(raw[()]))
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InvalidInputError(f"{name}: params_json is not valid JSON: {exc}") from None
-    if not isinstance(params, dict):
-        raise InvalidInputError(f"{name}: params_json must encode a JSON object.")
-    return params
+        return x**2
+    except OverflowError:
+        return math.inf
+
+
+def _param_number(value: Any) -> float | None:
+    """A generating parameter as a float, or None when absent or not a real number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float range
+        return None
 
 
 def _check_index(signal_index: Any, n: int, T: int) -> np.ndarray:

@@ -37,6 +37,7 @@ import numpy as np
 
 from margin_solver.data import Dataset
 from margin_solver.results import to_jsonable
+from margin_solver.validation import check_memory
 
 __all__ = [
     "EstimateIntervals",
@@ -586,6 +587,13 @@ def noise_geometry(
         gram_xi = noise_tokens(X[chosen], signal_index[chosen])
     else:
         gram_xi = xi
+    m = gram_xi.shape[0]
+    # G, |G| and |G| / own live at once.
+    check_memory(
+        3 * 8 * m * m,
+        f"the noise-token Gram matrix ({m} x {m}, float64) and two temporaries",
+        "lower Constants.max_tokens (check --constant max_tokens=...), which subsamples it",
+    )
     G = gram_xi @ gram_xi.T
     own = np.diag(G).copy()
     ok = own > 0

@@ -65,6 +65,7 @@ from margin_solver.validation import (
     check_magnitude,
     check_nonnegative,
     check_positive,
+    check_radius,
     check_seed,
 )
 
@@ -464,7 +465,7 @@ def gradient_descent(
     sizes = _step_sizes(Xtr, schedule, steps, step_size, beta0, beta1)
     lam = check_nonnegative(weight_decay, "weight_decay")
     if R is not None:
-        R = check_positive(R, "R")
+        R = check_radius(R)
     tol = check_nonnegative(tol, "tol")
     seed = check_seed(seed)
     recorded = _record_set(schedule, steps, record_steps, record_every)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
+from margin_solver.validation import check_memory
+
 __all__ = [
     "LossGrads",
     "TokenGram",
@@ -213,7 +215,15 @@ class TokenGram:
     def __init__(self, X: np.ndarray):
         X = np.asarray(X, dtype=np.float64)
         self.n, self.T, self.d = X.shape
-        flat = X.reshape(self.n * self.T, self.d)
+        m = self.n * self.T
+        # H and, at worst, one symmetrised copy live at once.
+        check_memory(
+            2 * 8 * m * m,
+            f"the token Gram matrix (n T x n T = {m} x {m}, float64) with one working copy",
+            "the min-norm solvers and the bound work on every pair of tokens, so use fewer "
+            "samples or fewer tokens per sample",
+        )
+        flat = X.reshape(m, self.d)
         self.H = _exactly_symmetric(flat @ flat.T)
 
     @classmethod
@@ -270,11 +280,15 @@ class TokenGram:
 
 
 def conflicting_pairs(X: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:
-    """Pairs (i, j), i < j, of samples with the same multiset of tokens and opposite labels.
+    """Pairs (i, j), i < j, of samples with the same multiset of tokens and opposite labels,
+    naming every sample that has such a twin.
 
     Attention without positions is blind to token order, so such samples get the same output
     ``f(X; v, p)`` for every (v, p) and no interpolator exists. Tokens are compared exactly
-    (by a hash of their bytes).
+    (by a hash of their bytes). In each group of samples with the same tokens and both labels,
+    every sample is paired with the group's first sample of the other label: at most n - 1
+    pairs, so memory stays linear in n (listing every pair would be quadratic: 25,000 copies
+    of one token with 10% flipped labels make 56 million pairs).
 
     Examples
     --------
@@ -286,10 +300,14 @@ def conflicting_pairs(X: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:
     for i, sample in enumerate(np.ascontiguousarray(X, dtype=np.float64)):
         key = b"".join(sorted(hashlib.sha256(token.tobytes()).digest() for token in sample))
         groups.setdefault(key, []).append(i)
-    return [
-        (i, j)
-        for members in groups.values()
-        for k, i in enumerate(members)
-        for j in members[k + 1 :]
-        if y[i] != y[j]
-    ]
+    pairs: list[tuple[int, int]] = []
+    for members in groups.values():
+        first: dict[float, int] = {}
+        for i in members:
+            first.setdefault(y[i], i)
+        if len(first) < 2:
+            continue
+        for i in members:
+            j = next(first[label] for label in first if label != y[i])
+            pairs.append((min(i, j), max(i, j)))
+    return sorted(set(pairs))  # the two firsts were paired from both sides

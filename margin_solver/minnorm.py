@@ -90,6 +90,7 @@ from margin_solver.validation import (
     check_labels,
     check_magnitude,
     check_positive,
+    check_radius,
     check_seed,
     check_tokens,
     check_vector,
@@ -352,7 +353,7 @@ def solve_min_norm(
     X, y = _inputs(X, y)
     if R is None:
         raise InvalidInputError("R (the radius of the ball ||p|| <= R) is required.")
-    R = check_positive(R, "R")
+    R = check_radius(R)
     _check_choices(form, n_random_starts, max_iter)
     seed = check_seed(seed)
     gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")

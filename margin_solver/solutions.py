@@ -7,7 +7,6 @@ object (what :func:`margin_solver.fileio.write_json` writes for those results).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.validation import InvalidInputError, check_vector
+from margin_solver.validation import InvalidInputError, check_vector, parse_json
 
 __all__ = ["read_solution", "solution_vectors"]
 
@@ -75,9 +74,10 @@ def read_solution(path: str | os.PathLike, d: int) -> tuple[np.ndarray, np.ndarr
     if not path.is_file():
         raise InvalidInputError(f"No solution file at {str(path)!r}.")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
         raise InvalidInputError(f"{path.name} is not valid JSON: {exc}") from None
+    data = parse_json(text, path.name)
     if not isinstance(data, dict):
         raise InvalidInputError(
             f"{path.name} must hold a JSON object with keys 'v' and 'p', "

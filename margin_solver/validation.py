@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+logger = logging.getLogger("margin_solver")
 
 #: Largest and smallest accepted ``max |entry|`` of token data (see :func:`check_magnitude`).
 #: Squares stay far from float64's limits (1e+-308); every solver was checked to give
@@ -18,10 +23,27 @@ MIN_MAGNITUDE = 1e-100
 MAX_VECTOR_MAGNITUDE = 1e150
 
 
+#: Accepted range of a radius ``R`` (the ball ``||p|| <= R``): ``R**2`` stays a normal float64.
+MAX_RADIUS = 1e150
+MIN_RADIUS = 1e-150
+
+#: Calls announce (log at INFO level) allocations from this size on.
+ANNOUNCE_BYTES = 1 << 28
+
+
 class InvalidInputError(ValueError):
     """Raised when user input has the wrong shape, values or type.
 
     A subclass of :class:`ValueError`, so ``except ValueError`` also catches it.
+    """
+
+
+class InsufficientMemoryError(InvalidInputError, MemoryError):
+    """Raised before an allocation that cannot fit in the memory available.
+
+    Both an :class:`InvalidInputError` (the input is too large for this machine: the command
+    line reports it in one line with exit status 2) and a :class:`MemoryError` (what the
+    allocation itself would have raised, so ``except MemoryError`` still catches it).
     """
 
 
@@ -185,6 +207,132 @@ def check_positive(value: Any, name: str, allow_inf: bool = False) -> float:
     if np.isnan(out) or (np.isinf(out) and not allow_inf) or out <= 0:
         raise InvalidInputError(f"{name} must be a positive finite number, got {value!r}.")
     return out
+
+
+def check_radius(value: Any, name: str = "R") -> float:
+    """Validate a ball radius in ``[MIN_RADIUS, MAX_RADIUS]`` and return it as a float.
+
+    ``R**2`` overflows float64 from ``R = 1.35e154`` on, and below ``R = 1.5e-154`` it is
+    subnormal (losing digits) until it is 0 at ``R = 1e-162``: the solvers' step sizes and
+    scores lose their meaning (``solve --R 1e300`` raised OverflowError, ``--R 1e-200``
+    ZeroDivisionError). The accepted range keeps a margin of four orders of magnitude. The
+    problems are homogeneous: rescaling the tokens by ``c`` turns radius ``R`` into ``R / c``.
+
+    Raises
+    ------
+    InvalidInputError
+        Unless ``value`` is a number in the accepted range.
+
+    Examples
+    --------
+    >>> check_radius(1e300)
+    Traceback (most recent call last):
+    ...
+    margin_solver.validation.InvalidInputError: R = 1e+300 is outside [1e-150, 1e+150], where R**2 stays a float64; rescale the tokens (X / c with radius R * c) to bring R into range.
+    """
+    out = check_positive(value, name)
+    if not MIN_RADIUS <= out <= MAX_RADIUS:
+        raise InvalidInputError(
+            f"{name} = {out:g} is outside [{MIN_RADIUS:g}, {MAX_RADIUS:g}], where {name}**2 stays "
+            f"a float64; rescale the tokens (X / c with radius {name} * c) to bring {name} "
+            "into range."
+        )
+    return out
+
+
+def parse_json(text: str, what: str) -> Any:
+    """Parse ``text`` as JSON; any failure is one :class:`InvalidInputError` naming ``what``.
+
+    Beyond syntax errors this covers nesting deeper than Python's recursion limit and
+    integers longer than Python's digit limit (4300 digits), which :func:`json.loads`
+    reports as ``RecursionError`` and ``ValueError``.
+
+    Examples
+    --------
+    >>> parse_json("[" * 100000, "--options")
+    Traceback (most recent call last):
+    ...
+    margin_solver.validation.InvalidInputError: --options is not valid JSON: nested too deeply (maximum recursion depth exceeded while decoding a JSON array from a unicode string).
+    """
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        raise InvalidInputError(f"{what} is not valid JSON: nested too deeply ({exc}).") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer beyond the digit limit
+        raise InvalidInputError(f"{what} is not valid JSON: {exc}") from None
+
+
+def parse_json_object(text: str, what: str) -> dict[str, Any]:
+    """Parse ``text`` as a JSON object (see :func:`parse_json`).
+
+    Examples
+    --------
+    >>> parse_json_object('{"a": 1}', "--options")
+    {'a': 1}
+    """
+    value = parse_json(text, what)
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"{what} must be a JSON object, got {text[:60]!r}.")
+    return value
+
+
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation without swapping.
+
+    ``MemAvailable`` of ``/proc/meminfo`` (Linux), else free physical pages from
+    ``os.sysconf``; when neither is known, an unbounded figure (no refusal).
+    """
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return 2**62
+
+
+def format_bytes(nbytes: float) -> str:
+    """``nbytes`` in binary units, e.g. ``format_bytes(2e10) == '18.6 GiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if nbytes < 1024 or unit == "TiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    raise AssertionError("unreachable")
+
+
+def check_memory(nbytes: float, what: str, remedy: str) -> None:
+    """Announce a large allocation and refuse it when it cannot fit in available memory.
+
+    Every allocation that grows faster than the input (a Gram matrix of all tokens, a dense
+    n x n array) calls this first, so a call that cannot fit fails at once with one line
+    instead of swapping or dying with a bare ``MemoryError``.
+
+    Parameters
+    ----------
+    nbytes : float
+        Bytes the call is about to allocate (its peak, when several arrays live at once).
+    what : str
+        What is allocated, e.g. ``"the token Gram matrix (nT x nT = 50000 x 50000)"``.
+    remedy : str
+        The way around it, e.g. ``"use form='dense'"``.
+
+    Raises
+    ------
+    InsufficientMemoryError
+        ``nbytes`` exceeds :func:`available_memory`.
+    """
+    if nbytes >= ANNOUNCE_BYTES:
+        logger.info("allocating %s for %s", format_bytes(nbytes), what)
+    available = available_memory()
+    if nbytes > available:
+        raise InsufficientMemoryError(
+            f"{what} needs {format_bytes(nbytes)} but only {format_bytes(available)} of memory is "
+            f"available; {remedy}."
+        )
 
 
 def check_int(value: Any, name: str, minimum: int = 0) -> int:

@@ -1,5 +1,5 @@
-"""Hardening (issue 7) of the command line: every verb fed bad files or bad arguments exits with
-a non-zero status and exactly one line on stderr that names the problem; never a traceback."""
+"""Hardening (issues 7 and 11) of the command line: every verb fed bad files or bad arguments
+exits with status 2 and exactly one line on stderr that names the problem; never a traceback."""
 
 import json
 import re
@@ -7,7 +7,16 @@ import re
 import numpy as np
 import pytest
 
-from margin_solver.cli import main
+from badfiles import (
+    DEEP_JSON,
+    HUGE_INT_JSON,
+    corrupt_compressed_npz,
+    device_node,
+    encrypted_flag_npz,
+    params_npz,
+)
+
+from margin_solver.cli import EXIT_INPUT_ERROR, EXIT_NO_ANSWER, main
 from margin_solver.data import Dataset, PaperDistribution
 
 
@@ -51,6 +60,18 @@ def files(tmp_path_factory):
     paths["sol_bad_json"].write_text("{not json")
     paths["foreign_csv"] = root / "foreign.csv"
     paths["foreign_csv"].write_text("a,b\n1,2\n")
+    # issue 11
+    paths["corrupt"] = corrupt_compressed_npz(root / "corrupt.npz", good)
+    paths["encrypted"] = encrypted_flag_npz(root / "encrypted.npz", good)
+    paths["huge_int"] = params_npz(root / "huge_int.npz", good, HUGE_INT_JSON)
+    paths["deep_params"] = params_npz(root / "deep_params.npz", good, DEEP_JSON)
+    paths["deep_json"] = root / "deep.json"
+    paths["deep_json"].write_text(DEEP_JSON)
+    paths["npz_out"] = root / "npz_out.npz"
+    np.savez(paths["npz_out"], a=np.arange(3))
+    paths["device"] = device_node(root / "device")
+    paths["link"] = root / "link.csv"
+    paths["link"].symlink_to(paths["blocker"])
     return paths
 
 
@@ -134,14 +155,48 @@ CASES = {
     "sweep data options JSON": ([*SWEEP, "--kappa", "1", "--data-options", "{bad", "--out", "{dir}/s.csv"], r"not valid JSON"),
     "sweep data options list": ([*SWEEP, "--kappa", "1", "--data-options", "[1]", "--out", "{dir}/s.csv"], r"must be a JSON object"),
     "sweep no strength": ([*SWEEP, "--out", "{dir}/s.csv"], r"give --snr or --kappa"),
-    "sweep out directory": ([*SWEEP, "--kappa", "1", "--out", "{dir}"], r"Is a directory"),
+    "sweep out directory": ([*SWEEP, "--kappa", "1", "--out", "{dir}"], r"[Ii]s a directory"),
     "sweep out under a file": ([*SWEEP, "--kappa", "1", "--out", "{blocker}/s.csv"], r"blocker"),
     "sweep out foreign csv": ([*SWEEP, "--kappa", "1", "--out", "{foreign_csv}"], r"has columns \['a', 'b'\]"),
     # bench
     "bench unknown argument": (["bench", "--tiny", "nope"], r"unrecognized arguments: nope"),
     "bench unknown study": (["bench", "--tiny", "--only", "nope"], r"invalid choice: 'nope'"),
     "bench unknown method": (["bench", "--tiny", "--methods", "nope", "--out", "{dir}/bench"], r"Unknown method 'nope'"),
+    # issue 11: inputs that gave a traceback (or exit 0) on main
+    "corrupt compressed member": (["check", "{corrupt}"], r"Cannot read corrupt.npz.*invalid block type"),
+    "member flagged encrypted": (["check", "{encrypted}"], r"Cannot read encrypted.npz.*encrypted"),
+    "params_json 5000-digit integer": (["check", "{huge_int}"], r"params_json is not valid JSON.*digits"),
+    "params_json nested": (["solve", "{deep_params}", "--R", "1"], r"params_json is not valid JSON: nested too deeply"),
+    "solution nested": (["check", "{good}", "--solution", "{deep_json}"], r"deep.json is not valid JSON: nested too deeply"),
+    "data options nested": ([*SWEEP, "--kappa", "1", "--data-options", "[" * 5000 + "]" * 5000, "--out", "{dir}/s.csv"], r"--data-options is not valid JSON: nested too deeply"),
+    "method options nested": ([*SWEEP, "--kappa", "1", "--method-options", "[" * 5000 + "]" * 5000, "--out", "{dir}/s.csv"], r"--method-options is not valid JSON: nested too deeply"),
+    "solve R 1e300": (["solve", "{good}", "--R", "1e300"], r"R = 1e\+300 is outside \[1e-150, 1e\+150\]"),
+    "solve R 1e154": (["solve", "{good}", "--R", "1e154"], r"R = 1e\+154 is outside"),
+    "solve R 1e-200": (["solve", "{good}", "--R", "1e-200"], r"R = 1e-200 is outside"),
+    "gd R 1e300": (["gd", "{good}", "--R", "1e300"], r"R = 1e\+300 is outside"),
+    "check seed -1": (["check", "{good}", "--constant", "seed=-1"], r"Constants.seed must be"),
+    "sweep snr 1e300": ([*SWEEP, "--snr", "1e300", "--out", "{dir}/s.csv"], r"snr must be finite numbers >= 0 and <= 1e\+100"),
+    "sweep snr overflowing rho": ([*SWEEP, "--snr", "5e99", "--out", "{dir}/s.csv"], r"signal norm rho = 2.24e\+100 exceeds"),
+    "sweep unknown data option": ([*SWEEP, "--kappa", "1", "--data-options", '{"bogus": 1}', "--out", "{dir}/s.csv"], r"unexpected keyword argument 'bogus'"),
+    "sweep scheduler scheme": ([*SWEEP, "--kappa", "1", "--scheduler", "foo://bar", "--out", "{dir}/s.csv"], r"'foo://bar' is not a Dask scheduler address"),
+    "sweep scheduler port text": ([*SWEEP, "--kappa", "1", "--scheduler", "tcp://host:notaport", "--out", "{dir}/s.csv"], r"is not a Dask scheduler address"),
+    "sweep scheduler no port": ([*SWEEP, "--kappa", "1", "--scheduler", "localhost", "--out", "{dir}/s.csv"], r"is not a Dask scheduler address.*missing port"),
+    "sweep scheduler port range": ([*SWEEP, "--kappa", "1", "--scheduler", "tcp://127.0.0.1:99999", "--out", "{dir}/s.csv"], r"port 99999 is outside"),
+    "bench mnist missing": (["bench", "--tiny", "--only", "digits", "--mnist", "/nonexistent", "--jobs", "1", "--no-progress", "--out", "{dir}/bench"], r"/nonexistent"),
+    # issue 11: outputs that are not regular files, a sidecar that would be the log
+    "sweep out json": ([*SWEEP, "--kappa", "1", "--out", "{dir}/s.json"], r"both the results log and its JSON sidecar"),
+    "sweep out npz": ([*SWEEP, "--kappa", "1", "--out", "{npz_out}"], r"is not this results log"),
+    "sweep out text": ([*SWEEP, "--kappa", "1", "--out", "{text}"], r"is not this results log"),
+    "sweep out symlink": ([*SWEEP, "--kappa", "1", "--out", "{link}"], r"is a symbolic link"),
+    "sweep out device": ([*SWEEP, "--kappa", "1", "--out", "{device}"], r"device is a (character device|FIFO)"),
+    "check json device": (["check", "{good}", "--json", "{device}"], r"device is a (character device|FIFO)"),
+    "check json symlink": (["check", "{good}", "--json", "{link}"], r"is a symbolic link"),
+    "solve json symlink": (["solve", "{good}", "--R", "1", "--json", "{link}"], r"is a symbolic link"),
+    "gd json device": (["gd", "{good}", "--json", "{device}"], r"device is a (character device|FIFO)"),
+    "gd plot symlink": (["gd", "{good}", "--plot", "{link}"], r"is a symbolic link"),
 }
+#: Cases that are well-formed problems without an answer (exit 3), not input errors (exit 2).
+NO_ANSWER = {"solve infeasible"}
 
 
 def _run(argv, capsys):
@@ -158,7 +213,7 @@ def test_bad_cli_input_is_one_line_and_a_failure_status(case, files, capsys):
     argv = [re.sub(r"\{(\w+)\}", lambda m: str(files.get(m[1], m[0])), arg) for arg in template]
     status, captured = _run(argv, capsys)
     lines = captured.err.strip().splitlines()
-    assert status not in (0, None)
+    assert status == (EXIT_NO_ANSWER if case in NO_ANSWER else EXIT_INPUT_ERROR)
     assert len(lines) == 1, captured.err
     assert "Traceback" not in captured.err and "Traceback" not in captured.out
     assert lines[0].startswith("margin-solver")

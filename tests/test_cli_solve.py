@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from margin_solver.cli import main
+from margin_solver.cli import EXIT_NO_ANSWER, main
 from margin_solver.data import Dataset, PaperDistribution
 
 
@@ -51,11 +51,12 @@ def test_missing_and_bad_files(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "bad.npz is not an .npz archive" in err
 
 
-def test_infeasible_data_is_one_line(tmp_path, capsys):
+def test_infeasible_data_is_one_line_and_exit_no_answer(tmp_path, capsys):
+    """A proof of infeasibility is an answer to a well-formed question: exit 3, not 2."""
     X = np.array([[[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.0]]])
     path = Dataset(X, [1, -1]).save(tmp_path / "clash.npz")
     out = tmp_path / "clash.json"
-    assert main(["solve", str(path), "--R", "1", "--json", str(out)]) == 3  # no answer
+    assert main(["solve", str(path), "--R", "1", "--json", str(out)]) == EXIT_NO_ANSWER
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "infeasible" in err
     assert json.loads(out.read_text())["status"] == "infeasible"

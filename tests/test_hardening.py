@@ -30,6 +30,7 @@ from margin_solver import vstep as vstep_module
 from margin_solver.alternating import DenseForm, evaluate_phi, gradient_coefficients
 from margin_solver.kernel import margins, outputs
 from margin_solver.results import INFEASIBLE, OPTIMAL_INACCURATE
+from margin_solver.theory import Constants
 
 BASE = PaperDistribution(d=6, T=2, snr=0.8, eta=0.0).sample(6, seed=0)
 X0, Y0 = BASE.X, BASE.y
@@ -184,6 +185,14 @@ def test_arrays_where_a_dataset_is_expected_are_refused(call):
         (lambda: PaperDistribution(d=5, snr=1.0, eta="some"), r"eta must be a number"),
         (lambda: PaperDistribution(d=5, snr=1.0, sigma=0.0), r"sigma must be a positive"),
         (lambda: PaperDistribution(d=1, snr=1.0), r"needs d >= 2"),
+        # issue 11
+        (lambda: PaperDistribution(d=1, snr=1.0, signal="random"), r"'random' needs d >= 2"),
+        (lambda: PaperDistribution(d=5, snr=1e300), r"signal norm rho = 2.24e\+300 exceeds"),
+        (lambda: solve_min_norm(BASE, R=1e300), r"R = 1e\+300 is outside"),
+        (lambda: solve_min_norm(BASE, R=1e154), r"R = 1e\+154 is outside"),
+        (lambda: solve_min_norm(BASE, R=1e-200), r"R = 1e-200 is outside"),
+        (lambda: gradient_descent(BASE, R=1e300), r"R = 1e\+300 is outside"),
+        (lambda: Constants(seed=-1), r"Constants.seed must be"),
         (lambda: PaperDistribution(d=5, snr=1.0).sample(0), r"n must be an integer >= 1"),
         (lambda: PaperDistribution(d=5, snr=1.0).sample(4, seed="x"), r"seed must be"),
         (lambda: PaperDistribution(d=5, snr=1.0).sample_train_test(4, 4, seed=-1), r"seed must be"),

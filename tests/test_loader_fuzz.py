@@ -1,4 +1,4 @@
-"""Fuzzing the dataset loader (issue 7): ``Dataset.load`` on malformed ``.npz`` files either
+"""Fuzzing the dataset loader (issues 7 and 11): ``Dataset.load`` on malformed ``.npz`` files either
 returns a valid Dataset or raises InvalidInputError, nothing else, and never unpickles."""
 
 import io
@@ -11,6 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+from badfiles import DEEP_JSON, HUGE_INT_JSON, corrupt_compressed_npz, encrypted_flag_npz, params_npz
 
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.validation import InvalidInputError
@@ -204,3 +206,37 @@ def test_pickled_content_is_never_executed(member, tmp_path):
         npz[member][0].close()
     assert control.exists()
     os.remove(control)
+
+
+# Issue 11: archives that passed the checks above but raised from inside zipfile, zlib or json.
+ISSUE_11_FILES = {
+    "corrupt compressed member": (corrupt_compressed_npz, r"invalid block type"),
+    "member flagged encrypted": (encrypted_flag_npz, r"encrypted"),
+    "params_json 5000-digit integer":
+        (lambda p, ds: params_npz(p, ds, HUGE_INT_JSON), r"params_json is not valid JSON.*digits"),
+    "params_json nested 100,000 deep":
+        (lambda p, ds: params_npz(p, ds, DEEP_JSON), r"params_json .*nested too deeply"),
+}
+
+
+@pytest.mark.parametrize("case", ISSUE_11_FILES)
+def test_issue_11_archives_are_refused(case, tmp_path):
+    make, pattern = ISSUE_11_FILES[case]
+    path = make(tmp_path / "bad.npz", VALID)
+    with pytest.raises(InvalidInputError, match=pattern):
+        Dataset.load(path)
+    assert load_or_refuse(path) is None
+
+
+@FUZZ
+@given(data=st.data())
+def test_corrupted_compressed_archives_load_or_refuse(data, work):
+    """Byte flips inside a compressed archive (the deflate streams zlib decodes on read)."""
+    path = work / "compressed.npz"
+    np.savez_compressed(path, **VALID_MEMBERS)
+    raw = bytearray(path.read_bytes())
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.integers(0, 255))
+    path.write_bytes(bytes(raw))
+    load_or_refuse(path)

@@ -1,24 +1,32 @@
 """Append-only CSV results log that survives crashes and resumes.
 
-One process (the sweep's parent) owns the file. Each finished row is appended with a single
-``os.write`` of one complete line, then flushed to disk with ``fsync``, under an exclusive
-``flock``: a crash can leave at most one torn last line (bytes without the final newline),
-which :meth:`ResultLog.open` detects and drops before anything else is appended. Rows are
-identified by a key (the columns named in ``key_fields``), so a re-run can skip what is done.
+One process (the sweep's parent) owns the file: :meth:`ResultLog.open` takes an exclusive
+``flock`` on it and holds it until :meth:`ResultLog.close`, so a second run given the same file
+is refused at once with one line (no duplicate row, no lost row) instead of interleaving its
+rows. Before anything is written, an existing file is checked to be a regular file (never a
+symbolic link, device or FIFO) whose first line is this log's header; anything else is refused
+and left untouched. Each finished row is appended with a single ``os.write`` of one complete
+line, then flushed to disk with ``fsync``: a crash can leave at most one torn last line (bytes
+without the final newline), which :meth:`ResultLog.open` detects and drops before anything else
+is appended. Rows are identified by a key (the columns named in ``key_fields``), so a re-run can
+skip what is done. A new file gets the permissions the umask says.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import fcntl
 import io
 import logging
 import math
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from margin_solver.fileio import check_output_path
 from margin_solver.validation import InvalidInputError
 
 logger = logging.getLogger("margin_solver")
@@ -83,34 +91,82 @@ class ResultLog:
 
     # -- opening and repair -------------------------------------------------------------
     def open(self) -> ResultLog:
-        """Open for appending: write the header if new, drop a torn last line, read keys.
+        """Lock the file, check it is this log, drop a torn last line, read the done keys.
+
+        Nothing is written to an existing file before it has been shown to be a regular file
+        whose first line is this log's header (or a torn prefix of it, left by a run killed
+        while creating the file).
 
         Raises
         ------
         InvalidInputError
-            The existing file has another header (a different results format).
+            The path is a symbolic link, device, FIFO or directory; the existing file is not
+            this log (another header, another kind of file); or another process holds the
+            file's lock (a run writing to it now).
         """
+        check_output_path(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # O_NOFOLLOW and O_NONBLOCK: a link or FIFO put there after the check above fails or
+        # returns at once instead of being followed or waited on; fstat then refuses it.
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
-            with _locked(fd):
-                self.repaired_bytes = _drop_torn_tail(fd)
-                if self.repaired_bytes:
-                    logger.warning(
-                        "%s: dropped a torn last line (%d bytes) left by an interrupted run",
-                        self.path,
-                        self.repaired_bytes,
-                    )
-                if os.fstat(fd).st_size == 0:
-                    _write_all(fd, _csv_line(self.fields))
-                    os.fsync(fd)
-            rows = read_rows(self.path, self.fields)
+            fd = os.open(self.path, flags, 0o666)  # the umask applies
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                check_output_path(self.path)  # names the link
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InvalidInputError(
+                    f"{self.path} is not a regular file; results logs are written to regular "
+                    "files only (give a new file name)."
+                )
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise InvalidInputError(
+                    f"{self.path} is being written by another run (it holds the file's lock); "
+                    "wait for that run to finish, then re-run to resume, or use another output."
+                ) from None
+            header = _csv_line(self.fields)
+            self._check_is_this_log(fd, header)
+            self.repaired_bytes = _drop_torn_tail(fd)
+            if self.repaired_bytes:
+                logger.warning(
+                    "%s: dropped a torn last line (%d bytes) left by an interrupted run",
+                    self.path,
+                    self.repaired_bytes,
+                )
+            if os.fstat(fd).st_size == 0:
+                _write_all(fd, header)
+                os.fsync(fd)
+            rows = _parse_rows(_read_all(fd), self.path.name, self.fields)
         except BaseException:
-            os.close(fd)
+            os.close(fd)  # releases the lock
             raise
         self._fd = fd
         self.done = {self.key_of(row) for row in rows}
         return self
+
+    def _check_is_this_log(self, fd: int, header: bytes) -> None:
+        """Refuse an existing file whose start is neither the header nor a torn prefix of it."""
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, max(len(header), 1 << 16), 0)
+        if size == 0 or head.startswith(header) or (size < len(header) and header.startswith(head)):
+            return
+        first, newline, _ = head.partition(b"\n")
+        try:
+            columns = next(csv.reader([first.decode("utf-8")]))
+        except (UnicodeDecodeError, StopIteration, csv.Error):
+            columns = None
+        if newline and columns is not None and len(columns) > 1:
+            what = f"has columns {columns}, expected {self.fields}"
+        else:
+            what = f"does not start with the header line {header.decode().strip()!r}"
+        raise InvalidInputError(
+            f"{self.path} exists and is not this results log: it {what}; nothing was written "
+            "to it. Use a new output file."
+        )
 
     def key_of(self, row: Mapping[str, Any]) -> Key:
         """The key of a row (values in their canonical text form)."""
@@ -137,13 +193,12 @@ class ResultLog:
             raise InvalidInputError(f"{self.path.name} already has a row with key {key}.")
         line = _csv_line([canonical(row.get(name)) for name in self.fields])
         assert self._fd is not None
-        with _locked(self._fd):
-            _write_all(self._fd, line)
-            os.fsync(self._fd)
+        _write_all(self._fd, line)  # under the lock taken by open()
+        os.fsync(self._fd)
         self.done.add(key)
 
     def close(self) -> None:
-        """Close the file descriptor."""
+        """Close the file descriptor (which releases the lock)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -193,25 +248,46 @@ def read_rows(path: str | os.PathLike, fields: Sequence[str] | None = None) -> l
     path = Path(path)
     if not path.is_file():
         raise InvalidInputError(f"No results file at {str(path)!r}.")
-    data = path.read_bytes()
+    return _parse_rows(path.read_bytes(), path.name, fields)
+
+
+def _parse_rows(data: bytes, name: str, fields: Sequence[str] | None) -> list[dict[str, str]]:
+    """The complete rows of a results CSV's bytes (a torn last line is ignored)."""
     data = data[: data.rfind(b"\n") + 1]
     if not data:
         return []
-    reader = csv.reader(io.StringIO(data.decode("utf-8"), newline=""))
-    header = next(reader)
+    try:
+        reader = csv.reader(io.StringIO(data.decode("utf-8"), newline=""))
+        header = next(reader)
+        body = list(reader)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InvalidInputError(f"{name} is not a readable results CSV: {exc}") from None
     if fields is not None and header != list(fields):
         raise InvalidInputError(
-            f"{path.name} has columns {header}, expected {list(fields)}; it was written by another "
+            f"{name} has columns {header}, expected {list(fields)}; it was written by another "
             "version or another kind of run. Use a new output file."
         )
     rows = []
-    for lineno, values in enumerate(reader, start=2):
+    for lineno, values in enumerate(body, start=2):
         if len(values) != len(header):
             raise InvalidInputError(
-                f"{path.name} line {lineno} has {len(values)} fields, expected {len(header)}."
+                f"{name} line {lineno} has {len(values)} fields, expected {len(header)}."
             )
         rows.append(dict(zip(header, values)))
     return rows
+
+
+def _read_all(fd: int) -> bytes:
+    """The whole content of an open file (read by offset: the append position is untouched)."""
+    size = os.fstat(fd).st_size
+    chunks, pos = [], 0
+    while pos < size:
+        chunk = os.pread(fd, min(1 << 24, size - pos), pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+    return b"".join(chunks)
 
 
 def _csv_line(values: Iterable[str]) -> bytes:
@@ -250,16 +326,3 @@ def _drop_torn_tail(fd: int) -> int:
         os.ftruncate(fd, keep)
         os.fsync(fd)
     return size - keep
-
-
-class _locked:
-    """Exclusive ``flock`` held for the duration of a ``with`` block."""
-
-    def __init__(self, fd: int):
-        self.fd = fd
-
-    def __enter__(self) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)

@@ -23,7 +23,7 @@ import numpy as np
 
 from margin_solver.bench import study_plots
 from margin_solver.fileio import atomic_write_text
-from margin_solver.bench.realdata import digits_shape, mnist_shape
+from margin_solver.bench.realdata import digits_shape, load_mnist, mnist_shape
 from margin_solver.bench.sweeps import (
     SweepConfig,
     SweepGrid,
@@ -449,6 +449,7 @@ def run_study(
             raise InvalidInputError(
                 f"The {name} study reads a local file: give its path (bench --mnist PATH)."
             )
+        _check_data_path(data_path)
         config = dataclasses.replace(
             config, data_options={**config.data_options, "path": str(data_path)}
         )
@@ -464,6 +465,12 @@ def run_study(
     study.plot(csv, png)
     atomic_write_text(table, summary_table(csv, study.table_by, study.table_columns))
     return StudyResult(name, csv, png, table, sweep.message, sweep.seconds, sweep)
+
+
+def _check_data_path(data_path: str | os.PathLike) -> None:
+    """Read the local MNIST copy once: a missing or unreadable file is bad input (one line,
+    exit 2), not a study whose every cell fails."""
+    load_mnist(data_path, "train")
 
 
 def machine_description() -> str:
@@ -519,6 +526,8 @@ def run_bench(
     for name in names:
         if name not in STUDIES:
             raise InvalidInputError(f"Unknown study {name!r}; available: {sorted(STUDIES)}.")
+    if data_path is not None:
+        _check_data_path(data_path)  # before the other studies spend their time
     out = Path(out_dir)
     started = datetime.now(timezone.utc)
     sections = []

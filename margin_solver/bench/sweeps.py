@@ -35,13 +35,13 @@ import numpy as np
 from margin_solver._version import __version__
 from margin_solver.blas import single_threaded_blas
 from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.fileio import write_json
+from margin_solver.fileio import check_output_path, write_json
 from margin_solver.bench.methods import SWEEP_METHODS, MethodCall, theory_setting
 from margin_solver.progress import ProgressBar
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
 from margin_solver.results import COMPLETED, FAILED, ResultMixin, to_jsonable
 from margin_solver.theory import check_conditions
-from margin_solver.validation import InvalidInputError
+from margin_solver.validation import MAX_MAGNITUDE, InvalidInputError, parse_json
 
 logger = logging.getLogger("margin_solver")
 
@@ -179,8 +179,10 @@ class SweepGrid:
         _check_axis(self.eta, "eta", lambda x: _is_real(x) and 0 <= x < 0.5, "numbers in [0, 0.5)")
         for name in ("snr", "kappa"):
             if getattr(self, name) is not None:
-                _check_axis(getattr(self, name), name, lambda x: _is_real(x) and 0 <= x < np.inf,
-                            "finite numbers >= 0")
+                # Beyond MAX_MAGNITUDE the signal tokens would overflow the solvers' products.
+                _check_axis(getattr(self, name), name,
+                            lambda x: _is_real(x) and 0 <= x <= MAX_MAGNITUDE,
+                            f"finite numbers >= 0 and <= {MAX_MAGNITUDE:g}")
         if not isinstance(self.seeds, (int, np.integer)):
             _check_axis(self.seeds, "seeds", _is_int_at_least(0), "integers >= 0")
 
@@ -489,8 +491,20 @@ class SweepResult(ResultMixin):
 
 
 def sidecar_path(out: str | os.PathLike) -> Path:
-    """The JSON sidecar next to a results CSV (``results/x.csv`` -> ``results/x.json``)."""
-    return Path(out).with_suffix(".json")
+    """The JSON sidecar next to a results CSV (``results/x.csv`` -> ``results/x.json``).
+
+    Raises
+    ------
+    InvalidInputError
+        ``out`` ends in ``.json``: the sidecar would be the results file itself.
+    """
+    out = Path(out)
+    if out.suffix.lower() == ".json":
+        raise InvalidInputError(
+            f"{out} would be both the results log and its JSON sidecar; give the results a "
+            f"name ending in .csv (e.g. {out.with_suffix('.csv')})."
+        )
+    return out.with_suffix(".json")
 
 
 def run_sweep(
@@ -549,7 +563,9 @@ def run_sweep(
     config = config or SweepConfig()
     grids = [grids] if isinstance(grids, SweepGrid) else list(grids)
     cells = list({c.key(): c for g in grids for c in g.cells()}.values())
-    _check_known(cells)
+    _check_known(cells, config)
+    if scheduler is not None:
+        check_scheduler_address(scheduler)
     side = sidecar_path(out)
     history = _check_sidecar(side, config)
     with ResultLog(out, FIELDS, KEY_FIELDS) as log:
@@ -607,7 +623,10 @@ def _check_axis(values: Sequence[Any], name: str, valid: Callable[[Any], bool], 
         raise InvalidInputError(f"{name} must be {what}; got {bad[:5]}.")
 
 
-def _check_known(cells: Iterable[Cell]) -> None:
+def _check_known(cells: Iterable[Cell], config: SweepConfig) -> None:
+    """Refuse unknown methods and data sources, and synthetic cells whose distribution (with
+    the config's data options) is invalid, before any cell runs or anything is written."""
+    checked: set[tuple[Any, ...]] = set()
     for cell in cells:
         if cell.method not in SWEEP_METHODS:
             raise InvalidInputError(
@@ -617,16 +636,63 @@ def _check_known(cells: Iterable[Cell]) -> None:
             raise InvalidInputError(
                 f"Unknown data source {cell.data!r}; available: {sorted(DATA_SOURCES)}."
             )
+        params = (cell.d, cell.T, cell.snr, cell.eta)
+        if cell.data == "paper" and params not in checked:
+            checked.add(params)
+            try:
+                PaperDistribution(d=cell.d, T=cell.T, snr=cell.snr, eta=cell.eta,
+                                  **config.data_options)
+            except TypeError as exc:  # an option PaperDistribution does not take
+                raise InvalidInputError(f"data_options for paper data: {exc}") from None
+
+
+def check_scheduler_address(address: str) -> str:
+    """Return ``address`` when it parses as a Dask scheduler address; refuse it otherwise.
+
+    Checked before connecting: dask's client raises a bare ``ValueError`` on a malformed
+    address (unknown scheme, missing or non-numeric port) from inside its event loop. When
+    dask is not installed the check is left to the connection, which says how to install it.
+
+    Raises
+    ------
+    InvalidInputError
+        ``address`` is not ``[scheme://]host:port`` with a scheme dask knows.
+    """
+    try:
+        from distributed.comm.addressing import parse_address, parse_host_port
+        from distributed.comm.registry import get_backend
+    except ImportError:
+        return address
+    try:
+        scheme, location = parse_address(str(address), strict=False)
+        get_backend(scheme)
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            _, port = parse_host_port(location)
+            if not 0 < int(port) < 65536:
+                raise ValueError(f"port {port} is outside 1-65535")
+    except (ValueError, TypeError) as exc:
+        raise InvalidInputError(
+            f"{address!r} is not a Dask scheduler address ({exc}); expected e.g. "
+            "tcp://127.0.0.1:8786."
+        ) from None
+    return address
 
 
 def _check_sidecar(side: Path, config: SweepConfig) -> list[dict[str, Any]]:
-    """Return the run history of an existing sidecar, after checking its config matches."""
-    if not side.is_file():
+    """Return the run history of an existing sidecar, after checking it is one (a sweep's,
+    for the same config); refuse anything else, which would be overwritten."""
+    check_output_path(side)
+    if not side.exists():
         return []
     try:
-        meta = json.loads(side.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        meta = parse_json(side.read_text(encoding="utf-8"), str(side))
+    except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"Cannot read the sweep sidecar {side}: {exc}") from None
+    if not isinstance(meta, dict) or meta.get("package") != "margin-solver" or "config" not in meta:
+        raise InvalidInputError(
+            f"{side} exists and is not a sweep's JSON sidecar; it would be overwritten. Move it "
+            "or choose another --out."
+        )
     if meta.get("config") != config.to_dict():
         raise InvalidInputError(
             f"{side.name} records another sweep config ({meta.get('config')}); resuming would mix "

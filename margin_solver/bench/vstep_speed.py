@@ -14,7 +14,6 @@ Usage (the script is a shim over :func:`main`; ``margin-solver bench`` runs it i
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -25,6 +24,7 @@ import cvxpy
 import numpy as np
 import scipy
 
+from margin_solver.fileio import write_json
 from margin_solver.vstep import solve_vstep
 
 GRAM_ENGINES = ("ecos", "clarabel", "ldp")
@@ -138,7 +138,5 @@ def main(argv: list[str] | None = None, commit: str | None = None) -> int:
     )
     print(format_table(report))
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=2)
+        write_json(args.json, report)  # regular files only, atomically, umask permissions
     return 0

@@ -11,7 +11,9 @@ with status 2.
 Exit statuses (docs/statuses.md): 0 the method did what it set out to do; 2 bad input;
 3 a well-formed problem with no answer (proven infeasible, no feasible point found, an engine
 failure, GD that diverged or did not fit when meant to); 4 an answer with a caveat (iteration
-or time limit, inaccurate, not certified when certification was asked for); 130 interrupted.
+or time limit, inaccurate, not certified when certification was asked for); 130 interrupted;
+141 the reader of standard output went away (``margin-solver ... | head``): the command stops
+quietly, with the status a shell gives a command killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -35,6 +38,7 @@ EXIT_INPUT_ERROR = 2
 EXIT_NO_ANSWER = 3
 EXIT_CAVEAT = 4
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 
 
 def exit_status(result: object) -> int:
@@ -47,6 +51,16 @@ def exit_status(result: object) -> int:
 
 class CLIError(Exception):
     """An expected failure to report as one line and a non-zero exit status."""
+
+
+def check_outputs(*paths: str | None) -> None:
+    """Refuse output paths that are not regular files before any work starts (see
+    :func:`margin_solver.fileio.check_output_path`); None entries are options not given."""
+    from margin_solver.fileio import check_output_path
+
+    for path in paths:
+        if path is not None:
+            check_output_path(path)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -117,7 +131,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``margin-solver`` command line and return its exit status."""
+    """Run the ``margin-solver`` command line and return its exit status.
+
+    A closed standard output (``margin-solver ... | head``) ends the command quietly with
+    :data:`EXIT_BROKEN_PIPE`, as the Python documentation recommends for ``BrokenPipeError``
+    (standard output is pointed at ``os.devnull`` so that the interpreter's final flush does
+    not fail again).
+    """
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # buffered output meets a closed pipe here
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.verb is None:
@@ -127,13 +158,32 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     try:
         return int(args._run(args))
+    except BrokenPipeError:
+        raise
     except (CLIError, InvalidInputError, OSError) as exc:
         # OSError: an unreadable input or unwritable output path (a directory, no permission).
+        # InvalidInputError includes InsufficientMemoryError (a MemoryError refused up front).
         print(f"margin-solver {args.verb}: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    except MemoryError as exc:
+        # An allocation no memory check foresaw: still one line, and the input is too large.
+        print(f"margin-solver {args.verb}: error: out of memory ({exc}); use a smaller input",
+              file=sys.stderr)
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt:
         print(f"margin-solver {args.verb}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _stdout_to_devnull() -> None:
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stand-in stream (tests) has no descriptor
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 -- lives until the interpreter exits
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":

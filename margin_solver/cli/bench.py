@@ -6,6 +6,7 @@ import argparse
 import shlex
 from typing import TYPE_CHECKING
 
+from margin_solver.cli import EXIT_CAVEAT, EXIT_OK
 from margin_solver.cli.sweep import add_backend_arguments
 
 if TYPE_CHECKING:
@@ -75,7 +76,11 @@ def run(args: argparse.Namespace) -> int:
     """Run the studies, printing one line per finished study."""
     from margin_solver.bench.studies import run_bench
 
+    failed: list[str] = []
+
     def report(res: StudyResult) -> None:
+        if res.sweep is not None and not res.sweep.success:
+            failed.append(res.name)
         figure = f"{res.png}, " if res.png is not None else ""
         print(
             f"{res.name}: {res.message} ({res.seconds:.1f} s) -> {figure}{res.table}", flush=True
@@ -94,5 +99,5 @@ def run(args: argparse.Namespace) -> int:
         methods=args.methods,
     )
     print(f"report: {path}")
-    return 0
+    return EXIT_CAVEAT if failed else EXIT_OK  # some cells failed: the rows say which
 

@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING
 
-from margin_solver.cli import CLIError
+from margin_solver.cli import EXIT_OK, CLIError, check_outputs
 
 if TYPE_CHECKING:
     from margin_solver.theory import Constants
@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
     constants = parse_constants(args.constant)
     method = parse_method(args)
+    check_outputs(args.json)
     train = load_dataset(args.data)
     test = None if args.test is None else load_dataset(args.test)
     report = check_conditions(
@@ -115,4 +116,4 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         path = write_json(args.json, report)
         print(f"report written to {path}")
-    return 0
+    return EXIT_OK

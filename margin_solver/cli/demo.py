@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from margin_solver.cli import EXIT_OK
+
 NAME = "demo"
 HELP = "run the demonstration on data from the paper's model and write results/"
 EXAMPLE = "margin-solver demo --out results"
@@ -20,4 +22,4 @@ def run(args: argparse.Namespace) -> int:
     report = run_demo(args.out, seed=args.seed)
     print(format_report(report))
     print("\nfiles written:\n" + "\n".join(f"  {f}" for f in report["files"]))
-    return 0
+    return EXIT_OK

@@ -7,7 +7,7 @@ import math
 import sys
 import warnings
 
-from margin_solver.cli import CLIError, exit_status
+from margin_solver.cli import CLIError, check_outputs, exit_status
 
 NAME = "gd"
 HELP = "gradient descent on the logistic loss (two-step, constant, normalised), with trajectory"
@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from margin_solver.gd import gradient_descent
     from margin_solver.results import ConvergenceWarning
 
+    check_outputs(args.json, args.plot)
     train = load_dataset(args.data)
     test = load_dataset(args.test) if args.test else None
     if args.steps is not None and args.schedule == "two-step":

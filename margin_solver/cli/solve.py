@@ -8,7 +8,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
-from margin_solver.cli import EXIT_CAVEAT, EXIT_OK, exit_status
+from margin_solver.cli import EXIT_CAVEAT, EXIT_OK, check_outputs, exit_status
 
 if TYPE_CHECKING:
     from margin_solver.minnorm import MinNormResult
@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from margin_solver.results import ConvergenceWarning
     from margin_solver.solutions import read_solution
 
+    check_outputs(args.json)
     data = load_dataset(args.data)
     p0 = None if args.p0 is None else read_solution(args.p0, data.d)[1]
     with warnings.catch_warnings():  # the summary states the status; one line on stderr below

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from margin_solver.cli import EXIT_CAVEAT, EXIT_OK, CLIError
 
@@ -81,13 +80,9 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _json_option(text: str, name: str) -> dict:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CLIError(f"{name} is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise CLIError(f"{name} must be a JSON object, got {text!r}.")
-    return value
+    from margin_solver.validation import parse_json_object
+
+    return parse_json_object(text, name)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from margin_solver.validation import InvalidInputError
+from margin_solver.validation import InvalidInputError, check_seed
 
 __all__ = ["DISCLAIMER", "Constants"]
 
@@ -123,6 +123,7 @@ class Constants:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 raise InvalidInputError(f"Constants.{name} must be an integer, got {value!r}.")
+        check_seed(self.seed, "Constants.seed")
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name == "seed":
