@@ -1,6 +1,7 @@
 """The sweep engine: grids, seeds, resume after interruption, joblib and Dask backends."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -211,3 +212,15 @@ def test_all_methods_on_one_grid_point_are_consistent(tmp_path):
             "harmful",
             "outside the theory",
         )
+
+
+def test_a_failed_method_is_a_row_status_not_a_warning(tmp_path, recwarn):
+    """Two steps that do not fit (kappa 16) warn when called directly; in a sweep the row's
+    status says it and no ConvergenceWarning reaches the caller."""
+    from margin_solver.results import ConvergenceWarning
+
+    grid = SweepGrid(n=(20,), snr=(math.sqrt(16 / 20),), d=(300,), methods=("gd-two-step",))
+    run_sweep(grid, tmp_path / "s.csv", SweepConfig(n_test=50), jobs=1)
+    rows = load_results(tmp_path / "s.csv")
+    assert rows and all(r["status"] in ("not_fitted", "completed", "diverged") for r in rows)
+    assert not [w for w in recwarn if issubclass(w.category, ConvergenceWarning)]

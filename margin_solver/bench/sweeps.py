@@ -24,6 +24,7 @@ import logging
 import os
 import platform
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -39,7 +40,7 @@ from margin_solver.fileio import check_output_path, write_json
 from margin_solver.bench.methods import SWEEP_METHODS, MethodCall, theory_setting
 from margin_solver.progress import ProgressBar
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
-from margin_solver.results import COMPLETED, FAILED, ResultMixin, to_jsonable
+from margin_solver.results import COMPLETED, FAILED, ConvergenceWarning, ResultMixin, to_jsonable
 from margin_solver.theory import check_conditions
 from margin_solver.validation import MAX_MAGNITUDE, InvalidInputError, parse_json
 
@@ -437,9 +438,13 @@ def _method_row(
             options=dict(config.method_options.get(cell.method, {})),
             init_seed=cell_seeds(cell, config.sweep_seed).init,
         )
-        start = time.perf_counter()
-        fields = job.method(train, test, call)
-        row["seconds"] = time.perf_counter() - start
+        with warnings.catch_warnings():
+            # A method's failure is its row's status and message; a warning per cell on
+            # stderr would only repeat them.
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            start = time.perf_counter()
+            fields = job.method(train, test, call)
+            row["seconds"] = time.perf_counter() - start
         if config.check:
             # The prediction for this method at the setting it ran with (issue 20).
             setting = theory_setting(cell.method, fields, call.options)
