@@ -31,6 +31,12 @@ Usage::
     .venv/bin/python benchmarks/search_quality.py [--instances 250] [--random 30]
         [--selections 20] [--ideas selection,continuation,random] [--out FILE.json]
     .venv/bin/python benchmarks/search_quality.py --summarise FILE.json
+    .venv/bin/python benchmarks/search_quality.py --ablate FILE.json [--first 60]
+        [--idea-sets "none;selection;continuation;random;hop;selection,continuation,random"]
+
+``--ablate`` reruns only the default solve on the first instances of an earlier run, once per
+set of search families (``none``: search off), and compares each with that run's best known
+norm (lowered by whatever the ablation finds).
 """
 
 from __future__ import annotations
@@ -196,6 +202,38 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def ablate(path: str, first: int, idea_sets: list[tuple[str, ...]]) -> str:
+    """Markdown table: the default solve with each family set on an earlier run's instances."""
+    with open(path, encoding="utf-8") as handle:
+        rows = json.load(handle)["rows"][:first]
+    saved = margin_solver.search.IDEAS
+    norms: dict[tuple[str, ...], list[float]] = {}
+    seconds: dict[tuple[str, ...], float] = {}
+    try:
+        for ideas in idea_sets:
+            margin_solver.search.IDEAS = ideas
+            norms[ideas], seconds[ideas] = [], 0.0
+            for row in rows:
+                X, y = make_instance(row["kind"], row["n"], row["T"], row["d"], row["seed"])
+                R = row["R_sqrt_d"] / math.sqrt(X.shape[2])
+                t0 = time.perf_counter()
+                norms[ideas].append(solve_min_norm(X, y, R=R, search_starts=None if ideas
+                                                   else 0).norm)
+                seconds[ideas] += time.perf_counter() - t0
+    finally:
+        margin_solver.search.IDEAS = saved
+    best = [min([math.inf if r["best_known"] is None else r["best_known"]]
+                + [norms[i][k] for i in idea_sets]) for k, r in enumerate(rows)]
+    lines = ["| search families | within 1e-3 of best known | worst ratio | total s |",
+             "|---|---|---|---|"]
+    for ideas in idea_sets:
+        ratios = [ratio(v, b) for v, b in zip(norms[ideas], best)]
+        share = sum(q <= 1 + MATCH_RTOL for q in ratios) / len(rows)
+        lines.append(f"| {','.join(ideas) or 'none (search off)'} | {100 * share:.1f}% | "
+                     f"{max(ratios):.4g} | {seconds[ideas]:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: run the instances, writing ``--out`` after each, then print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -210,7 +248,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results/search_quality.json")
     parser.add_argument("--summarise", metavar="FILE",
                         help="print the table of an earlier run's results file and exit")
+    parser.add_argument("--ablate", metavar="FILE",
+                        help="rerun the default solve with each of --idea-sets on FILE's instances")
+    parser.add_argument("--first", type=int, default=60, help="instances of --ablate")
+    parser.add_argument("--idea-sets", default="none;selection;continuation;random;hop;"
+                        "selection,continuation,random;selection,continuation,hop",
+                        help="semicolon-separated family sets of --ablate")
     args = parser.parse_args(argv)
+    if args.ablate:
+        sets = [tuple() if s == "none" else tuple(s.split(",")) for s in args.idea_sets.split(";")]
+        print(ablate(args.ablate, args.first, sets))
+        return 0
     if args.summarise:
         with open(args.summarise, encoding="utf-8") as handle:
             print(summary(json.load(handle)["rows"]))
