@@ -129,3 +129,18 @@ def test_search_starts_yield_exact_feasible_runs_within_the_ball():
             assert np.linalg.norm(run.point.p) <= R * (1 + 1e-9)
             v = TokenGram.materialize(X, run.point.value_coefficients)
             assert np.min(margins(X, y, v, run.point.p)) >= 1 - 1e-7, name
+
+
+@pytest.mark.parametrize("R", [100.0, 1000.0])
+def test_digit_rows_get_a_feasible_point_by_default(R):
+    # issue 11's digits rows (3 vs 8, each 8x8 image cut into 8 row tokens, T = d = 8): the
+    # first starts find no feasible point (tests/test_minnorm_statuses.py); the search does
+    from margin_solver.bench.realdata import load_digits_images
+
+    images, labels = load_digits_images()
+    keep = np.isin(labels, [3, 8])
+    X, y = images[keep][:100], np.where(labels[keep][:100] == 3, 1.0, -1.0)
+    res = solve_min_norm(X, y, R=R)
+    assert res.solution_present and res.v is not None
+    assert np.min(margins(X, y, res.v, res.p)) >= 1 - 1e-6
+    assert np.linalg.norm(res.p) <= R * (1 + 1e-12)
