@@ -27,6 +27,14 @@ feasible norm:
     (the part orthogonal to every token changes no score) and rescaled onto the ball when
     longer than R; run first.
 
+Then, when the certified gap is open, when d <= n T (the tokens are linearly dependent: some
+selections cannot be realised by any p and the v-step can be infeasible) or when these starts
+show the landscape is rugged (a start where no v interpolates, or final norms more than
+``SPREAD_RTOL`` apart), up to ``search_starts`` further starts from
+:mod:`margin_solver.search` (selections of small SVM norm or their nearest realisable ones,
+continuation in R with a penalised v-step, more random starts), stopping as soon as the gap
+to the bound closes.
+
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
 hard-selection bound LB (:func:`margin_solver.bounds.global_lower_bound`) gives a lower bound
 valid for every R and the relative ``gap = (norm - lower_bound) / norm``.
@@ -83,6 +91,7 @@ from margin_solver.results import (
     ConvergenceWarning,
     ResultMixin,
 )
+from margin_solver.search import search_starts as _search_starts
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
     InvalidInputError,
@@ -120,6 +129,17 @@ _LB_INFEASIBLE = (
     "separated); since y_i f_i <= max_t y_i <v, x_it> for every p, no (v, p) interpolates the "
     "data for any R"
 )
+
+#: With ``search_starts=None``, uncertified solves with d > n T search further only when the
+#: first starts' finite norms differ by more than this (relative) or some start is infeasible.
+SPREAD_RTOL = 0.05
+#: Budget of further starts of ``search_starts=None`` when the search runs.
+AUTO_SEARCH_STARTS = 8
+#: Seconds of branch-and-bound an uncertified solve spends on LB before searching: its best
+#: selection is the search's first start, and its bound stops the search when met (it is not
+#: reported: ``lower_bound`` stays None without ``certify``). On time-out the selection is the
+#: best found so far, so on a loaded machine the search can start elsewhere.
+SEARCH_BOUND_TIME_LIMIT = 3.0
 
 
 @dataclass(repr=False)
@@ -253,6 +273,7 @@ def solve_min_norm(
     gap_tol: float = DEFAULT_GAP_TOL,
     time_limit: float = math.inf,
     p0: Any = None,
+    search_starts: int | None = None,
 ) -> MinNormResult:
     """Approximately solve P_R by alternating v-steps with projected quasi-Newton p-steps.
 
@@ -325,6 +346,12 @@ def solve_min_norm(
         A warm start (e.g. a gradient-descent endpoint), run first as the start ``"p0"``: its
         projection on the span of the tokens (same scores), rescaled onto the ball when
         longer than R.
+    search_starts : int, optional
+        Further starts of :func:`margin_solver.search.search_starts` after the first ones;
+        the search stops early once the norm meets the lower bound (``certify``). None
+        (default): ``AUTO_SEARCH_STARTS`` of them when certified with an open gap, when
+        d <= n T, or when the first starts disagree (finite norms more than ``SPREAD_RTOL``
+        apart, or a start where no v interpolates), else none. 0 turns the search off.
 
     Returns
     -------
@@ -355,6 +382,8 @@ def solve_min_norm(
         raise InvalidInputError("R (the radius of the ball ||p|| <= R) is required.")
     R = check_radius(R)
     _check_choices(form, n_random_starts, max_iter)
+    if search_starts is not None:
+        check_int(search_starts, "search_starts", 0)
     seed = check_seed(seed)
     gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")
     gap_tol = check_positive(gap_tol, "gap_tol")
@@ -419,6 +448,16 @@ def solve_min_norm(
                 runs.update(extra)
                 start_norms.update(extra_norms)
                 feasible = {k: r for k, r in runs.items() if r.point.feasible}
+        budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
+        if budget and time.perf_counter() <= deadline:
+            guide = bound if bound is not None else trusted_lower_bound(
+                gram.H, y, T, "auto",
+                max(min(SEARCH_BOUND_TIME_LIMIT, deadline - time.perf_counter()), 0.0), False,
+                time.perf_counter(),
+            )
+            _search(solver_form, gram.H, y, T, R, runs, start_norms, guide,
+                    {**descent, "deadline": deadline}, budget, seed, deadline)
+            feasible = {k: r for k, r in runs.items() if r.point.feasible}
     skipped = [name for name, *_ in starts if name not in start_norms]
     timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
     timed_out |= bound is not None and bound.status == TIME_LIMIT and \
@@ -508,6 +547,46 @@ def _run_starts(
                             run.reason, run.n_iter)
         bar.update(1, start=name, best=f"{min(start_norms.values(), default=math.inf):.6g}")
     return runs, start_norms
+
+
+def _search_budget(search_starts, start_norms: dict[str, float], bound, dependent: bool) -> int:
+    """Further starts to run: ``search_starts``, or the automatic rule when it is None."""
+    if search_starts is not None:
+        return search_starts
+    if bound is not None or dependent:
+        return AUTO_SEARCH_STARTS
+    finite = [v for v in start_norms.values() if math.isfinite(v)]
+    if len(finite) < len(start_norms) or max(finite) > min(finite) * (1 + SPREAD_RTOL):
+        return AUTO_SEARCH_STARTS
+    return 0
+
+
+def _search(form, H, y, T, R, runs, start_norms, bound, options, budget, seed, deadline) -> None:
+    """Add the runs of :func:`margin_solver.search.search_starts` to ``runs``/``start_norms``
+    (no new start after ``deadline``, a :func:`time.perf_counter` reading)."""
+    feasible = [r for r in runs.values() if r.point.feasible]
+    best = min(feasible, key=lambda r: r.norm) if feasible else None
+    lower = None if bound is None else bound.value
+    # with certify, LB's selection was a first start: then only its nearest realisable one
+    tried = math.isfinite(start_norms.get("lb_selection", math.inf))
+    selection = None if bound is None or tried else bound.selection
+    rng = np.random.default_rng(_search_seed(seed))
+    for name, run in _search_starts(form, H, y, T, R, best, lower_bound=lower,
+                                    selection=selection, max_starts=budget, rng=rng,
+                                    options=options,
+                                    time_limit=deadline - time.perf_counter()):
+        runs[name] = run
+        start_norms[name] = run.norm
+        logger.info("search start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
+                    run.reason, run.n_iter)
+
+
+def _search_seed(seed) -> np.random.SeedSequence | None:
+    """A stream of ``seed`` apart from the random starts' (which use ``seed`` itself)."""
+    if seed is None:
+        return None
+    base = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, 19))
 
 
 def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:

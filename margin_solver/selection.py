@@ -193,7 +193,9 @@ def hard_selection_alternation(
     return svm
 
 
-def attention_svm(H: np.ndarray, T: int, selection: np.ndarray, R: float) -> np.ndarray | None:
+def attention_svm(
+    H: np.ndarray, T: int, selection: np.ndarray, R: float, ridge: float = 0.0
+) -> np.ndarray | None:
     """Token coefficients of the norm-``R`` attention vector that best singles out ``selection``.
 
     Solves ``minimize ||p|| s.t. <p, x_{i, sel_i} - x_it> >= 1`` for all ``i`` and ``t != sel_i``
@@ -211,12 +213,18 @@ def attention_svm(H: np.ndarray, T: int, selection: np.ndarray, R: float) -> np.
         Selected token per sample.
     R : float
         Norm of the returned p.
+    ridge : float, default=0.0
+        When positive, the squared-hinge soft-margin version: the SVM's Gram matrix gets
+        ``ridge * mean(diag) * I`` (the features augmented by orthogonal slack directions),
+        so it is always solvable, and where no p realises the selection its p still favours
+        the selected tokens as much as it can (the nearest realisable selection).
 
     Returns
     -------
     ndarray of shape (n, T) or None
-        None when no p realises the selection (its SVM is infeasible). With T = 1, or when
-        every sample's tokens coincide, every p realises it and the zero vector is returned.
+        None when no p realises the selection (its SVM is infeasible; with a ridge, only when
+        the soft-margin p is zero). With T = 1, or when every sample's tokens coincide, every
+        p realises it and the zero vector is returned.
     """
     n = H.shape[0] // T
     selection = np.asarray(selection, dtype=np.int64)
@@ -235,8 +243,16 @@ def attention_svm(H: np.ndarray, T: int, selection: np.ndarray, R: float) -> np.
     if not keep.any():
         return np.zeros((n, T))
     E, K = E[keep], K[np.ix_(keep, keep)]
-    result = solve_trusted_vstep((K + K.T) / 2, np.ones(len(K)))  # E H E^T is symmetric up to rounding
+    K = (K + K.T) / 2  # E H E^T is symmetric up to rounding
+    if ridge > 0:
+        K[np.diag_indices_from(K)] += ridge * float(np.mean(np.diag(K)))
+    result = solve_trusted_vstep(K, np.ones(len(K)))
     if not result.success:
         return None
     c = (E.T @ result.coef).reshape(n, T)
-    return c * (R / result.norm)
+    length = result.norm
+    if ridge > 0:  # the norm of p alone, without the slack directions
+        length = float(np.sqrt(max(c.reshape(-1) @ H @ c.reshape(-1), 0.0)))
+        if length == 0:
+            return None
+    return c * (R / length)

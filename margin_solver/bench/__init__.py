@@ -15,6 +15,8 @@ this package (``tests/test_layers.py`` checks the direction). Modules:
   GD call against one torch step; sweep throughput per backend (issue 18);
 - :mod:`~margin_solver.bench.check_threshold`, :mod:`~margin_solver.bench.gd_defaults`: the
   measurements behind the checker's kappa band and GD's default step sizes;
+- :mod:`~margin_solver.bench.search_quality`: the min-norm solver's answer against a patient
+  independent search on generated tokens;
 - :mod:`~margin_solver.bench.plots`, :mod:`~margin_solver.bench.study_plots`: figures;
 - :mod:`~margin_solver.bench.realdata`: digits and local MNIST cut into tokens;
 - :mod:`~margin_solver.bench.demo`: the job behind ``make demo``.

@@ -56,6 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_GAP_TOL:g})",
     )
     parser.add_argument(
+        "--search-starts",
+        type=int,
+        default=None,
+        help="further starts after the first ones (default: 8 when they leave a gap, see "
+        "solve_min_norm's search_starts; 0 turns the search off)",
+    )
+    parser.add_argument(
         "--p0",
         metavar="SOL.json",
         help="warm start: the p of a solution file (JSON with 'v' and 'p', e.g. from gd --json)",
@@ -113,6 +120,7 @@ def _solve(args: argparse.Namespace, data, p0) -> MinNormResult:
         bound_time_limit=args.bound_time_limit,
         time_limit=args.time_limit,
         gap_tol=args.gap_tol,
+        search_starts=args.search_starts,
         p0=p0,
         progress=not args.no_progress and sys.stderr.isatty(),
     )

@@ -1,0 +1,295 @@
+"""Quality of solve_min_norm's answer against a patient independent search (issue 19).
+
+Generated instances of several kinds (``gaussian``; ``cls``: a token shared by every sample,
+like a CLS token; ``integer``: tokens in {-2..2}, with ties; ``scales``: Gaussian tokens times
+10^U(-2, 2) each; ``paper``: the paper's model, kappa in {0.25, 1, 4}, eta = 0.15) with n in
+6..14, T in 2..4, d in {2, 3, 6, 12, 40} (n > d and n < d) and R sqrt(d) in
+{0.1, 1, 10, 100, 1e4}. On each:
+
+``before``
+    ``solve_min_norm(X, y, R, search_starts=0)``: the first starts only (the solver before
+    issue 19).
+``default``
+    ``solve_min_norm(X, y, R)``: default options.
+``certified``
+    ``solve_min_norm(X, y, R, certify=True)``.
+``patient``
+    The independent search written here, not in the library: ``--random`` random starts
+    (half on the sphere of radius R, half at a uniform radius inside the ball) and the
+    realisations (attention SVM at norm R) of the ``--selections`` token selections of
+    smallest selection-SVM norm that some p realises (all T^n selections when T^n <= 4096,
+    else 3000 random ones), each refined by the exact alternating descent.
+
+"Best known" is the smallest norm any of them found. Reported per method and kind: the share of
+instances within 1e-3 (relative) of the best known (an instance where nobody found a feasible
+point counts as a match for a method that found none either), the worst ratio to the best known,
+and the seconds; and the hard-selection lower bound LB (valid for every R), to show how far
+the best known can be from the optimum.
+
+Usage::
+
+    .venv/bin/python benchmarks/search_quality.py [--instances 250] [--random 30]
+        [--selections 20] [--ideas selection,continuation,random] [--out FILE.json]
+    .venv/bin/python benchmarks/search_quality.py --summarise FILE.json
+    .venv/bin/python benchmarks/search_quality.py --ablate FILE.json [--first 60]
+        [--idea-sets "none;selection;continuation;random;hop;selection,continuation,random"]
+
+``--ablate`` reruns only the default solve on the first instances of an earlier run, once per
+set of search families (``none``: search off), and compares each with that run's best known
+norm (lowered by whatever the ablation finds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import platform
+import time
+
+import numpy as np
+
+import margin_solver.search
+from margin_solver.alternating import DenseForm, KernelForm, descend, norm
+from margin_solver.blas import single_threaded_blas
+from margin_solver.data import PaperDistribution
+from margin_solver.fileio import write_json
+from margin_solver.kernel import TokenGram
+from margin_solver.minnorm import solve_min_norm
+from margin_solver.selection import attention_svm, selection_svm
+
+KINDS = ("gaussian", "cls", "integer", "scales", "paper")
+METHODS = ("before", "default", "certified", "patient")
+MATCH_RTOL = 1e-3
+SEED = 20261130
+
+
+def make_instance(kind: str, n: int, T: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens (n, T, d) and labels of one generated instance."""
+    rng = np.random.default_rng(seed)
+    if kind == "paper":
+        kappa = float(rng.choice([0.25, 1.0, 4.0]))
+        ds = PaperDistribution(d=max(d, 2), T=T, snr=math.sqrt(kappa / n), eta=0.15).sample(
+            n, seed=seed
+        )
+        return ds.X, ds.y.astype(np.float64)
+    y = rng.choice([-1.0, 1.0], n)
+    if kind == "integer":
+        return rng.integers(-2, 3, (n, T, d)).astype(np.float64), y
+    X = rng.standard_normal((n, T, d))
+    if kind == "cls":
+        X[:, 0] = rng.standard_normal(d)
+    elif kind == "scales":
+        X *= 10.0 ** rng.uniform(-2, 2, (n, T, 1))
+    return X, y
+
+
+def instances(count: int, seed: int = SEED) -> list[dict]:
+    """``count`` instance specifications, the kinds in turn."""
+    rng = np.random.default_rng(seed)
+    specs = []
+    for k in range(count):
+        specs.append({
+            "kind": KINDS[k % len(KINDS)],
+            "n": int(rng.integers(6, 15)),
+            "T": int(rng.integers(2, 5)),
+            "d": int(rng.choice([2, 3, 6, 12, 40])),
+            "R_sqrt_d": float(rng.choice([0.1, 1.0, 10.0, 100.0, 1e4])),
+            "seed": seed + k,
+        })
+    return specs
+
+
+def patient_search(
+    X: np.ndarray, y: np.ndarray, R: float, *, n_random: int, n_selections: int, seed: int
+) -> float:
+    """Smallest ||v|| over random starts and realised good selections, each refined by descent."""
+    n, T, d = X.shape
+    gram = TokenGram(X)
+    form = KernelForm(X, gram) if d > n * T else DenseForm(X)
+    rng = np.random.default_rng(seed)
+    starts = [form.zeros()]
+    for k in range(n_random):
+        p = form.from_coefficients(rng.standard_normal((n, T)))
+        length = norm(form, p)
+        if length > 0:
+            radius = R if k % 2 == 0 else R * rng.uniform() ** (1.0 / min(d, n * T))
+            starts.append(p * (radius / length))
+    if T**n <= 4096:
+        candidates = (np.array(s) for s in itertools.product(range(T), repeat=n))
+    else:
+        candidates = (rng.integers(0, T, n) for _ in range(3000))
+    scored = []
+    for tokens in candidates:
+        svm = selection_svm(gram.H, y, T, tokens)
+        if svm.feasible:
+            scored.append((svm.norm, tokens))
+    scored.sort(key=lambda item: item[0])
+    realised = 0
+    for _, tokens in scored:
+        if realised == n_selections:
+            break
+        c = attention_svm(gram.H, T, tokens, R)
+        if c is not None:
+            realised += 1
+            starts.append(form.from_coefficients(c))
+    best = math.inf
+    for p0 in starts:
+        run = descend(form, y, p0, R, max_iter=300)
+        if run.point.feasible:
+            best = min(best, run.norm)
+    return best
+
+
+def run_instance(spec: dict, n_random: int, n_selections: int) -> dict:
+    X, y = make_instance(spec["kind"], spec["n"], spec["T"], spec["d"], spec["seed"])
+    R = spec["R_sqrt_d"] / math.sqrt(X.shape[2])
+    row = dict(spec, d=X.shape[2])
+    for method, options in (
+        ("before", {"search_starts": 0}),
+        ("default", {}),
+        ("certified", {"certify": True, "bound_time_limit": 10.0}),
+    ):
+        t0 = time.perf_counter()
+        res = solve_min_norm(X, y, R=R, **options)
+        row[f"{method}_s"] = time.perf_counter() - t0
+        row[method] = res.norm
+        row[f"{method}_status"] = res.status
+        if method == "certified":
+            row["lower_bound"] = res.lower_bound
+            row["bound_status"] = res.bound.status if res.bound is not None else None
+        if method == "default":
+            row["default_starts"] = len(res.start_norms)
+            row["default_start"] = res.start
+    t0 = time.perf_counter()
+    with single_threaded_blas():
+        row["patient"] = patient_search(X, y, R, n_random=n_random, n_selections=n_selections,
+                                        seed=spec["seed"])
+    row["patient_s"] = time.perf_counter() - t0
+    row["best_known"] = min(row[m] for m in METHODS)
+    return row
+
+
+def ratio(value: float | None, best: float | None) -> float:
+    """value / best known; 1 when neither found a feasible point (None, as read back from the
+    JSON file, stands for inf)."""
+    value = math.inf if value is None else value
+    if best is None or not math.isfinite(best):
+        return 1.0
+    return value / best
+
+
+def summary(rows: list[dict]) -> str:
+    """Markdown table: per kind and overall, share within MATCH_RTOL, worst ratio, seconds."""
+    lines = [
+        "| kind | instances | method | within 1e-3 of best known | worst ratio | median s | total s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    groups = [(kind, [r for r in rows if r["kind"] == kind]) for kind in KINDS]
+    groups.append(("all", rows))
+    for kind, group in groups:
+        if not group:
+            continue
+        for method in METHODS:
+            ratios = [ratio(r[method], r["best_known"]) for r in group]
+            share = sum(q <= 1 + MATCH_RTOL for q in ratios) / len(group)
+            times = [r[f"{method}_s"] for r in group]
+            lines.append(
+                f"| {kind} | {len(group)} | {method} | {100 * share:.1f}% | {max(ratios):.4g} | "
+                f"{np.median(times):.3f} | {sum(times):.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def ablate(path: str, first: int, idea_sets: list[tuple[str, ...]]) -> str:
+    """Markdown table: the default solve with each family set on an earlier run's instances."""
+    with open(path, encoding="utf-8") as handle:
+        rows = json.load(handle)["rows"][:first]
+    saved = margin_solver.search.IDEAS
+    norms: dict[tuple[str, ...], list[float]] = {}
+    seconds: dict[tuple[str, ...], float] = {}
+    try:
+        for ideas in idea_sets:
+            margin_solver.search.IDEAS = ideas
+            norms[ideas], seconds[ideas] = [], 0.0
+            for row in rows:
+                X, y = make_instance(row["kind"], row["n"], row["T"], row["d"], row["seed"])
+                R = row["R_sqrt_d"] / math.sqrt(X.shape[2])
+                t0 = time.perf_counter()
+                norms[ideas].append(solve_min_norm(X, y, R=R, search_starts=None if ideas
+                                                   else 0).norm)
+                seconds[ideas] += time.perf_counter() - t0
+    finally:
+        margin_solver.search.IDEAS = saved
+    best = [min([math.inf if r["best_known"] is None else r["best_known"]]
+                + [norms[i][k] for i in idea_sets]) for k, r in enumerate(rows)]
+    lines = ["| search families | within 1e-3 of best known | worst ratio | total s |",
+             "|---|---|---|---|"]
+    for ideas in idea_sets:
+        ratios = [ratio(v, b) for v, b in zip(norms[ideas], best)]
+        share = sum(q <= 1 + MATCH_RTOL for q in ratios) / len(rows)
+        lines.append(f"| {','.join(ideas) or 'none (search off)'} | {100 * share:.1f}% | "
+                     f"{max(ratios):.4g} | {seconds[ideas]:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: run the instances, writing ``--out`` after each, then print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", type=int, default=250)
+    parser.add_argument("--random", type=int, default=30, help="random starts of the patient search")
+    parser.add_argument("--selections", type=int, default=20,
+                        help="realised selections of the patient search")
+    parser.add_argument("--ideas", default=None,
+                        help="comma-separated families of the library's search "
+                             f"(of {','.join(margin_solver.search.FAMILIES)}); default: "
+                             f"{','.join(margin_solver.search.IDEAS)}")
+    parser.add_argument("--out", default="results/search_quality.json")
+    parser.add_argument("--summarise", metavar="FILE",
+                        help="print the table of an earlier run's results file and exit")
+    parser.add_argument("--ablate", metavar="FILE",
+                        help="rerun the default solve with each of --idea-sets on FILE's instances")
+    parser.add_argument("--first", type=int, default=60, help="instances of --ablate")
+    parser.add_argument("--idea-sets", default="none;selection;continuation;random;hop;"
+                        "selection,continuation,random;selection,continuation,hop",
+                        help="semicolon-separated family sets of --ablate")
+    args = parser.parse_args(argv)
+    if args.ablate:
+        sets = [tuple() if s == "none" else tuple(s.split(",")) for s in args.idea_sets.split(";")]
+        print(ablate(args.ablate, args.first, sets))
+        return 0
+    if args.summarise:
+        with open(args.summarise, encoding="utf-8") as handle:
+            print(summary(json.load(handle)["rows"]))
+        return 0
+    if args.ideas is not None:  # an ablation: the library's default families replaced
+        margin_solver.search.IDEAS = tuple(args.ideas.split(",")) if args.ideas else ()
+    meta = {
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "ideas": list(margin_solver.search.IDEAS),
+        "random": args.random,
+        "selections": args.selections,
+        "seed": SEED,
+    }
+    rows: list[dict] = []
+    started = time.time()
+    for spec in instances(args.instances):
+        rows.append(run_instance(spec, args.random, args.selections))
+        write_json(args.out, {"meta": meta, "rows": rows})
+        r = rows[-1]
+        print(f"{r['kind']:8s} n={r['n']:2d} T={r['T']} d={r['d']:2d} R*sqrt(d)={r['R_sqrt_d']:g}: "
+              + " ".join(f"{m}={r[m]:.6g}" for m in METHODS), flush=True)
+    print(f"\n{len(rows)} instances in {time.time() - started:.0f} s; ideas {meta['ideas']}\n")
+    print(summary(rows))
+    worst = sorted(rows, key=lambda r: -ratio(r["default"], r["best_known"]))[:5]
+    print("\nworst default instances:")
+    for r in worst:
+        print(f"  {r['kind']} n={r['n']} T={r['T']} d={r['d']} R*sqrt(d)={r['R_sqrt_d']:g} "
+              f"seed={r['seed']}: default {r['default']:.6g}, best known {r['best_known']:.6g} "
+              f"(patient {r['patient']:.6g}), LB {r['lower_bound']}")
+    return 0
+
+

@@ -1,0 +1,318 @@
+"""More starts for P_R when the first ones leave a gap: selections, penalised continuation, hops.
+
+:func:`margin_solver.minnorm.solve_min_norm` first descends from a few cheap starts. P_R is
+non-convex in p (design section 4.4) and, off the paper's model (n > d, shared tokens, tied
+integer tokens, very different token scales), those starts can all end far above the optimum
+or at points where no v interpolates (phi = inf), where the descent cannot even begin. This
+module runs further starts, cheapest first, until the gap to the hard-selection bound LB is
+closed or its budget is spent:
+
+``selection_k``
+    Token selections with a small selection-SVM norm (from the hard-selection alternation
+    started at several value vectors: the first GD step's, random ones, and the v of the
+    best point found so far; with the bound, LB's own selection first), each realised by the
+    attention SVM of :func:`margin_solver.selection.attention_svm` when some p singles it out.
+    When none does (common when n > d), the *nearest realisable selection* is used instead:
+    the p of the same attention SVM with a ridge on its Gram matrix (a squared-hinge soft
+    margin, always solvable) picks, in each sample, the token its scores favour, and that
+    p is where the descent starts.
+``continuation_k``
+    Continuation in R with a penalised v-step. phi_eps(p) = min ||v||^2 / 2 + sum_i xi_i^2
+    / (2 eps) over ``y_i z_i^T v >= 1 - xi_i`` is the hard-margin SVM on the features
+    augmented by ``sqrt(eps) e_i``, i.e. the v-step with ``K + eps I``: finite at every p
+    (so an infeasible start is no dead end), with the same envelope gradient, at most phi
+    and tending to it as eps -> 0 (the slacks are ``xi_i = eps alpha_i``). The descent runs at radii growing
+    geometrically from ``1 / rms token norm`` (soft attention, where phi is smooth) to R, with
+    eps shrinking, and ends with the exact descent at R.
+``random_extra_k``
+    More random starts in the span of the tokens, alternately on the sphere of radius R and
+    at a uniform radius inside the ball.
+``hop_k``
+    Basin hopping: a random perturbation of the best p (a fraction of R, in the span of the
+    tokens), then the exact descent. Not among the default :data:`IDEAS`: it measured worse
+    than the others (docs/benchmarks.md, "Search quality").
+
+A start whose exact descent cannot begin (phi = inf at its p) first descends on phi_eps for a
+few decreasing eps and then on phi.
+
+Every start ends with :func:`margin_solver.alternating.descend` on the exact phi, so every
+returned norm is that of an exact v-step at a p with ``||p|| <= R``. The search stops as soon as
+the best norm is within ``gap_rtol`` of a given lower bound (LB is valid for every R).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from margin_solver.alternating import DescentRun, descend, norm, project
+from margin_solver.selection import attention_svm, hard_selection_alternation
+
+__all__ = ["FAMILIES", "IDEAS", "PenalisedForm", "search_starts"]
+
+#: Every family of starts :func:`search_starts` knows (``"random"``: more random starts,
+#: alternately on the sphere and inside the ball).
+FAMILIES = ("selection", "continuation", "hop", "random")
+#: The families used, taken in turn (benchmarks/search_quality.py measures the others).
+IDEAS = ("selection", "continuation", "random")
+
+
+class PenalisedForm:
+    """A form whose v-step is the squared-hinge SVM: the feature Gram matrix gets ``+ eps I``.
+
+    Delegates everything else to the wrapped form, so :func:`descend` runs on phi_eps
+    unchanged (its gradient formula holds with the penalised problem's multipliers).
+    """
+
+    def __init__(self, form, eps: float):
+        self.form = form
+        self.eps = eps
+        self.name = form.name
+
+    def __getattr__(self, attribute):
+        return getattr(self.form, attribute)
+
+    def feature_gram(self, s: np.ndarray) -> np.ndarray:
+        """``K + eps I`` for attention ``s``."""
+        K = self.form.feature_gram(s)
+        K[np.diag_indices_from(K)] += self.eps
+        return K
+
+
+# Penalty weights eps of the continuation, relative to the mean squared token norm (the scale
+# of the feature Gram matrix): first large (phi_eps smooth, every p feasible), then small.
+_EPS_START, _EPS_END = 1e-2, 1e-6
+# Radius growth factor of the continuation, and p-steps per radius before the last.
+_R_FACTOR = 10.0
+_STAGE_ITER = 50
+# Penalty weights tried, in turn, when the exact descent cannot start (phi = inf there).
+_RESCUE_EPS = (1e-2, 1e-4, 1e-6)
+# Ridge (relative) of the attention SVM that finds the nearest realisable selection.
+_NEAREST_RIDGE = 1e-3
+# Value vectors in a row that may give no new feasible selection before the family gives up.
+_SELECTION_MISSES = 20
+# Size of a hop, as fractions of R (cycled).
+_HOP_SIZES = (0.3, 1.0, 0.1)
+
+
+def search_starts(
+    form,
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    R: float,
+    best: DescentRun | None,
+    *,
+    lower_bound: float | None = None,
+    selection: np.ndarray | None = None,
+    max_starts: int = 8,
+    time_limit: float = math.inf,
+    gap_rtol: float = 1e-9,
+    rng: np.random.Generator | None = None,
+    ideas: tuple[str, ...] | None = None,
+    options: dict | None = None,
+) -> Iterator[tuple[str, DescentRun]]:
+    """Yield ``(name, run)`` for further starts of P_R until the gap closes or the budget ends.
+
+    Parameters
+    ----------
+    form : DenseForm or KernelForm
+        The solver's representation of p.
+    H : ndarray of shape (n*T, n*T)
+        Token Gram matrix.
+    y : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    T : int
+        Tokens per sample.
+    R : float
+        Radius of the ball on p.
+    best : DescentRun or None
+        The best feasible run so far (None when there is none); updated as starts improve it.
+    lower_bound : float, optional
+        A valid lower bound on P_R (LB); the search stops once the best norm is within
+        ``gap_rtol`` (relative) of it.
+    selection : ndarray of int, optional
+        A token selection to realise first (LB's).
+    max_starts : int, default=8
+        Starts to run at most.
+    time_limit : float, default=inf
+        Seconds; no new start begins after it.
+    gap_rtol : float, default=1e-9
+        Relative gap at which the search stops.
+    rng : numpy.random.Generator, optional
+        Randomness of the random value vectors, directions and hops.
+    ideas : tuple of str, optional
+        Families of starts (of :data:`FAMILIES`), taken in turn; :data:`IDEAS` by default.
+    options : dict, optional
+        Keyword options of :func:`descend` (``max_iter``, ``gtol``, ``rtol``).
+
+    Yields
+    ------
+    (str, DescentRun)
+        Every run, feasible or not.
+    """
+    rng = np.random.default_rng() if rng is None else rng
+    options = dict(options or {})
+    context = _Context(form, H, y, T, R, options, float(np.mean(np.diag(H))) or 1.0, rng)
+    deadline = time.perf_counter() + time_limit
+    families = {
+        "selection": _selection_starts(context, selection, lambda: best),
+        "continuation": _continuation_starts(context),
+        "hop": _hop_starts(context, lambda: best),
+        "random": _random_starts(context),
+    }
+    active = [families[name] for name in (IDEAS if ideas is None else ideas)]
+    done = 0
+    while active and done < max_starts and time.perf_counter() < deadline:
+        if best is not None and lower_bound is not None and \
+                best.norm <= lower_bound * (1 + gap_rtol):
+            return
+        family = active.pop(0)
+        item = next(family, None)
+        if item is None:
+            continue
+        active.append(family)
+        name, run = item
+        done += 1
+        if run.point.feasible and (best is None or run.norm < best.norm):
+            best = run
+        yield name, run
+
+
+@dataclass
+class _Context:
+    form: object
+    H: np.ndarray
+    y: np.ndarray
+    T: int
+    R: float
+    options: dict
+    scale: float
+    rng: np.random.Generator
+
+    @property
+    def n(self) -> int:
+        return len(self.y)
+
+    def random_direction(self) -> np.ndarray | None:
+        """A random p of norm 1 in the span of the tokens (None if the tokens are all zero)."""
+        p = self.form.from_coefficients(self.rng.standard_normal((self.n, self.T)))
+        length = norm(self.form, p)
+        return p / length if length > 0 else None
+
+    def descend(self, p0: np.ndarray) -> DescentRun:
+        """The exact descent from p0; when phi = inf there, first penalised descents."""
+        run = descend(self.form, self.y, p0, self.R, **self.options)
+        p = run.point.p
+        for eps in _RESCUE_EPS:
+            if run.point.feasible:
+                break
+            p = self._penalised(p, self.R, eps, self.options.get("max_iter", 500))
+            run = descend(self.form, self.y, p, self.R, **self.options)
+        return run
+
+    def _penalised(self, p0: np.ndarray, radius: float, eps: float, max_iter: int) -> np.ndarray:
+        options = {**self.options, "max_iter": max_iter}
+        penalised = PenalisedForm(self.form, eps * self.scale)
+        return descend(penalised, self.y, p0, radius, **options).point.p
+
+    def continuation(self, p0: np.ndarray) -> DescentRun:
+        """Penalised descents at radii growing from ``1 / rms token norm`` to R, then exact."""
+        radius = min(self.R, 1.0 / math.sqrt(self.scale))
+        stages = max(1, math.ceil(math.log(self.R / radius, _R_FACTOR)) + 1)
+        eps_list = np.geomspace(_EPS_START, _EPS_END, stages)
+        p = project(self.form, p0 * radius, radius)
+        for k, eps in enumerate(eps_list):
+            p = self._penalised(p, radius, float(eps), _STAGE_ITER)
+            if radius >= self.R:
+                break
+            new_radius = min(self.R, radius * _R_FACTOR)
+            length = norm(self.form, p)
+            if length > 0:  # sharpen the attention found so far
+                p = p * (new_radius / max(length, radius))
+            radius = new_radius
+        return self.descend(p)
+
+
+def _selection_starts(context: _Context, first: np.ndarray | None, best) -> Iterator:
+    """Realisations of good token selections; the nearest realisable one when none exists."""
+    H, y, T, n = context.H, context.y, context.T, context.n
+    seen: set[bytes] = set()
+    k = 0
+
+    def value_vectors():
+        if first is not None:
+            yield np.asarray(first, dtype=np.int64), None
+        while True:
+            run = best()
+            if run is not None:  # the v of the best point so far
+                values = context.form.token_values(run.point.value_coefficients)
+                yield None, y[:, None] * np.asarray(values).reshape(n, T)
+            g = context.rng.standard_normal(n * T)
+            yield None, y[:, None] * (H @ g).reshape(n, T)
+
+    misses = 0
+    for tokens, margins in value_vectors():
+        if misses > _SELECTION_MISSES:  # value vectors keep giving nothing new
+            return
+        misses += 1
+        if tokens is None:
+            svm = hard_selection_alternation(H, y, T, margins)
+            if not svm.feasible:
+                continue
+            tokens = np.empty(n, dtype=np.int64)
+            tokens[svm.samples] = svm.tokens
+        key = tokens.tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        misses = 0
+        c = attention_svm(H, T, tokens, context.R)
+        label = "selection"
+        if c is None:
+            c = attention_svm(H, T, tokens, context.R, ridge=_NEAREST_RIDGE)
+            label = "nearest_selection"
+        if c is None:
+            continue
+        yield f"{label}_{k}", context.descend(context.form.from_coefficients(c))
+        k += 1
+
+
+def _continuation_starts(context: _Context) -> Iterator:
+    k = 0
+    direction = context.form.zeros()
+    while True:
+        yield f"continuation_{k}", context.continuation(direction)
+        k += 1
+        direction = context.random_direction()
+        if direction is None:
+            return
+
+
+def _hop_starts(context: _Context, best) -> Iterator:
+    k = 0
+    while True:
+        run = best()
+        direction = context.random_direction()
+        if run is None or direction is None:
+            return
+        size = _HOP_SIZES[k % len(_HOP_SIZES)] * context.R
+        p0 = project(context.form, run.point.p + size * direction, context.R)
+        yield f"hop_{k}", context.descend(p0)
+        k += 1
+
+
+def _random_starts(context: _Context) -> Iterator:
+    """Random directions, alternately on the sphere and at a uniform radius in the ball."""
+    k = 0
+    while True:
+        direction = context.random_direction()
+        if direction is None:
+            return
+        radius = context.R if k % 2 == 0 else context.R * context.rng.uniform()
+        yield f"random_extra_{k}", context.descend(direction * radius)
+        k += 1

@@ -1,0 +1,146 @@
+"""The search for better starts of P_R (margin_solver.search, issue 19).
+
+Instances where the optimum is known: the hard-selection bound LB (valid for every R) is attained,
+because LB's selection is realisable and R is large, so the solver's norm must reach it.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from margin_solver.alternating import DenseForm, descend, evaluate_phi
+from margin_solver.bounds import global_lower_bound
+from margin_solver.data import PaperDistribution
+from margin_solver.kernel import TokenGram, margins
+from margin_solver.minnorm import solve_min_norm
+from margin_solver.search import PenalisedForm, search_starts
+from margin_solver.selection import attention_svm
+
+
+def issue_instance(seed: int, n: int = 12, T: int = 2, d: int = 6):
+    """The reproducer of issue 19: Gaussian tokens, n > d."""
+    rng = np.random.default_rng(seed)
+    y = rng.choice([-1.0, 1.0], n)
+    X = rng.standard_normal((n, T, d))
+    return X, y, 1e4 / np.sqrt(d)
+
+
+@pytest.mark.parametrize("seed", [7, 10, 12])
+def test_default_solve_reaches_the_attained_bound(seed):
+    X, y, R = issue_instance(seed)
+    bound = global_lower_bound(X, y)
+    assert bound.status == "optimal"
+    res = solve_min_norm(X, y, R=R)
+    assert res.v is not None, res.message  # seed 10 used to come back `infeasible`
+    assert res.norm == pytest.approx(bound.value, rel=1e-7)
+    assert res.min_margin >= 1 - 1e-7
+    assert np.linalg.norm(res.p) <= R * (1 + 1e-12)
+    # the returned point really interpolates, recomputed here
+    assert np.min(margins(X, y, res.v, res.p)) >= 1 - 1e-7
+
+
+def test_seed_12_reaches_the_bound_the_first_starts_miss():
+    X, y, R = issue_instance(12)
+    before = solve_min_norm(X, y, R=R, search_starts=0)
+    after = solve_min_norm(X, y, R=R)
+    assert before.norm > 2.2  # the first starts alone stop at a worse point
+    assert after.norm == pytest.approx(1.19905, abs=1e-5)
+    assert after.start not in before.start_norms  # a search start won
+
+
+def test_search_stops_once_the_certified_gap_is_closed():
+    X, y, R = issue_instance(7)
+    res = solve_min_norm(X, y, R=R, certify=True, search_starts=50)
+    assert res.gap <= 1e-9
+    # LB's selection is realisable: the first starts close the gap, so no search start runs
+    assert set(res.start_norms) <= {"zero", "first_step", "hard_selection", "lb_selection",
+                                    "random_0", "random_1"}
+
+
+def test_search_is_reproducible_with_a_seed():
+    X, y, R = issue_instance(10)
+    a = solve_min_norm(X, y, R=R / 100, search_starts=6, seed=3)
+    b = solve_min_norm(X, y, R=R / 100, search_starts=6, seed=3)
+    assert a.start_norms == b.start_norms
+
+
+def test_paper_model_at_large_R_reaches_the_bound():
+    # n > d on the paper's model: a regime where the first starts were not enough
+    ds = PaperDistribution(d=6, T=3, snr=math.sqrt(1.0 / 10), eta=0.15).sample(10, seed=5)
+    R = 1e4 / math.sqrt(6)
+    bound = global_lower_bound(ds.X, ds.y)
+    res = solve_min_norm(ds, R=R)
+    assert res.v is not None
+    assert res.norm == pytest.approx(bound.value, rel=1e-6)
+
+
+def test_penalised_descent_starts_where_the_exact_one_cannot():
+    X, y, R = issue_instance(10)
+    form = DenseForm(X)
+    p0 = np.zeros(X.shape[2])
+    assert not evaluate_phi(form, y, p0).feasible  # no v interpolates at uniform attention
+    penalised = PenalisedForm(form, 1e-3)
+    run = descend(penalised, y, p0, R / 1000, max_iter=20)
+    assert math.isfinite(run.norm)
+    assert run.point.phi <= evaluate_phi(penalised, y, p0).phi
+
+
+def test_penalised_value_is_below_the_exact_one():
+    # squared-hinge slack can only lower the optimum; both are finite at a generic p with n < d
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((5, 2, 20))
+    y = np.array([1.0, -1.0, 1.0, -1.0, 1.0])
+    p = rng.standard_normal(20)
+    exact = evaluate_phi(DenseForm(X), y, p).phi
+    soft = evaluate_phi(PenalisedForm(DenseForm(X), 1e-2), y, p).phi
+    assert math.isfinite(exact)
+    assert soft < exact
+    assert evaluate_phi(PenalisedForm(DenseForm(X), 1e-12), y, p).phi == pytest.approx(
+        exact, rel=1e-6
+    )
+
+
+def test_nearest_realisable_selection_of_an_unrealisable_one():
+    # samples 0 and 2 prefer token 0 along (1, -1), sample 1 along (-1, 1): selecting token 0
+    # everywhere cannot be realised; the ridge version favours the two that agree, and the
+    # selection its p realises changes only sample 1
+    X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]], [[2.0, 0.0], [0.0, 1.0]]])
+    H = TokenGram(X).H
+    wanted = np.array([0, 0, 0])
+    assert attention_svm(H, 2, wanted, 5.0) is None
+    c = attention_svm(H, 2, wanted, 5.0, ridge=1e-3)
+    p = TokenGram.materialize(X, c)
+    assert np.linalg.norm(p) == pytest.approx(5.0)
+    assert np.argmax(X @ p, axis=1).tolist() == [0, 1, 0]
+    # a realisable selection: the ridge p realises it
+    c = attention_svm(H, 2, np.array([0, 1, 0]), 5.0, ridge=1e-3)
+    assert np.argmax(X @ TokenGram.materialize(X, c), axis=1).tolist() == [0, 1, 0]
+
+
+def test_search_starts_yield_exact_feasible_runs_within_the_ball():
+    X, y, R = issue_instance(7)
+    gram = TokenGram(X)
+    runs = list(search_starts(DenseForm(X), gram.H, y, 2, R, None, max_starts=4,
+                              rng=np.random.default_rng(0)))
+    assert 0 < len(runs) <= 4
+    for name, run in runs:
+        if run.point.feasible:
+            assert np.linalg.norm(run.point.p) <= R * (1 + 1e-9)
+            v = TokenGram.materialize(X, run.point.value_coefficients)
+            assert np.min(margins(X, y, v, run.point.p)) >= 1 - 1e-7, name
+
+
+@pytest.mark.parametrize("R", [100.0, 1000.0])
+def test_digit_rows_get_a_feasible_point_by_default(R):
+    # issue 11's digits rows (3 vs 8, each 8x8 image cut into 8 row tokens, T = d = 8): the
+    # first starts find no feasible point (tests/test_minnorm_statuses.py); the search does
+    from margin_solver.bench.realdata import load_digits_images
+
+    images, labels = load_digits_images()
+    keep = np.isin(labels, [3, 8])
+    X, y = images[keep][:100], np.where(labels[keep][:100] == 3, 1.0, -1.0)
+    res = solve_min_norm(X, y, R=R)
+    assert res.solution_present and res.v is not None
+    assert np.min(margins(X, y, res.v, res.p)) >= 1 - 1e-6
+    assert np.linalg.norm(res.p) <= R * (1 + 1e-12)
