@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from margin_solver.data import Dataset
-from margin_solver.kernel import attention, token_values
+from margin_solver.kernel import scores_and_values, softmax
 from margin_solver.results import to_jsonable
 from margin_solver.validation import InvalidInputError, check_vector
 
@@ -97,8 +97,9 @@ def trusted_metrics(
     """
     clean_y = data.clean_y if data.clean_y is not None else clean_y
     signal_index = data.signal_index if data.signal_index is not None else signal_index
-    s = attention(data.X, p)
-    f = np.sum(s * token_values(data.X, v), axis=1)
+    a, u = scores_and_values(data.X, p, v)
+    s = softmax(a)
+    f = np.sum(s * u, axis=1)
     pred = np.sign(f)
     error_clean = None if clean_y is None else float(np.mean(pred != clean_y))
     attn_all = attn_clean = attn_noisy = None

@@ -57,6 +57,7 @@ from margin_solver.bounds import (
 from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import TokenGram, margins
 from margin_solver.progress import ProgressBar
+from margin_solver.ooc import is_on_disk
 from margin_solver.results import FAILED, INFEASIBLE, ResultMixin
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
@@ -173,7 +174,9 @@ def solve_min_norm(
     ----------
     X : array-like of shape (n_samples, n_tokens, n_features) or Dataset
         Training tokens; a :class:`~margin_solver.data.Dataset` supplies its own ``y``
-        (then leave ``y`` as None).
+        (then leave ``y`` as None). A Dataset with tokens on disk (a dataset directory,
+        :mod:`margin_solver.ondisk`) runs in the kernel form with the passes over X in blocks
+        (:mod:`margin_solver.ooc`; on Dask inside ``ooc.execution(scheduler=...)``).
     y : array-like of shape (n_samples,), optional
         Labels in {-1, +1}; required unless ``X`` is a Dataset.
     R : float
@@ -255,7 +258,12 @@ def solve_min_norm(
             )
         bound_time_limit = check_positive(bound_time_limit, "bound_time_limit", allow_inf=True)
     n, T, d = X.shape
-    use_kernel = form == "kernel" or (form == "auto" and d > n * T)
+    if is_on_disk(X) and form == "dense":
+        raise InvalidInputError(
+            "form='dense' needs the tokens in memory; tokens on disk run in the kernel form "
+            "(form='auto' or 'kernel')."
+        )
+    use_kernel = form == "kernel" or (form == "auto" and (d > n * T or is_on_disk(X)))
     gram = TokenGram(X)
     solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
     with single_threaded_blas():
@@ -328,6 +336,8 @@ def _run_starts(
 def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(X, Dataset) or y is None:
         data = as_dataset(X, y)
+        if is_on_disk(data.X):  # checked block by block in the Gram pass (TokenGram)
+            return data.X, data.y.astype(np.float64)
         return check_magnitude(data.X, "X"), data.y.astype(np.float64)
     # plain arrays skip Dataset, whose n >= 2 rule P_R does not need
     X = check_magnitude(check_tokens(X), "X")

@@ -11,6 +11,7 @@ from margin_solver.data import load_dataset
 from margin_solver.fileio import write_json
 from margin_solver.metrics import evaluate
 from margin_solver.minnorm import FORMS, MinNormResult, solve_min_norm
+from margin_solver.ooc import DEFAULT_BLOCK_BYTES, execution
 from margin_solver.results import INFEASIBLE
 
 NAME = "solve"
@@ -20,7 +21,11 @@ EXAMPLE = "margin-solver solve train.npz --R 0.5 --certify --json result.json"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``solve`` verb."""
-    parser.add_argument("data", help="dataset file (.npz with arrays X (n, T, d) and y (n,))")
+    parser.add_argument(
+        "data",
+        help="dataset file (.npz with arrays X (n, T, d) and y (n,)) or dataset directory "
+        "(X.npy + labels.npz: tokens on disk, read in blocks)",
+    )
     parser.add_argument(
         "--R",
         type=float,
@@ -37,6 +42,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--time-limit", type=float, default=30.0, help="seconds for the lower bound (--certify)"
     )
     parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Dask scheduler (e.g. tcp://127.0.0.1:8786) for the passes over tokens on disk",
+    )
+    parser.add_argument(
+        "--block-mb",
+        type=float,
+        help=f"MB of tokens on disk per block (default {DEFAULT_BLOCK_BYTES // 2**20})",
+    )
+    parser.add_argument(
         "--no-progress",
         action="store_true",
         help="hide the progress bars (shown on a terminal: lower bound, then the starts)",
@@ -45,23 +60,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Solve, print a summary, write JSON; infeasible data is an error (exit 2)."""
+    block_bytes = None
+    if args.block_mb is not None:
+        if not 0 < args.block_mb < math.inf:
+            raise CLIError(f"--block-mb must be a positive number, got {args.block_mb}.")
+        block_bytes = max(1, int(args.block_mb * 2**20))
     data = load_dataset(args.data)
-    result = solve_min_norm(
-        data,
-        R=args.R,
-        certify=args.certify,
-        form=args.form,
-        n_random_starts=args.random_starts,
-        seed=args.seed,
-        max_iter=args.max_iter,
-        bound_time_limit=args.time_limit,
-        progress=not args.no_progress and sys.stderr.isatty(),
-    )
-    if args.json:
-        write_json(args.json, result)
-    if result.status == INFEASIBLE:
-        raise CLIError(result.message)
-    print(_summary(result, data))
+    with execution(scheduler=args.scheduler, block_bytes=block_bytes):
+        result = solve_min_norm(
+            data,
+            R=args.R,
+            certify=args.certify,
+            form=args.form,
+            n_random_starts=args.random_starts,
+            seed=args.seed,
+            max_iter=args.max_iter,
+            bound_time_limit=args.time_limit,
+            progress=not args.no_progress and sys.stderr.isatty(),
+        )
+        if args.json:
+            write_json(args.json, result)
+        if result.status == INFEASIBLE:
+            raise CLIError(result.message)
+        print(_summary(result, data))  # evaluates on data: another pass over tokens on disk
     if args.json:
         print(f"wrote {args.json}")
     return 0
