@@ -5,10 +5,11 @@ Gram product works in ``n T`` dimensions, so the only steps that touch all of ``
 are three linear passes: the Gram product ``H = X X^T``, dense vectors ``X^T coef`` from token
 coefficients (the final ``v`` and ``p``) and projections ``X w`` (scores and token values for
 evaluation). This module runs them in blocks, over ``d`` for the first two and over samples for
-the third, with memory bounded by ``block_bytes`` plus the (nT, nT) Gram matrix; on one
-machine, or on a Dask distributed cluster through :mod:`dask.array` inside
+the third, with memory bounded by about two blocks of ``block_bytes`` plus the (nT, nT) Gram
+matrix on one machine; or on a Dask distributed cluster through :mod:`dask.array` inside
 :func:`execution` with a scheduler address (the way the sweep engine connects:
-``distributed.Client(address)``).
+``distributed.Client(address)``), with the same answers but worker memory not yet bounded by
+the chunk size (docs/benchmarks.md, "Tokens larger than memory").
 
 Tokens on disk are a read-only :class:`numpy.memmap` (see :mod:`margin_solver.ondisk`): the
 passes read each block from its file with plain reads into a fresh array, so the resident
