@@ -8,8 +8,8 @@ evaluation). This module runs them in blocks, over ``d`` for the first two and o
 the third, with memory bounded by about two blocks of ``block_bytes`` plus the (nT, nT) Gram
 matrix on one machine; or on a Dask distributed cluster through :mod:`dask.array` inside
 :func:`execution` with a scheduler address (the way the sweep engine connects:
-``distributed.Client(address)``), with the same answers but worker memory not yet bounded by
-the chunk size (docs/benchmarks.md, "Tokens larger than memory").
+``distributed.Client(address)``), with the same answers; there the Gram pass's worker memory
+is not yet bounded by a few chunks (docs/benchmarks.md, "Tokens larger than memory").
 
 Tokens on disk are a read-only :class:`numpy.memmap` (see :mod:`margin_solver.ondisk`): the
 passes read each block from its file with plain reads into a fresh array, so the resident
