@@ -23,6 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from margin_solver.fileio import atomic_write
+from margin_solver.ooc import check_disk_tokens, is_on_disk, require_memory
 from margin_solver.validation import (
     MAX_MAGNITUDE,
     InvalidInputError,
@@ -168,6 +169,32 @@ class PaperDistribution:
             Number of samples (>= 1).
         seed : int or numpy.random.SeedSequence, optional
             Seeds independent child streams for labels, flips, signal positions and noise.
+
+        Raises
+        ------
+        InvalidInputError
+            The tokens (plus the finiteness check's mask) do not fit in the available
+            memory; :func:`margin_solver.generate.write_paper_dataset` writes the same
+            samples to disk in blocks.
+        """
+        check_int(n, "n", 1)
+        require_memory(
+            9 * n * self.T * self.d,  # float64 tokens and Dataset's boolean finiteness mask
+            f"the tokens of {n} samples (n x T x d = {n} x {self.T} x {self.d} float64)",
+            "write them to disk in blocks with margin_solver.generate.write_paper_dataset(path, "
+            "dist, n, seed), the same samples, and load that directory",
+        )
+        draw = self.draw_labels(n, seed)
+        X = self.tokens(draw.noise_rng, draw.clean_y, draw.signal_index)
+        return Dataset(X=X, y=draw.y, clean_y=draw.clean_y, signal_index=draw.signal_index,
+                       params=draw.params)
+
+    def draw_labels(self, n: int, seed: SeedLike = None) -> LabelDraw:
+        """Labels, flips and signal positions of ``n`` samples, and the stream of their noise.
+
+        :meth:`sample` is ``draw_labels`` followed by :meth:`tokens` on all samples; drawing
+        the tokens in consecutive blocks of samples from the same stream gives the same
+        tokens bit for bit (:func:`margin_solver.generate.write_paper_dataset`).
         """
         check_int(n, "n", 1)
         ss = _seed_sequence(seed)
@@ -179,7 +206,14 @@ class PaperDistribution:
             pos = np.zeros(n, dtype=np.int64)
         else:
             pos = r_pos.integers(0, self.T, size=n)
-        X = r_noise.standard_normal((n, self.T, self.d))
+        params = {**asdict(self), "rho": self.signal_norm, "snr": self.signal_to_noise}
+        params.update(n=n, kappa=self.kappa(n), seed=_seed_repr(ss))
+        return LabelDraw(y, clean, pos, r_noise, params)
+
+    def tokens(self, rng: np.random.Generator, clean_y: np.ndarray, signal_index: np.ndarray) -> np.ndarray:
+        """Tokens (k, T, d) of the next ``k = len(clean_y)`` samples, drawing their noise from ``rng``."""
+        k = len(clean_y)
+        X = rng.standard_normal((k, self.T, self.d))
         X *= self.sigma
         if self.noise == "projected":
             basis = self._signal_basis()
@@ -188,15 +222,24 @@ class PaperDistribution:
             else:
                 X[:, :, : basis.shape[0]] = 0.0
         mu = self.signal_vectors()
-        X[np.arange(n), pos] = mu[(clean < 0).astype(int)]
-        params = {**asdict(self), "rho": self.signal_norm, "snr": self.signal_to_noise}
-        params.update(n=n, kappa=self.kappa(n), seed=_seed_repr(ss))
-        return Dataset(X=X, y=y, clean_y=clean, signal_index=pos, params=params)
+        X[np.arange(k), signal_index] = mu[(clean_y < 0).astype(int)]
+        return X
 
     def sample_train_test(self, n_train: int, n_test: int, seed: SeedLike = None) -> tuple[Dataset, Dataset]:
         """Draw a training and a test set from separate random streams of one seed."""
         s_train, s_test = _seed_sequence(seed).spawn(2)
         return self.sample(n_train, s_train), self.sample(n_test, s_test)
+
+
+@dataclass(frozen=True)
+class LabelDraw:
+    """What :meth:`PaperDistribution.draw_labels` draws: everything but the tokens."""
+
+    y: np.ndarray
+    clean_y: np.ndarray
+    signal_index: np.ndarray
+    noise_rng: np.random.Generator
+    params: dict[str, Any]
 
 
 class Dataset:
@@ -205,6 +248,9 @@ class Dataset:
     Parameters
     ----------
     X : array-like of shape (n_samples, n_tokens, n_features)
+        A :class:`numpy.memmap` (tokens on disk, :mod:`margin_solver.ondisk`) is kept as it
+        is: its shape and dtype are checked here, its values by the blocked passes of
+        :mod:`margin_solver.ooc` as they read them.
     y : array-like of shape (n_samples,)
         Observed labels in {-1, +1}.
     clean_y : array-like of shape (n_samples,), optional
@@ -229,7 +275,7 @@ class Dataset:
         signal_index: Any = None,
         params: dict[str, Any] | None = None,
     ):
-        self.X = check_tokens(X)
+        self.X = check_disk_tokens(X) if is_on_disk(X) else check_tokens(X)
         n, T, _ = self.X.shape
         check_min_samples(n)
         self.y = check_labels(y, n).astype(np.int64)
@@ -312,7 +358,8 @@ class Dataset:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Dataset:
-        """Read a dataset written by :meth:`save` or any ``.npz`` with arrays ``X`` and ``y``.
+        """Read a dataset written by :meth:`save` or any ``.npz`` with arrays ``X`` and ``y``,
+        or a dataset directory with the tokens on disk (:mod:`margin_solver.ondisk`).
 
         Optional arrays ``clean_y``, ``signal_index`` and a JSON string ``params_json``
         are read when present. Pickled content is never loaded.
@@ -324,6 +371,8 @@ class Dataset:
             object arrays, or its arrays fail validation.
         """
         path = Path(path)
+        if path.is_dir():
+            return cls._load_dir(path)
         if not path.is_file():
             raise InvalidInputError(f"No dataset file at {str(path)!r}.")
         if not (zipfile.is_zipfile(path) or _starts_with(path, NPY_MAGIC)):
@@ -358,6 +407,17 @@ class Dataset:
             return cls(params=params, **arrays)
         except InvalidInputError as exc:
             raise InvalidInputError(f"{path.name}: {exc}") from None
+
+    @classmethod
+    def _load_dir(cls, path: Path) -> Dataset:
+        from margin_solver.ondisk import read_on_disk
+
+        arrays = read_on_disk(path)
+        params = _parse_params(arrays.pop("params_json", None), path.name)
+        try:
+            return cls(params=params, **arrays)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{path.name}/: {exc}") from None
 
     def __repr__(self) -> str:
         extra = ""
@@ -398,7 +458,7 @@ def as_dataset(X: Any, y: Any = None, name: str = "X") -> Dataset:
 
 
 def load_dataset(path: str | os.PathLike) -> Dataset:
-    """Load a dataset from ``.npz`` (see :meth:`Dataset.load`)."""
+    """Load a dataset from ``.npz`` or a dataset directory (see :meth:`Dataset.load`)."""
     return Dataset.load(path)
 
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from margin_solver.validation import check_memory
+from margin_solver.ooc import is_on_disk, materialize, project, token_gram
+from margin_solver.validation import check_magnitude, check_memory
 
 __all__ = [
     "LossGrads",
@@ -37,6 +38,7 @@ __all__ = [
     "output_grad_p",
     "outputs",
     "scores",
+    "scores_and_values",
     "softmax",
     "token_loss_and_grads",
     "token_values",
@@ -64,7 +66,15 @@ def softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def scores(X: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Attention scores ``a_i = X_i p``, shape (n, T)."""
-    return X @ p
+    return project(X, [p])[0] if is_on_disk(X) else X @ p
+
+
+def scores_and_values(X: np.ndarray, p: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Scores ``X_i p`` and token values ``X_i v``, shape (n, T) each; one pass over tokens on disk."""
+    if is_on_disk(X):
+        a, u = project(X, [p, v])
+        return a, u
+    return X @ p, X @ v
 
 
 def attention(X: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -79,7 +89,7 @@ def attended_features(X: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 def token_values(X: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Token values ``u_i = X_i v``, shape (n, T)."""
-    return X @ v
+    return project(X, [v])[0] if is_on_disk(X) else X @ v
 
 
 def outputs(X: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -91,7 +101,8 @@ def outputs(X: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
     >>> float(outputs(X, np.array([2.0, 4.0]), np.zeros(2))[0])
     3.0
     """
-    return np.sum(attention(X, p) * token_values(X, v), axis=1)
+    a, u = scores_and_values(X, p, v)
+    return np.sum(softmax(a) * u, axis=1)
 
 
 def margins(X: np.ndarray, y: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -201,7 +212,9 @@ class TokenGram:
     Parameters
     ----------
     X : ndarray of shape (n_samples, n_tokens, n_features)
-        The training tokens spanning ``v`` and ``p``.
+        The training tokens spanning ``v`` and ``p``. Tokens on disk (a
+        :class:`numpy.memmap`) are read in blocks over d (:func:`margin_solver.ooc.token_gram`,
+        locally or on Dask) and checked for NaN, inf and magnitude on the way.
 
     Notes
     -----
@@ -213,6 +226,12 @@ class TokenGram:
     """
 
     def __init__(self, X: np.ndarray):
+        if is_on_disk(X):
+            self.n, self.T, self.d = X.shape
+            H, peak = token_gram(X)
+            check_magnitude(np.array([peak]), "X")
+            self.H = _exactly_symmetric(H)
+            return
         X = np.asarray(X, dtype=np.float64)
         self.n, self.T, self.d = X.shape
         m = self.n * self.T
@@ -274,9 +293,10 @@ class TokenGram:
     def materialize(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
         """Dense vector ``X^T coef = sum_it coef_it x_it``; shape (d,).
 
-        ``coef`` of shape (k, n, T) gives k vectors, shape (k, d), in one pass over X.
+        ``coef`` of shape (k, n, T) gives k vectors, shape (k, d), in one pass over X
+        (in blocks over d for tokens on disk).
         """
-        return np.tensordot(coef, X, axes=2)
+        return materialize(X, coef) if is_on_disk(X) else np.tensordot(coef, X, axes=2)
 
 
 def conflicting_pairs(X: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from margin_solver.data import Dataset
-from margin_solver.kernel import attention, token_values
+from margin_solver.kernel import scores_and_values, softmax
 from margin_solver.results import to_jsonable
 from margin_solver.validation import InvalidInputError, check_vector
 
@@ -95,8 +95,9 @@ def trusted_metrics(
     and ``signal_index`` (shape (n,), checked by the caller) stand in for the dataset's when
     it lacks them, e.g. the checker's estimates.
     """
-    s = attention(data.X, p)
-    f = np.sum(s * token_values(data.X, v), axis=1)
+    a, u = scores_and_values(data.X, p, v)  # one pass (in blocks for tokens on disk)
+    s = softmax(a)
+    f = np.sum(s * u, axis=1)
     return output_metrics(f, s, data, clean_y, signal_index)
 
 

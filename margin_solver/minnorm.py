@@ -79,6 +79,7 @@ from margin_solver.bounds import (
 from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import TokenGram, conflicting_pairs, margins
 from margin_solver.progress import ProgressBar
+from margin_solver.ooc import is_on_disk
 from margin_solver.results import (
     FAILED,
     INACCURATE,
@@ -281,7 +282,9 @@ def solve_min_norm(
     ----------
     X : array-like of shape (n_samples, n_tokens, n_features) or Dataset
         Training tokens; a :class:`~margin_solver.data.Dataset` supplies its own ``y``
-        (then leave ``y`` as None).
+        (then leave ``y`` as None). A Dataset with tokens on disk (a dataset directory,
+        :mod:`margin_solver.ondisk`) runs in the kernel form with the passes over X in blocks
+        (:mod:`margin_solver.ooc`; on Dask inside ``ooc.execution(scheduler=...)``).
     y : array-like of shape (n_samples,), optional
         Labels in {-1, +1}; required unless ``X`` is a Dataset.
     R : float
@@ -409,7 +412,12 @@ def solve_min_norm(
             + (f" ({len(conflicts)} such pairs)" if len(conflicts) > 1 else "")
         )
         return _warn(_no_point(R, "dense", INFEASIBLE, why, None, start_time, tol))
-    use_kernel = form == "kernel" or (form == "auto" and d > n * T)
+    if is_on_disk(X) and form == "dense":
+        raise InvalidInputError(
+            "form='dense' needs the tokens in memory; tokens on disk run in the kernel form "
+            "(form='auto' or 'kernel')."
+        )
+    use_kernel = form == "kernel" or (form == "auto" and (d > n * T or is_on_disk(X)))
     gram = TokenGram(X)
     solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
 
@@ -592,6 +600,8 @@ def _search_seed(seed) -> np.random.SeedSequence | None:
 def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(X, Dataset) or y is None:
         data = as_dataset(X, y)
+        if is_on_disk(data.X):  # checked block by block in the Gram pass (TokenGram)
+            return data.X, data.y.astype(np.float64)
         return check_magnitude(data.X, "X"), data.y.astype(np.float64)
     # plain arrays skip Dataset, whose n >= 2 rule P_R does not need
     X = check_magnitude(check_tokens(X), "X")

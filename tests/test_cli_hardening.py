@@ -81,7 +81,7 @@ SWEEP = ["sweep", "--n", "8", "--d", "20", "--methods", "uniform-svm", "--n-test
 CASES = {
     # solve
     "solve missing file": (["solve", "{missing}", "--R", "1"], r"No dataset file"),
-    "solve directory": (["solve", "{dir}", "--R", "1"], r"No dataset file"),
+    "solve directory": (["solve", "{dir}", "--R", "1"], r"is not a dataset directory: it lacks X.npy"),
     "solve not a zip": (["solve", "{text}", "--R", "1"], r"text.npz is not an .npz archive"),
     "solve truncated": (["solve", "{truncated}", "--R", "1"], r"truncated.npz is a damaged or truncated .npz archive"),
     "solve NaN": (["solve", "{nan}", "--R", "1"], r"X contains NaN"),

@@ -8,7 +8,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
-from margin_solver.cli import EXIT_CAVEAT, EXIT_OK, check_outputs, exit_status
+from margin_solver.cli import EXIT_CAVEAT, EXIT_OK, CLIError, check_outputs, exit_status
 
 if TYPE_CHECKING:
     from margin_solver.minnorm import MinNormResult
@@ -21,8 +21,13 @@ EXAMPLE = "margin-solver solve train.npz --R 0.5 --certify --json result.json"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``solve`` verb."""
     from margin_solver.minnorm import DEFAULT_GAP_TOL, FORMS
+    from margin_solver.ooc import DEFAULT_BLOCK_BYTES
 
-    parser.add_argument("data", help="dataset file (.npz with arrays X (n, T, d) and y (n,))")
+    parser.add_argument(
+        "data",
+        help="dataset file (.npz with arrays X (n, T, d) and y (n,)) or dataset directory "
+        "(X.npy + labels.npz: tokens on disk, read in blocks)",
+    )
     parser.add_argument(
         "--R",
         type=float,
@@ -68,6 +73,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="warm start: the p of a solution file (JSON with 'v' and 'p', e.g. from gd --json)",
     )
     parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Dask scheduler (e.g. tcp://127.0.0.1:8786) for the passes over tokens on disk",
+    )
+    parser.add_argument(
+        "--block-mb",
+        type=float,
+        help=f"MB of tokens on disk per block (default {DEFAULT_BLOCK_BYTES // 2**20})",
+    )
+    parser.add_argument(
         "--no-progress",
         action="store_true",
         help="hide the progress bars (shown on a terminal: lower bound, then the starts)",
@@ -83,18 +98,25 @@ def run(args: argparse.Namespace) -> int:
     """
     from margin_solver.data import load_dataset
     from margin_solver.fileio import write_json
+    from margin_solver.ooc import execution
     from margin_solver.results import ConvergenceWarning
     from margin_solver.solutions import read_solution
 
     check_outputs(args.json)
+    block_bytes = None
+    if args.block_mb is not None:
+        if not 0 < args.block_mb < math.inf:
+            raise CLIError(f"--block-mb must be a positive number, got {args.block_mb}.")
+        block_bytes = max(1, int(args.block_mb * 2**20))
     data = load_dataset(args.data)
     p0 = None if args.p0 is None else read_solution(args.p0, data.d)[1]
-    with warnings.catch_warnings():  # the summary states the status; one line on stderr below
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        result = _solve(args, data, p0)
-    if args.json:
-        write_json(args.json, result)
-    print(_summary(result, data))
+    with execution(scheduler=args.scheduler, block_bytes=block_bytes):
+        with warnings.catch_warnings():  # the summary states the status; one line on stderr
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            result = _solve(args, data, p0)
+        if args.json:
+            write_json(args.json, result)
+        print(_summary(result, data))  # evaluates on data: another pass over tokens on disk
     if args.json:
         print(f"wrote {args.json}")
     code = exit_status(result)
