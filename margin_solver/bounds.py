@@ -17,14 +17,17 @@ Two exact methods:
     fixed samples alone has fewer constraints than any completion, so its norm bounds the
     node from below. When that SVM's v already satisfies every free sample through some
     token, the node is solved (its best completion is that v). Otherwise each free sample's
-    tokens get a cheap lifted bound (:func:`_lifted_bounds`, from the strong convexity of the
-    node's SVM); the node is pruned when the hardest free sample's smallest lifted bound
+    tokens get a cheap lifted bound (:func:`~margin_solver.selection.lifted_bounds`, from the
+    strong convexity of the node's SVM); the node is pruned when the hardest free sample's smallest lifted bound
     reaches the incumbent, else that sample is branched on, one child per token whose lifted
     bound is below the incumbent. The incumbent
     starts from the hard-selection alternation (:func:`hard_selection_alternation`) from the
     first GD step's v (``v_1 ∝ sum_i y_i xbar_i``), and nodes whose bound reaches it are
     pruned. With a time limit the result still carries a proven bound: the smallest bound of
     the open nodes and solved leaves.
+
+With ``R`` given, :func:`global_lower_bound` bounds P_R itself through the attention that
+``||p|| <= R`` can reach (:mod:`margin_solver.rbounds`): ``bound_kind="finite-R"``.
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from margin_solver.alternating import KernelForm, descend
 from margin_solver.blas import single_threaded_blas
 from margin_solver.kernel import TokenGram
 from margin_solver.progress import ProgressBar
+from margin_solver.rbounds import finite_r_bound
 from margin_solver.results import (
     FAILED,
     INFEASIBLE,
@@ -49,10 +54,14 @@ from margin_solver.results import (
     ConvergenceWarning,
     ResultMixin,
 )
+from margin_solver.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
+from margin_solver.sdpbound import lagrangian_bound
 from margin_solver.selection import (
     SelectionSVM,
+    attention_svm,
     best_tokens,
     hard_selection_alternation,
+    lifted_bounds,
     selection_svm,
     token_margins,
 )
@@ -66,6 +75,8 @@ from margin_solver.validation import (
 
 __all__ = [
     "BOUND_METHODS",
+    "FINITE_R",
+    "HARD_SELECTION",
     "LowerBoundResult",
     "first_step_margins",
     "global_lower_bound",
@@ -75,6 +86,10 @@ __all__ = [
 #: Methods of :func:`global_lower_bound`.
 BOUND_METHODS = ("auto", "enumerate", "bnb")
 
+#: ``LowerBoundResult.bound_kind`` values.
+HARD_SELECTION = "hard-selection"
+FINITE_R = "finite-R"
+
 #: ``method="auto"`` enumerates when T^n is at most this, else runs branch-and-bound.
 ENUMERATION_LIMIT = 2**8
 
@@ -83,23 +98,31 @@ ENUMERATION_LIMIT = 2**8
 _SATISFIED_TOL = 1e-9
 # Relative slack under which a node bound counts as reaching the incumbent (prune).
 _PRUNE_RTOL = 1e-12
+# The finite-R branch-and-bound stops when its proven bound has not risen for this many
+# seconds: on degenerate inputs (d = 1, samples with equal tokens) its relaxation cannot
+# tighten, and a certify call should not spend its whole time limit there.
+_STALL_TIME = 5.0
 
 
 @dataclass(repr=False)
 class LowerBoundResult(ResultMixin):
-    """The hard-selection lower bound LB.
+    """A certified lower bound on P_R: the hard-selection bound LB, or the finite-R bound.
 
     Attributes
     ----------
     value : float
-        The proven lower bound on LB, hence on P_R for every R: LB itself when
-        ``status == "optimal"`` (up to 1e-9 relative), the best bound proven so far with
-        ``"time_limit"``, ``inf`` when infeasible (no v satisfies any selection, so P_R is
-        infeasible for every R).
+        The proven lower bound. ``bound_kind="hard-selection"``: on LB, hence on P_R for
+        every R; LB itself when ``status == "optimal"`` (up to 1e-9 relative), the best bound
+        proven so far with ``"time_limit"``, ``inf`` when infeasible (no v satisfies any
+        selection, so P_R is infeasible for every R). ``bound_kind="finite-R"``: on P_R for
+        the given R; within ``gap_tol`` of ``incumbent`` when ``"optimal"``.
     incumbent : float
-        ``||v||`` of the best selection found (an upper bound on LB).
+        Hard-selection: ``||v||`` of the best selection found (an upper bound on LB, not on
+        P_R). Finite-R: the smallest ``||v||`` of a point (v, p) with ``||p|| <= R`` found
+        feasible for P_R (an upper bound on P_R), inf when none was found.
     selection : ndarray of int, shape (n,) or None
-        Token of each sample in the best selection found.
+        Token of each sample in the best selection found (finite-R: each sample's most
+        attended token at the incumbent, when its attention is known).
     status : str
         ``"failed"`` (an SVM's engines all broke down: ``value`` is the trivial bound 0),
         ``"optimal"`` (the search finished: ``value`` is LB), ``"time_limit"`` (the
@@ -108,14 +131,19 @@ class LowerBoundResult(ResultMixin):
         selection can be separated: P_R is infeasible for every R). docs/statuses.md.
     message : str
     method : str
-        ``"enumerate"`` or ``"bnb"``.
+        ``"enumerate"`` or ``"bnb"`` (``"bnb"`` for the finite-R bound).
     nodes : int
         SVMs solved (selections for enumeration, nodes for branch-and-bound).
     solve_time : float
         Wall-clock seconds, including the token Gram product.
     certified : bool
         True when the search finished, so that ``value`` is proven to be LB itself (or LB's
-        infeasibility is proven); False after a time limit.
+        infeasibility is proven); False after a time limit. Finite-R: True when the gap to
+        the incumbent is within ``gap_tol`` (or infeasibility of P_R is proven).
+    bound_kind : str
+        ``"hard-selection"`` (valid for every R) or ``"finite-R"`` (valid for ``R``).
+    R : float or None
+        The radius the bound is for (None for the hard-selection bound).
     """
 
     value: float
@@ -127,10 +155,12 @@ class LowerBoundResult(ResultMixin):
     nodes: int
     solve_time: float
     certified: bool = False
+    bound_kind: str = HARD_SELECTION
+    R: float | None = None
 
     @property
     def gap(self) -> float:
-        """``(incumbent - value) / incumbent``: 0 when LB is solved exactly."""
+        """``(incumbent - value) / incumbent``: 0 when the bound is attained."""
         if not math.isfinite(self.incumbent):
             return math.nan
         return (self.incumbent - self.value) / self.incumbent
@@ -148,11 +178,14 @@ def global_lower_bound(
     y,
     method: str = "auto",
     *,
+    R: float | None = None,
     time_limit: float = 60.0,
+    gap_tol: float = 1e-4,
     gram: TokenGram | None = None,
     progress: bool = False,
 ) -> LowerBoundResult:
-    """Compute the hard-selection lower bound LB on P_R (valid for every R).
+    """Compute a certified lower bound on P_R: the hard-selection bound LB, or with ``R``
+    the finite-R bound.
 
     Parameters
     ----------
@@ -160,15 +193,29 @@ def global_lower_bound(
     y : array-like of shape (n_samples,)
         Labels in {-1, +1}.
     method : {"auto", "enumerate", "bnb"}, default="auto"
+        How LB is computed (with ``R``: LB is the finite-R bound's first stage):
         ``"auto"`` enumerates when ``T**n <= 256`` and runs branch-and-bound otherwise.
+    R : float, optional
+        Radius of the ball ``||p|| <= R``. Without it (the default) the bound is LB, valid
+        for every R (``bound_kind="hard-selection"``). With it the bound is for P_R at this
+        R (``bound_kind="finite-R"``): the alternating descent's best point is the
+        incumbent, and LB, then (T = 2) the Lagrangian bound
+        (:func:`margin_solver.sdpbound.lagrangian_bound`), then branch-and-bound over the
+        attention the ball can reach (:func:`margin_solver.rbounds.finite_r_bound`) run
+        until one is within ``gap_tol`` of it (docs/theory.md, "Finite-R lower bound").
+        With T = 1 attention plays no role and LB is P_R itself, so LB is returned.
     time_limit : float, default=60.0
         Seconds after which branch-and-bound stops with status ``"time_limit"`` and the best
         bound proven so far (enumeration ignores it: use it only where T^n is small).
+    gap_tol : float, default=1e-4
+        Finite-R bound only: stop, with status ``"optimal"``, once the relative gap between
+        the incumbent and the proven bound is at most this. (LB is solved to 1e-9.)
     gram : TokenGram, optional
         Precomputed token Gram matrix of ``X`` (saves the O((nT)^2 d) product).
     progress : bool, default=False
         Show a progress bar on stderr (selections enumerated; or branch-and-bound's elapsed
-        time against ``time_limit``, with nodes, proven bound and best selection).
+        time against ``time_limit``, with nodes, proven bound and best selection, and for
+        the finite-R bound the proven gap).
 
     Returns
     -------
@@ -177,7 +224,8 @@ def global_lower_bound(
     Raises
     ------
     InvalidInputError
-        On malformed X or y, an unknown method or a non-positive time limit.
+        On malformed X or y, an unknown method, a non-positive R, time limit or gap
+        tolerance.
 
     Examples
     --------
@@ -195,8 +243,12 @@ def global_lower_bound(
             f"Unknown method {method!r}; expected one of {list(BOUND_METHODS)}."
         )
     time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
+    if R is not None:
+        R = check_positive(R, "R")
+        gap_tol = check_positive(gap_tol, "gap_tol")
     H = (gram if gram is not None else TokenGram(X)).H
-    result = trusted_lower_bound(H, y, T, method, time_limit, progress, start)
+    result = trusted_lower_bound(H, y, T, method, time_limit, progress, start, R=R, X=X,
+                                 gap_tol=gap_tol)
     if not result.success:
         warnings.warn(f"global_lower_bound returned status {result.status!r}: {result.message}",
                       ConvergenceWarning, stacklevel=2)
@@ -211,16 +263,25 @@ def trusted_lower_bound(
     time_limit: float,
     progress: bool,
     start: float,
+    *,
+    R: float | None = None,
+    X: np.ndarray | None = None,
+    gap_tol: float = 1e-4,
 ) -> LowerBoundResult:
     """:func:`global_lower_bound` on checked inputs (the worker behind that door).
 
     ``H`` is the exactly symmetric (nT, nT) token Gram matrix
     (:attr:`margin_solver.kernel.TokenGram.H`), ``y`` float64 labels in {-1, +1}, ``method``
     one of :data:`BOUND_METHODS`, ``time_limit`` positive; ``start`` the
-    :func:`time.perf_counter` reading the solve time counts from. Nothing is validated: for
-    callers that validated the data already (:func:`margin_solver.minnorm.solve_min_norm`).
+    :func:`time.perf_counter` reading the solve time counts from. With ``R`` (positive) the
+    finite-R bound, which also needs the tokens ``X`` (for the alternating solver's
+    incumbent) and ``gap_tol`` (positive). Nothing is validated: for callers that validated
+    the data already (:func:`margin_solver.minnorm.solve_min_norm`).
     """
     n = len(y)
+    if R is not None and T > 1:
+        with single_threaded_blas():
+            return _finite_r(X, y, H, R, method, time_limit, gap_tol, start, progress)
     if method == "auto":
         method = "enumerate" if T**n <= ENUMERATION_LIMIT else "bnb"
     with single_threaded_blas():
@@ -237,6 +298,130 @@ def trusted_lower_bound(
 
 # elapsed seconds against the time limit, then nodes, proven bound and best selection
 _BNB_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} s{postfix}"
+
+
+def _finite_r(
+    X: np.ndarray,
+    y: np.ndarray,
+    H: np.ndarray,
+    R: float,
+    method: str,
+    time_limit: float,
+    gap_tol: float,
+    start: float,
+    progress: bool,
+) -> LowerBoundResult:
+    """The finite-R bound: the alternating solver's point as incumbent, then the bounds in
+    order of cost until one is within ``gap_tol`` of it: LB (valid for every R, tight at large
+    R; at most a quarter of the time), the Lagrangian bound (T = 2), branch-and-bound over
+    score boxes for the time left. The largest bound proven is kept."""
+    n, T, _ = X.shape
+    total = time_limit if math.isfinite(time_limit) else None
+    with ProgressBar(progress, total=total, desc="lower bound (finite R)", unit="s",
+                     bar_format=_BNB_BAR) as bar:
+
+        def show(bound: float) -> None:
+            gap = (incumbent - bound) / incumbent if math.isfinite(incumbent) else math.nan
+            bar.set_to(min(time.perf_counter() - start, time_limit), bound=f"{bound:.6g}",
+                       best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
+
+        incumbent, selection = _descent_incumbent(X, H, y, R)
+        methods = [HARD_SELECTION]
+        clash = _equal_samples_opposite_labels(H, y, T)
+        if clash is not None:
+            return LowerBoundResult(
+                math.inf, math.inf, None, INFEASIBLE,
+                f"infeasible: samples {clash[0]} and {clash[1]} have the same tokens and "
+                "opposite labels, so every p gives them the same feature", HARD_SELECTION, 0,
+                time.perf_counter() - start, certified=True, bound_kind=FINITE_R, R=R)
+        if method == "enumerate" or (method == "auto" and T**n <= ENUMERATION_LIMIT):
+            best, nodes = _enumerate(H, y, T, ProgressBar(False))
+            hard = best.norm
+        else:
+            budget = (time_limit - (time.perf_counter() - start)) / 4
+            lb = _branch_and_bound(H, y, T, budget, time.perf_counter(), ProgressBar(False))
+            hard, nodes = lb.value, lb.nodes
+        if hard == math.inf:
+            return LowerBoundResult(
+                math.inf, math.inf, None, INFEASIBLE,
+                "infeasible: no token selection can be separated, so no (v, p) interpolates "
+                "the data for any R", HARD_SELECTION, nodes, time.perf_counter() - start,
+                certified=True, bound_kind=FINITE_R, R=R)
+        proven = min(hard, incumbent)
+        show(proven)
+        if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and proven < incumbent * (1 - gap_tol):
+            left = time_limit - (time.perf_counter() - start)
+            proven = max(proven, min(lagrangian_bound(H, y, R, time_limit=left / 2).value,
+                                     incumbent))
+            methods.append("lagrangian")
+            show(proven)
+        if proven < incumbent * (1 - gap_tol):
+            methods.append("bnb")
+            found = finite_r_bound(H, y, T, R, incumbent=incumbent, time_limit=time_limit,
+                                   gap_tol=gap_tol, start=start, bar=bar, floor=proven,
+                                   stall_time=_STALL_TIME)
+            nodes += found.nodes
+            if found.status == INFEASIBLE:
+                return LowerBoundResult(
+                    math.inf, math.inf, None, INFEASIBLE,
+                    f"proven infeasible at R = {R:.6g}: every node of the finite-R "
+                    "branch-and-bound was certified infeasible", "+".join(methods), nodes,
+                    time.perf_counter() - start, certified=True, bound_kind=FINITE_R, R=R)
+            incumbent = found.incumbent
+            proven = max(proven, min(found.value, incumbent))
+            if found.scores is not None:
+                selection = np.argmax(np.hstack([np.zeros((n, 1)), found.scores]), axis=1)
+    method = "+".join(methods)
+    gap = (incumbent - proven) / incumbent if math.isfinite(incumbent) else math.inf
+    if gap <= gap_tol:
+        status = OPTIMAL
+        message = (f"finite-R bound ({method}) within relative gap {gap:.3g} <= {gap_tol:.3g} "
+                   f"of the best point found: bound {proven:.6g}, best {incumbent:.6g}")
+    else:
+        status = TIME_LIMIT
+        message = (f"stopped ({method}, {nodes} SVMs) at the time limit or after "
+                   f"{_STALL_TIME:g} s without progress; proven finite-R bound {proven:.6g}, "
+                   f"best point {incumbent:.6g} (relative gap {gap:.3g})")
+    return LowerBoundResult(proven, incumbent, selection, status, message, method, nodes,
+                            time.perf_counter() - start, certified=status == OPTIMAL,
+                            bound_kind=FINITE_R, R=R)
+
+
+def _descent_incumbent(
+    X: np.ndarray, H: np.ndarray, y: np.ndarray, R: float
+) -> tuple[float, np.ndarray | None]:
+    """The smallest ``||v||`` the alternating descent reaches from p = 0 and from the
+    hard-selection alternation's selection realised with norm R (two of
+    :func:`margin_solver.minnorm.solve_min_norm`'s starts), with each sample's most attended
+    token there; ``(inf, None)`` when neither start is feasible."""
+    n, T, d = X.shape
+    form = KernelForm(X, TokenGram.from_gram(H, n, T, d))
+    starts = [form.zeros()]
+    hard = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+    coefficients = attention_svm(H, T, hard.tokens, R) if hard.feasible else None
+    if coefficients is not None:
+        starts.append(form.from_coefficients(coefficients))
+    best, selection = math.inf, None
+    for p0 in starts:
+        run = descend(form, y, p0, R)
+        if run.point.feasible and run.norm < best:
+            best, selection = run.norm, np.argmax(run.point.attention, axis=1)
+    return best, selection
+
+
+def _equal_samples_opposite_labels(
+    H: np.ndarray, y: np.ndarray, T: int
+) -> tuple[int, int] | None:
+    """Two samples whose tokens agree one by one (squared distance below 100 eps of their
+    squared norms, as :mod:`margin_solver.vstep` tells equal features) with opposite labels."""
+    n = len(y)
+    sq = np.diag(H).reshape(n, T)
+    H4 = H.reshape(n, T, n, T)
+    cross = np.einsum("itjt->ijt", H4)
+    dist = sq[:, None, :] + sq[None, :, :] - 2 * cross
+    same = (dist <= 100 * np.finfo(np.float64).eps * (sq[:, None, :] + sq[None, :, :])).all(axis=2)
+    clash = np.argwhere(np.triu(same & (y[:, None] != y[None, :]), k=1))
+    return (int(clash[0, 0]), int(clash[0, 1])) if clash.size else None
 
 
 def _enumerate(
@@ -304,7 +489,7 @@ def _branch_and_bound(
             if completed.norm < incumbent.norm:
                 incumbent = completed
             continue
-        lifted = _lifted_bounds(node.svm.norm, margins[free], token_sq_norms[free])
+        lifted = lifted_bounds(node.svm.norm, margins[free], token_sq_norms[free])
         hardest = np.argmax(lifted.min(axis=1))
         if lifted[hardest].min() >= incumbent.norm * (1 + _PRUNE_RTOL):
             continue
@@ -320,23 +505,6 @@ def _branch_and_bound(
     bound = min([incumbent.norm, closed_floor] + [node.bound for node in heap])
     status = OPTIMAL if not heap else TIME_LIMIT
     return _finish(incumbent, bound, status, "bnb", nodes, start, failed)
-
-
-def _lifted_bounds(norm: float, margins: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
-    """Lower bounds on the SVM norm after adding one token constraint to a solved node.
-
-    The node's v_F is the min-norm point of its convex feasible set, so every v in that set
-    has ``||v||^2 >= ||v_F||^2 + ||v - v_F||^2``; a new constraint ``y <v, x> >= 1`` where v_F
-    has margin m needs ``||v - v_F|| >= (1 - m)_+ / ||x||``. Hence, per token,
-    ``sqrt(||v_F||^2 + (1 - m)_+^2 / ||x||^2)`` (inf for a zero token that cannot help).
-    A free sample needs some token, so the node is bounded by the largest over free samples
-    of the smallest over their tokens: the node can be pruned, and a child skipped, without
-    solving its SVM.
-    """
-    deficit = np.maximum(1.0 - margins, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lift = np.where(deficit > 0, deficit**2 / sq_norms, 0.0)
-    return np.sqrt(norm**2 + lift)
 
 
 def _finish(

@@ -17,8 +17,8 @@ feasible norm:
     The hard-selection alternation from that selection (best token for v, SVM on those
     tokens, repeat), realised the same way.
 ``"lb_selection"``
-    With ``certify=True``: the selection of the lower bound LB, realised the same way; as R
-    grows P_R approaches LB through it whenever the selection is linearly separable.
+    With ``certify=True``: the selection the lower bound reports (the finite-R bound: each
+    sample's most attended token at the best point it found), realised the same way.
 ``"random_k"``
     ``n_random_starts`` seeded random p of norm R in the span of the tokens.
 
@@ -36,8 +36,8 @@ continuation in R with a penalised v-step, more random starts), stopping as soon
 to the bound closes.
 
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
-hard-selection bound LB (:func:`margin_solver.bounds.global_lower_bound`) gives a lower bound
-valid for every R and the relative ``gap = (norm - lower_bound) / norm``.
+finite-R bound (:func:`margin_solver.bounds.global_lower_bound` with ``R``) gives a lower
+bound on P_R and the relative ``gap = (norm - lower_bound) / norm``.
 
 Statuses (docs/statuses.md, "Min-norm specifics"): ``optimal`` only when certified (a
 feasible point and ``gap <= gap_tol``); a descent that met its stopping test without that
@@ -158,7 +158,8 @@ class MinNormResult(ResultMixin):
     margin : float
         ``1 / norm``, the margin of the equivalent max-margin problem (``||v|| <= 1``).
     lower_bound : float or None
-        The proven global lower bound on the optimal value (``bound.value``), else None.
+        The proven lower bound on the optimal value of P_R at this R (``bound.value``, the
+        finite-R bound), else None.
     gap : float
         ``(norm - lower_bound) / norm``; NaN without a bound or a feasible point.
     status : str
@@ -293,8 +294,10 @@ def solve_min_norm(
         ``R = 1 / sqrt(d)`` gives soft attention and ``R = 100 / sqrt(d)`` nearly hard
         selection.
     certify : bool, default=False
-        Also compute the global lower bound LB and the relative gap; only a certified result
-        can have status ``"optimal"`` (without it the best status is ``"local_optimal"``).
+        Also compute a proven lower bound on P_R at this R (the finite-R bound of
+        :func:`margin_solver.bounds.global_lower_bound`) and the relative gap; only a
+        certified result can have status ``"optimal"`` (without it the best status is
+        ``"local_optimal"``).
     form : {"auto", "kernel", "dense"}, default="auto"
         ``"kernel"`` works on the token Gram matrix (per-iteration cost independent of d),
         ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``. Both build
@@ -421,13 +424,13 @@ def solve_min_norm(
     gram = TokenGram(X)
     solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
 
-    def bound_now() -> LowerBoundResult:
+    def bound_now(radius: float | None = None) -> LowerBoundResult:
         limit = max(min(bound_time_limit, deadline - time.perf_counter()), 0.0)
         return trusted_lower_bound(gram.H, y, T, bound_method, limit, progress,
-                                   time.perf_counter())
+                                   time.perf_counter(), R=radius, X=X, gap_tol=gap_tol)
 
     with single_threaded_blas():
-        bound = bound_now() if certify else None
+        bound = bound_now(R) if certify else None
         if bound is not None and bound.status == INFEASIBLE:
             return _warn(_no_point(R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE, bound,
                                    start_time, tol))

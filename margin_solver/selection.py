@@ -31,6 +31,7 @@ __all__ = [
     "attention_svm",
     "best_tokens",
     "hard_selection_alternation",
+    "lifted_bounds",
     "selection_rows",
     "selection_svm",
     "token_margins",
@@ -256,3 +257,20 @@ def attention_svm(
         if length == 0:
             return None
     return c * (R / length)
+
+
+def lifted_bounds(norm: float, margins: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
+    """Lower bounds on the SVM norm after adding one token constraint to a solved node.
+
+    The node's v_F is the min-norm point of its convex feasible set, so every v in that set
+    has ``||v||^2 >= ||v_F||^2 + ||v - v_F||^2``; a new constraint ``y <v, x> >= 1`` where v_F
+    has margin m needs ``||v - v_F|| >= (1 - m)_+ / ||x||``. Hence, per token,
+    ``sqrt(||v_F||^2 + (1 - m)_+^2 / ||x||^2)`` (inf for a zero token that cannot help).
+    A free sample needs some token, so the node is bounded by the largest over free samples
+    of the smallest over their tokens: the node can be pruned, and a child skipped, without
+    solving its SVM.
+    """
+    deficit = np.maximum(1.0 - margins, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lift = np.where(deficit > 0, deficit**2 / sq_norms, 0.0)
+    return np.sqrt(norm**2 + lift)

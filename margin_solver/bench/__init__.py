@@ -17,6 +17,8 @@ this package (``tests/test_layers.py`` checks the direction). Modules:
   measurements behind the checker's kappa band and GD's default step sizes;
 - :mod:`~margin_solver.bench.search_quality`: the min-norm solver's answer against a patient
   independent search on generated tokens;
+- :mod:`~margin_solver.bench.certificate_frontier`: how far the certified lower bound reaches
+  (finite R, T >= 3, large n);
 - :mod:`~margin_solver.bench.plots`, :mod:`~margin_solver.bench.study_plots`: figures;
 - :mod:`~margin_solver.bench.realdata`: digits and local MNIST cut into tokens;
 - :mod:`~margin_solver.bench.demo`: the job behind ``make demo``.

@@ -1,0 +1,229 @@
+"""A Lagrangian (S-lemma) lower bound on P_R for two tokens per sample, certified in numpy.
+
+For fixed attention the v-step's dual gives ``1/2 ||v*||^2 = max_alpha sum(alpha) -
+1/2 ||sum_i alpha_i y_i z_i||^2``, so for every alpha >= 0
+
+    1/2 P_R^2 >= sum(alpha) - 1/2 max_{||p|| <= R} ||w_alpha(p)||^2,
+    w_alpha(p) = sum_i alpha_i y_i z_i(p).
+
+With T = 2, ``z_i = m_i + theta_i d_i`` (``m_i`` the token mean, ``d_i = x_i1 - x_i0``,
+``theta_i = sigmoid(delta_i) - 1/2``, ``delta_i = <p, d_i>``), so ``||w_alpha||^2`` is a
+quadratic ``q(theta)``. Its maximum is bounded above by the S-lemma over three facts about
+``theta`` (docs/theory.md, "Lagrangian bound"):
+
+* ``delta`` lies in the ellipsoid ``delta^T G^+ delta <= R^2`` (``G = [<d_i, d_j>]``);
+* ``theta_i^2 = h(delta_i^2)`` with ``h(u) = tanh(sqrt(u) / 2)^2 / 4`` concave, so every
+  tangent ``theta_i^2 <= h(u_k) + h'(u_k) (delta_i^2 - u_k)`` holds;
+* ``theta_i^2 <= h(R^2 G_ii)``.
+
+Multipliers for them make ``tau - q(theta)`` a sum of squares, and then
+``P_R >= sqrt(2 sum(alpha) - tau)``. The best multipliers solve one semidefinite program
+(cvxpy + Clarabel); whatever the solver returns, the bound is recomputed here from the
+multipliers alone (:func:`_certified_value`), so solver inaccuracy can only make it weaker,
+never invalid.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["MAX_SAMPLES", "LagrangianBound", "lagrangian_bound"]
+
+#: Largest n the SDP is set up for. Measured on the shared 2-core machine (12 tangents per
+#: spacing): n = 12 in 0.3-1 s, n = 20 in 5-20 s, n = 40 in 80-190 s; at n = 100 cvxpy and
+#: Clarabel had taken 18 GB of memory before a first iterate (the run was stopped).
+MAX_SAMPLES = 30
+
+#: Tangent points per sample and spacing (|delta| and theta each evenly spaced; 2 x this).
+TANGENTS = 12
+
+# Eigenvalues of G below this fraction of the largest are raised to it: G' >= G keeps the
+# ellipsoid constraint valid (delta^T G'^-1 delta <= delta^T G^+ delta) and bounded.
+_EIG_FLOOR = 1e-12
+
+# N's smallest eigenvalue is raised to this fraction of its largest diagonal entry before
+# b^T N^-1 b is computed, so that the solve's relative error (about cond(N) eps) stays below
+# 1e-7; raising the box multipliers to do so only weakens the bound.
+_N_FLOOR = 1e-9
+# Relative safety margin on the computed largest eigenvalue.
+_ROUNDING = 1e-10
+
+
+@dataclass
+class LagrangianBound:
+    """A certified lower bound on P_R from one set of multipliers.
+
+    Attributes
+    ----------
+    value : float
+        The bound (0 when the solver returned nothing usable).
+    solver_status : str
+        The SDP solver's status.
+    solve_time : float
+        Seconds.
+    """
+
+    value: float
+    solver_status: str
+    solve_time: float
+
+
+def _h(u: np.ndarray) -> np.ndarray:
+    """``(sigmoid(sqrt(u)) - 1/2)^2 = tanh(sqrt(u) / 2)^2 / 4``."""
+    return np.tanh(np.sqrt(u) / 2) ** 2 / 4
+
+
+def _h_slope(u: np.ndarray) -> np.ndarray:
+    """``h'(u) = tanh(r / 2) sech(r / 2)^2 / (8 r)`` with ``r = sqrt(u)``; 1/16 at u = 0."""
+    r = np.sqrt(u)
+    safe = np.maximum(r, 1e-300)
+    sech = 1 / np.cosh(np.minimum(safe / 2, 300.0))  # 0 to double precision beyond
+    return np.where(r > 1e-6, np.tanh(safe / 2) * sech**2 / (8 * safe), 1 / 16)
+
+
+class _Data:
+    """The Gram blocks of the token means m_i and differences d_i, in units of mean ||x||^2."""
+
+    def __init__(self, H: np.ndarray, y: np.ndarray, R: float, tangents: int) -> None:
+        n = len(y)
+        self.scale = max(float(np.mean(np.diag(H))), np.finfo(np.float64).tiny)
+        # x -> x / sqrt(scale) with R -> R sqrt(scale) keeps every score, and divides the
+        # norm of v by sqrt(scale): P_R(X) = P_{R sqrt(s)}(X / sqrt(s)) / sqrt(s).
+        Hs = H / self.scale
+        self.R = R * math.sqrt(self.scale)
+        mean = np.zeros((n, 2 * n))
+        diff = np.zeros((n, 2 * n))
+        rows = np.arange(n)
+        mean[rows, 2 * rows] = mean[rows, 2 * rows + 1] = 0.5
+        diff[rows, 2 * rows] = -1.0
+        diff[rows, 2 * rows + 1] = 1.0
+        self.Gmm = mean @ Hs @ mean.T
+        self.Gmd = mean @ Hs @ diff.T
+        self.G = diff @ Hs @ diff.T
+        self.y = y
+        lam, U = np.linalg.eigh(self.G)
+        lam = np.maximum(lam, _EIG_FLOOR * max(lam[-1], np.finfo(np.float64).tiny))
+        self.G_half = (U * np.sqrt(lam)) @ U.T  # G'^(1/2), G' >= G
+        reach = self.R * np.sqrt(np.maximum(np.diag(self.G), 0.0))  # max |delta_i|
+        self.box = _h(reach**2)
+        # tangent points evenly spaced in |delta| over [0, reach] and, as many, evenly spaced
+        # in theta = sigmoid(delta) - 1/2 (these crowd where the sigmoid bends)
+        grid = np.linspace(0.0, 1.0, tangents)[None, :]
+        theta = np.sqrt(self.box)[:, None] * grid
+        bend = np.minimum(2 * np.arctanh(np.minimum(2 * theta, 1 - 1e-16)), reach[:, None])
+        u = np.hstack([reach[:, None] * grid, bend]) ** 2
+        self.slope = _h_slope(u)
+        self.offset = _h(u) - self.slope * u
+
+
+def lagrangian_bound(
+    H: np.ndarray, y: np.ndarray, R: float, *, tangents: int = TANGENTS,
+    time_limit: float = math.inf,
+) -> LagrangianBound:
+    """Certified lower bound on P_R for T = 2 by the S-lemma (module docstring).
+
+    Parameters
+    ----------
+    H : ndarray of shape (2n, 2n)
+        Token Gram matrix (two tokens per sample).
+    y : ndarray of shape (n,)
+        Labels in {-1, +1} (float).
+    R : float
+        Radius of the ball on p.
+    tangents : int, default=12
+        Tangent lines of h per sample and spacing (2 x this per sample).
+    time_limit : float, default=inf
+        Seconds for the SDP solver; on time-out its last iterate is certified as it is.
+
+    Returns
+    -------
+    LagrangianBound
+
+    Raises
+    ------
+    ValueError
+        When ``len(y) > MAX_SAMPLES`` (the SDP's memory and time; callers check first).
+    """
+    if len(y) > MAX_SAMPLES:
+        raise ValueError(f"the Lagrangian bound's SDP is set up for n <= {MAX_SAMPLES}")
+    import cvxpy as cp  # imported only here: half a second
+
+    start = time.perf_counter()
+    data = _Data(H, y, R, tangents)
+    n = len(y)
+    lam, U = np.linalg.eigh(np.block([[data.Gmm, data.Gmd], [data.Gmd.T, data.G]]))
+    keep = lam > n * np.finfo(np.float64).eps * lam[-1]
+    factor = U[:, keep] * np.sqrt(lam[keep])  # Gram of (m_1..m_n, d_1..d_n) = factor factor^T
+    Fm, Fd = factor[:n], factor[n:]
+    r = factor.shape[1]
+
+    alpha = cp.Variable(n, nonneg=True)
+    tau = cp.Variable()
+    mu0 = cp.Variable(nonneg=True)  # ellipsoid
+    lam_t = cp.Variable(data.slope.shape, nonneg=True)  # tangents
+    mu = cp.Variable(n, nonneg=True)  # box
+    ay = cp.multiply(alpha, y)
+    c0 = Fm.T @ ay  # w_0 = sum_i alpha_i y_i m_i in factor coordinates
+    C = Fd.T @ cp.diag(ay)  # columns alpha_i y_i d_i
+    top = (tau - mu0 * data.R**2 - data.box @ mu
+           - cp.sum(cp.multiply(data.offset, lam_t)))
+    quadratic = cp.sum(lam_t, axis=1) + mu
+    slopes = cp.sum(cp.multiply(data.slope, lam_t), axis=1)
+    lmi = cp.bmat([
+        [cp.reshape(top, (1, 1), order="C"), np.zeros((1, n)), cp.reshape(c0, (1, r), order="C")],
+        [np.zeros((n, 1)), cp.diag(quadratic), C.T],
+        [cp.reshape(c0, (r, 1), order="C"), C, np.eye(r)],
+    ])
+    ellipsoid = mu0 * np.eye(n) - data.G_half @ cp.diag(slopes) @ data.G_half
+    problem = cp.Problem(cp.Maximize(cp.sum(alpha) - tau / 2),
+                         [(lmi + lmi.T) / 2 >> 0, (ellipsoid + ellipsoid.T) / 2 >> 0])
+    options = {} if not math.isfinite(time_limit) else {"time_limit": max(time_limit, 0.1)}
+    try:
+        with warnings.catch_warnings():
+            # "solution may be inaccurate": the certificate below does not trust it anyway
+            warnings.simplefilter("ignore", UserWarning)
+            problem.solve(solver="CLARABEL", **options)
+    except (cp.error.SolverError, ArithmeticError, ValueError) as exc:
+        return LagrangianBound(0.0, f"solver error: {exc}", time.perf_counter() - start)
+    if alpha.value is None or lam_t.value is None:
+        return LagrangianBound(0.0, str(problem.status), time.perf_counter() - start)
+    value = _certified_value(data, alpha.value, lam_t.value, mu.value)
+    return LagrangianBound(value / math.sqrt(data.scale), str(problem.status),
+                           time.perf_counter() - start)
+
+
+def _certified_value(
+    data: _Data, alpha: np.ndarray, lam_t: np.ndarray, mu: np.ndarray
+) -> float:
+    """``sqrt(2 sum(alpha) - tau)`` with the smallest tau these multipliers certify.
+
+    The ellipsoid multiplier is raised to ``lambda_max(G'^(1/2) diag(nu) G'^(1/2))`` (the
+    least that makes ``mu0 G'^-1 - diag(nu)`` PSD) and the box multipliers until
+    ``N = diag(sum_k lam_ik + mu_i) - Q^T Q`` is positive definite; then
+    ``tau = mu0 R^2 + sum mu_i box_i + sum lam_ik offset_ik + ||w_0||^2 + b^T N^-1 b``
+    makes ``tau - q(theta)`` minus the multiplied constraints a sum of squares.
+    """
+    alpha = np.maximum(alpha, 0.0)
+    lam_t = np.maximum(lam_t, 0.0)
+    mu = np.maximum(np.asarray(mu, dtype=np.float64), 0.0)
+    nu = (data.slope * lam_t).sum(axis=1)
+    mu0 = max(float(np.linalg.eigvalsh(data.G_half @ (nu[:, None] * data.G_half)).max()), 0.0)
+    mu0 *= 1 + _ROUNDING
+    ay = alpha * data.y
+    QtQ = np.outer(ay, ay) * data.G
+    b = ay * (data.Gmd.T @ ay)
+    w0_sq = float(ay @ data.Gmm @ ay)
+    N = np.diag(lam_t.sum(axis=1) + mu) - QtQ
+    low = float(np.linalg.eigvalsh(N).min())
+    floor = _N_FLOOR * max(float(np.abs(np.diag(N)).max()), np.finfo(np.float64).tiny)
+    if low < floor:
+        mu = mu + (floor - low)
+        N = N + (floor - low) * np.eye(len(mu))
+    tau = (mu0 * data.R**2 + float(data.box @ mu) + float((data.offset * lam_t).sum())
+           + w0_sq + float(b @ np.linalg.solve(N, b)))
+    return math.sqrt(max(2 * float(alpha.sum()) - tau, 0.0))
