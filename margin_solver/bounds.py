@@ -335,12 +335,18 @@ def _finite_r(
                 "opposite labels, so every p gives them the same feature", HARD_SELECTION, 0,
                 time.perf_counter() - start, certified=True, bound_kind=FINITE_R, R=R)
         if method == "enumerate" or (method == "auto" and T**n <= ENUMERATION_LIMIT):
-            best, nodes = _enumerate(H, y, T, ProgressBar(False))
+            best, nodes, failed = _enumerate(H, y, T, ProgressBar(False))
             hard = best.norm
         else:
             budget = (time_limit - (time.perf_counter() - start)) / 4
             lb = _branch_and_bound(H, y, T, budget, time.perf_counter(), ProgressBar(False))
-            hard, nodes = lb.value, lb.nodes
+            hard, nodes, failed = lb.value, lb.nodes, lb.status == FAILED
+        if failed:  # the v-step engines broke down: report it as LB does, proving only 0
+            return LowerBoundResult(
+                0.0, incumbent, None, FAILED,
+                "every v-step engine broke down on some selection SVM; nothing beyond the "
+                "trivial bound 0 is proven", HARD_SELECTION, nodes, time.perf_counter() - start,
+                bound_kind=FINITE_R, R=R)
         if hard == math.inf:
             return LowerBoundResult(
                 math.inf, math.inf, None, INFEASIBLE,

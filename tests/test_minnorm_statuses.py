@@ -38,14 +38,20 @@ def _feasible(X, y, res):
 
 
 def test_a_large_gap_is_not_optimal():
-    # issue 11: "optimal" with relative gap 0.43 at R = 0.1 / sqrt(d)
+    # issue 11: "optimal" with relative gap 0.43 at R = 0.1 / sqrt(d), against the R-independent
+    # bound. The finite-R bound (issue 12) certifies that instance now; at n = 40 it cannot
+    # (docs/benchmarks.md), which keeps the large-gap case.
     d = 2000
     ds = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 10), eta=0.15).sample(10, seed=1)
-    res = _no_warning(lambda: solve_min_norm(ds, R=0.1 / math.sqrt(d), certify=True))
-    assert res.gap > 0.4 and res.bound.status == "optimal"
+    small = _no_warning(lambda: solve_min_norm(ds, R=0.1 / math.sqrt(d), certify=True))
+    assert small.status == "optimal" and small.certified and small.gap <= DEFAULT_GAP_TOL
+    big = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 40), eta=0.15).sample(40, seed=1)
+    res = _no_warning(lambda: solve_min_norm(big, R=0.1 / math.sqrt(d), certify=True,
+                                             bound_time_limit=2.0))
+    assert res.gap > 0.05
     assert res.status == "local_optimal" and not res.certified and res.success
-    assert f"gap {res.gap:.3g} > gap_tol" in res.message and "not certified" in res.message
-    assert _feasible(ds.X, ds.y, res)
+    assert "not certified" in res.message
+    assert _feasible(big.X, big.y, res)
 
 
 def test_a_bound_stopped_by_its_time_limit_does_not_certify():
@@ -288,21 +294,23 @@ def test_lower_bound_statuses_and_certified():
 
 @pytest.fixture
 def paper_file(tmp_path):
+    # n = 40: the finite-R bound leaves a large gap here (at n = 10 it certifies)
     d = 2000
-    ds = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 10), eta=0.15).sample(10, seed=1)
+    ds = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 40), eta=0.15).sample(40, seed=1)
     return ds.save(tmp_path / "train.npz"), 0.1 / math.sqrt(d)
 
 
 def test_cli_certify_with_a_large_gap_exits_4(paper_file, capsys):
     path, R = paper_file
-    assert main(["solve", str(path), "--R", str(R), "--certify"]) == 4
+    assert main(["solve", str(path), "--R", str(R), "--certify", "--bound-time-limit", "2"]) == 4
     out = capsys.readouterr()
     assert "local_optimal" in out.out and "certified   no" in out.out
     assert out.err.strip().splitlines() == [
         "margin-solver solve: not certified (exit 4; see the status line)"
     ]
     assert main(["solve", str(path), "--R", str(R)]) == 0  # nothing asked, nothing missing
-    assert main(["solve", str(path), "--R", str(R), "--certify", "--gap-tol", "0.9"]) == 0
+    assert main(["solve", str(path), "--R", str(R), "--certify", "--bound-time-limit", "2",
+                 "--gap-tol", "0.9"]) == 0
     assert "optimal" in capsys.readouterr().out
 
 
