@@ -98,10 +98,11 @@ ENUMERATION_LIMIT = 2**8
 _SATISFIED_TOL = 1e-9
 # Relative slack under which a node bound counts as reaching the incumbent (prune).
 _PRUNE_RTOL = 1e-12
-# The finite-R branch-and-bound stops when its proven bound has not risen for this many
-# seconds: on degenerate inputs (d = 1, samples with equal tokens) its relaxation cannot
-# tighten, and a certify call should not spend its whole time limit there.
-_STALL_TIME = 5.0
+# The finite-R branch-and-bound stops when its proven bound has not risen over this many
+# SVMs (about 5 s on the shared machine): on degenerate inputs (d = 1, R large against the
+# tokens) its relaxation cannot tighten, and a certify call should not spend its whole time
+# limit there. Counted rather than timed so that answers do not depend on the machine.
+_STALL_NODES = 2000
 
 
 @dataclass(repr=False)
@@ -365,7 +366,7 @@ def _finite_r(
             methods.append("bnb")
             found = finite_r_bound(H, y, T, R, incumbent=incumbent, time_limit=time_limit,
                                    gap_tol=gap_tol, start=start, bar=bar, floor=proven,
-                                   stall_time=_STALL_TIME)
+                                   stall_nodes=_STALL_NODES)
             nodes += found.nodes
             if found.status == INFEASIBLE:
                 return LowerBoundResult(
@@ -386,7 +387,7 @@ def _finite_r(
     else:
         status = TIME_LIMIT
         message = (f"stopped ({method}, {nodes} SVMs) at the time limit or after "
-                   f"{_STALL_TIME:g} s without progress; proven finite-R bound {proven:.6g}, "
+                   f"{_STALL_NODES} SVMs without progress; proven finite-R bound {proven:.6g}, "
                    f"best point {incumbent:.6g} (relative gap {gap:.3g})")
     return LowerBoundResult(proven, incumbent, selection, status, message, method, nodes,
                             time.perf_counter() - start, certified=status == OPTIMAL,

@@ -277,7 +277,7 @@ def finite_r_bound(
     start: float | None = None,
     bar: ProgressBar | None = None,
     floor: float = 0.0,
-    stall_time: float = math.inf,
+    stall_nodes: int | None = None,
 ) -> FiniteRBound:
     """Branch-and-bound lower bound on P_R over boxes of score differences.
 
@@ -305,9 +305,10 @@ def finite_r_bound(
         A bound on P_R proven otherwise (e.g. :func:`margin_solver.sdpbound.lagrangian_bound`):
         the search stops once it is within ``gap_tol`` of the incumbent, and the progress
         bar shows the larger of the two.
-    stall_time : float, default=inf
+    stall_nodes : int, optional
         Stop when the proven bound (the larger of the tree's and ``floor``) has not risen
-        (relatively by 1e-9) for this many seconds.
+        (relatively by 1e-9) over this many SVMs (counted, not timed, so that the answer
+        does not depend on the machine's speed unless the time limit binds).
 
     Returns
     -------
@@ -319,7 +320,7 @@ def finite_r_bound(
     root = math.sqrt(s)
     search = _Search(_Problem(H / s, y, T, R * root), incumbent * root, gap_tol, floor * root)
     found = search.run(time.perf_counter() if start is None else start, time_limit,
-                       bar if bar is not None else ProgressBar(False), stall_time, root)
+                       bar if bar is not None else ProgressBar(False), stall_nodes, root)
     return FiniteRBound(found.value / root, found.incumbent / root, found.status, found.nodes,
                         found.scores)
 
@@ -375,9 +376,9 @@ class _Search:
         self.push(_Node(max(norm, node.bound), -next(self.counter), lo, hi, samples, corners,
                         attentions, coef, alpha, norm))
 
-    def run(self, start: float, time_limit: float, bar: ProgressBar, stall_time: float,
+    def run(self, start: float, time_limit: float, bar: ProgressBar, stall_nodes: int | None,
             unit: float) -> FiniteRBound:
-        """Search until the gap closes, the time limit, or ``stall_time`` without progress;
+        """Search until the gap closes, the time limit, or ``stall_nodes`` without progress;
         ``unit`` converts norms back to the caller's scale for the progress bar."""
         problem = self.problem
         n, T = problem.n, problem.T
@@ -385,7 +386,7 @@ class _Search:
         self.heap = [_Node(0.0, 0, problem.root_lo.copy(), problem.root_hi.copy(), empty,
                            np.zeros((0, T - 1)), np.zeros((0, T)), np.zeros(0), np.zeros(0),
                            0.0)]
-        best_proven, rose = 0.0, time.perf_counter()
+        best_proven, rose = 0.0, 0
         while self.heap:
             if self.closes(self.heap[0].bound) or self.closes(self.known):
                 self.floor = min(self.floor, self.heap[0].bound)
@@ -398,8 +399,8 @@ class _Search:
             proven = max(min([self.incumbent, self.floor, self.stuck, self.heap[0].bound]),
                          self.known)
             if proven > best_proven * (1 + 1e-9):
-                best_proven, rose = proven, now
-            elif now - rose > stall_time:
+                best_proven, rose = proven, self.nodes
+            elif stall_nodes is not None and self.nodes - rose > stall_nodes:
                 break
             if bar.throttle():
                 proven = self.proven()
