@@ -122,8 +122,8 @@ class LowerBoundResult(ResultMixin):
         P_R). Finite-R: the smallest ``||v||`` of a point (v, p) with ``||p|| <= R`` found
         feasible for P_R (an upper bound on P_R), inf when none was found.
     selection : ndarray of int, shape (n,) or None
-        Token of each sample in the best selection found (finite-R: each sample's most
-        attended token at the incumbent, when its attention is known).
+        Token of each sample in the best selection found (finite-R: that of its LB stage,
+        else each sample's most attended token at the descent's point).
     status : str
         ``"failed"`` (an SVM's engines all broke down: ``value`` is the trivial bound 0),
         ``"optimal"`` (the search finished: ``value`` is LB), ``"time_limit"`` (the
@@ -338,10 +338,15 @@ def _finite_r(
         if method == "enumerate" or (method == "auto" and T**n <= ENUMERATION_LIMIT):
             best, nodes, failed = _enumerate(H, y, T, ProgressBar(False))
             hard = best.norm
+            if best.feasible:
+                selection = np.empty(n, dtype=np.int64)
+                selection[best.samples] = best.tokens
         else:
             budget = (time_limit - (time.perf_counter() - start)) / 4
             lb = _branch_and_bound(H, y, T, budget, time.perf_counter(), ProgressBar(False))
             hard, nodes, failed = lb.value, lb.nodes, lb.status == FAILED
+            if lb.selection is not None:
+                selection = lb.selection
         if failed:  # the v-step engines broke down: report it as LB does, proving only 0
             return LowerBoundResult(
                 0.0, incumbent, None, FAILED,
@@ -376,8 +381,6 @@ def _finite_r(
                     time.perf_counter() - start, certified=True, bound_kind=FINITE_R, R=R)
             incumbent = found.incumbent
             proven = max(proven, min(found.value, incumbent))
-            if found.scores is not None:
-                selection = np.argmax(np.hstack([np.zeros((n, 1)), found.scores]), axis=1)
     method = "+".join(methods)
     gap = (incumbent - proven) / incumbent if math.isfinite(incumbent) else math.inf
     if gap <= gap_tol:

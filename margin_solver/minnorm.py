@@ -17,8 +17,9 @@ feasible norm:
     The hard-selection alternation from that selection (best token for v, SVM on those
     tokens, repeat), realised the same way.
 ``"lb_selection"``
-    With ``certify=True``: the selection the lower bound reports (the finite-R bound: each
-    sample's most attended token at the best point it found), realised the same way.
+    With ``certify=True``: the selection of the lower bound LB (the finite-R bound's first
+    stage), realised the same way; as R grows P_R approaches LB through it whenever the
+    selection is linearly separable.
 ``"random_k"``
     ``n_random_starts`` seeded random p of norm R in the span of the tokens.
 
