@@ -39,6 +39,7 @@ __all__ = [
     "DiskTokens",
     "available_memory",
     "check_disk_tokens",
+    "connect",
     "execution",
     "is_on_disk",
     "materialize",
@@ -107,7 +108,7 @@ def execution(scheduler: Any = None, block_bytes: int | None = None) -> Iterator
     with contextlib.ExitStack() as stack:
         client = current.client
         if scheduler is not None:
-            client = _connect(scheduler) if isinstance(scheduler, str) else scheduler
+            client = connect(scheduler) if isinstance(scheduler, str) else scheduler
             if isinstance(scheduler, str):
                 stack.callback(client.close)
         token = _EXECUTION.set(_Execution(client, int(block_bytes or current.block_bytes)))
@@ -115,7 +116,9 @@ def execution(scheduler: Any = None, block_bytes: int | None = None) -> Iterator
         yield
 
 
-def _connect(address: str) -> Any:
+def connect(address: str, timeout: float | str = DASK_CONNECT_TIMEOUT) -> Any:
+    """A ``distributed.Client`` of the scheduler at ``address``, or a one-line
+    :class:`InvalidInputError` when dask.distributed is missing or the scheduler is unreachable."""
     try:
         from distributed import Client
     except ImportError:
@@ -123,7 +126,7 @@ def _connect(address: str) -> Any:
             "Running on a Dask scheduler needs dask.distributed: pip install 'margin-solver[dask]'."
         ) from None
     try:
-        return Client(address, set_as_default=False, timeout=DASK_CONNECT_TIMEOUT)
+        return Client(address, set_as_default=False, timeout=timeout)
     except OSError as exc:
         raise InvalidInputError(f"Cannot reach the Dask scheduler at {address!r}: {exc}") from None
 

@@ -37,6 +37,7 @@ from margin_solver._version import __version__
 from margin_solver.blas import single_threaded_blas
 from margin_solver.data import Dataset, PaperDistribution
 from margin_solver.fileio import check_output_path, write_json
+from margin_solver.ooc import connect
 from margin_solver.bench.methods import SWEEP_METHODS, MethodCall, theory_setting
 from margin_solver.progress import ProgressBar
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
@@ -738,16 +739,8 @@ def _joblib_rows(points: list[PointJob], n_jobs: int | None) -> Iterator[dict[st
 
 def _dask_rows(points: list[PointJob], address: str) -> Iterator[dict[str, Any]]:
     """Connect first (so a bad address or a missing dask fails before any work), then stream."""
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise InvalidInputError(
-            "Running on a Dask scheduler needs dask.distributed: pip install 'margin-solver[dask]'."
-        ) from None
-    try:
-        client = Client(address, set_as_default=False, timeout=DASK_CONNECT_TIMEOUT)
-    except OSError as exc:
-        raise InvalidInputError(f"Cannot reach the Dask scheduler at {address!r}: {exc}") from None
+    client = connect(address, timeout=DASK_CONNECT_TIMEOUT)
+    from distributed import as_completed
 
     def stream() -> Iterator[dict[str, Any]]:
         futures = client.map(run_point, points, pure=False)
