@@ -23,12 +23,13 @@ from typing import Any, Literal
 import numpy as np
 
 from margin_solver.fileio import atomic_write
-from margin_solver.ooc import check_disk_tokens, is_on_disk, require_memory
+from margin_solver.ooc import check_disk_tokens, is_on_disk
 from margin_solver.validation import (
     MAX_MAGNITUDE,
     InvalidInputError,
     check_int,
     check_labels,
+    check_memory,
     check_min_samples,
     check_positive,
     check_seed,
@@ -178,7 +179,7 @@ class PaperDistribution:
             samples to disk in blocks.
         """
         check_int(n, "n", 1)
-        require_memory(
+        check_memory(
             9 * n * self.T * self.d,  # float64 tokens and Dataset's boolean finiteness mask
             f"the tokens of {n} samples (n x T x d = {n} x {self.T} x {self.d} float64)",
             "write them to disk in blocks with margin_solver.generate.write_paper_dataset(path, "

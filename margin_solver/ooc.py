@@ -32,19 +32,17 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.validation import InvalidInputError
+from margin_solver.validation import InvalidInputError, check_memory
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
     "DiskTokens",
-    "available_memory",
     "check_disk_tokens",
     "connect",
     "execution",
     "is_on_disk",
     "materialize",
     "project",
-    "require_memory",
     "token_gram",
 ]
 
@@ -129,39 +127,6 @@ def connect(address: str, timeout: float | str = DASK_CONNECT_TIMEOUT) -> Any:
         return Client(address, set_as_default=False, timeout=timeout)
     except OSError as exc:
         raise InvalidInputError(f"Cannot reach the Dask scheduler at {address!r}: {exc}") from None
-
-
-# -- memory -------------------------------------------------------------------------------------
-def available_memory() -> int | None:
-    """Bytes of memory available to new allocations (Linux ``MemAvailable``), None when unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def require_memory(nbytes: int, what: str, remedy: str) -> None:
-    """Raise a one-line :class:`InvalidInputError` when ``nbytes`` exceed the available memory.
-
-    Called before an allocation, so nothing is allocated when it cannot fit.
-
-    Examples
-    --------
-    >>> require_memory(10**18, "the tokens", "write them to disk")
-    Traceback (most recent call last):
-    ...
-    margin_solver.validation.InvalidInputError: the tokens need 1e+09 GB of memory, ...
-    """
-    available = available_memory()
-    if available is not None and nbytes > available:
-        raise InvalidInputError(
-            f"{what} need {nbytes / 1e9:.3g} GB of memory, {available / 1e9:.3g} GB are "
-            f"available; {remedy}."
-        )
 
 
 # -- tokens on disk -----------------------------------------------------------------------------
@@ -292,7 +257,7 @@ def token_gram(X: np.ndarray) -> tuple[np.ndarray, float]:
     """
     n, T, d = X.shape
     m = n * T
-    require_memory(
+    check_memory(
         2 * m * m * _ITEM, f"the token Gram matrix of {n} x {T} tokens",
         "no out-of-core way stores it: use fewer samples"
     )
@@ -318,7 +283,7 @@ def materialize(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
     for ``coef`` (k, n, T). Column by column the same products as in memory."""
     n, T, d = X.shape
     flat = np.asarray(coef, dtype=np.float64).reshape(-1, n, T)
-    require_memory(flat.shape[0] * d * _ITEM, f"{flat.shape[0]} dense vector(s) of length {d}",
+    check_memory(flat.shape[0] * d * _ITEM, f"{flat.shape[0]} dense vector(s) of length {d}",
                    "no out-of-core way stores them")
     settings = _EXECUTION.get()
     step = max(1, settings.block_bytes // (n * T * _ITEM))

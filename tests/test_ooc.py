@@ -90,7 +90,7 @@ def test_sample_too_large_for_memory_fails_before_allocating():
     dist = PaperDistribution(d=10**9, T=2, snr=0.1)
     with pytest.raises(InvalidInputError, match="write_paper_dataset") as info:
         dist.sample(10**6, seed=0)
-    assert "\n" not in str(info.value) and "GB" in str(info.value)
+    assert "\n" not in str(info.value) and "GiB" in str(info.value)  # the shared check_memory unit
 
 
 def test_dense_form_on_disk_is_refused(tmp_path):
