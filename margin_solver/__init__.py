@@ -32,6 +32,7 @@ _EXPORTS = {
     "MinNormResult": "minnorm",
     "solve_min_norm": "minnorm",
     "ConvergenceWarning": "results",
+    "solve_attention_svm": "selection",
     "ConditionReport": "theory",
     "Constants": "theory",
     "check_conditions": "theory",
@@ -82,6 +83,7 @@ __all__ = [
     "global_lower_bound",
     "gradient_descent",
     "load_dataset",
+    "solve_attention_svm",
     "solve_min_norm",
     "solve_vstep",
 ]

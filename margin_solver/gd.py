@@ -369,6 +369,8 @@ def gradient_descent(
     record_every: int | None = None,
     tol: float = 0.0,
     callback: Callable[[dict[str, float]], None] | None = None,
+    train: tuple[str, ...] = ("v", "p"),
+    v0: Any = None,
 ) -> GDResult:
     """Full-batch gradient descent on the mean logistic loss over ``(v, p)``.
 
@@ -421,6 +423,14 @@ def gradient_descent(
     callback : callable, optional
         Called with each recorded row (a dict) as soon as it is recorded, e.g. to
         write progress to disk.
+    train : tuple of {"v", "p"}, default=("v", "p")
+        The blocks GD moves; the others keep their initial value exactly (their gradient,
+        weight decay included, is zeroed). ``("p",)`` with a fixed ``v0`` is the setting of
+        Sakamoto et al. (ICML 2025) and Tarzanagh et al. (max-margin token selection);
+        ``("v",)`` keeps the attention fixed (uniform from zero initialisation).
+    v0 : array-like of shape (n_features,), optional
+        Initial value head, replacing the initialisation's ``v`` (``p`` still starts from
+        ``init``).
 
     Returns
     -------
@@ -446,6 +456,7 @@ def gradient_descent(
     ('completed', 2, True)
     """
     start = time.perf_counter()
+    mask = _train_mask(train)  # before ``train`` names the training set below
     train = as_dataset(X, y)
     check_magnitude(train.X, "X")
     n, T, d = train.X.shape
@@ -474,6 +485,8 @@ def gradient_descent(
     if init == "random":
         scale = check_positive(init_scale, "init_scale") / math.sqrt(token_scale(Xtr))
         W0 = np.random.default_rng(seed).normal(0.0, scale, size=(2, d))
+    if v0 is not None:
+        W0[0] = _check_v0(v0, d)
     chosen = _choose_form(form, n * T, d, steps)
     state = (_KernelGDState if chosen == "kernel" else _DenseGDState)(Xtr, W0)
     W = state.W0.copy()
@@ -516,6 +529,8 @@ def gradient_descent(
                 break
             if lam:
                 grads = grads + lam * W
+            if mask is not None:
+                grads = grads * mask
             if tol and math.sqrt(float(state.sq_norms(grads).sum())) <= tol:
                 status = CONVERGED
                 message = f"objective gradient norm <= tol={tol:g} at step {t}."
@@ -738,6 +753,23 @@ def _record(
         "min_margin": tr.min_margin,
         "normalized_margin": tr.min_margin / norm_v if norm_v > 0 else float("nan"),
     }
+
+
+def _train_mask(train: Any) -> np.ndarray | None:
+    """Rows of W that move (a (2, 1) 0/1 column), or None when both do."""
+    blocks = (train,) if isinstance(train, str) else tuple(train)
+    if not blocks or not set(blocks) <= {"v", "p"}:
+        raise InvalidInputError(f"train must name some of 'v' and 'p', got {train!r}.")
+    if set(blocks) == {"v", "p"}:
+        return None
+    return np.array([["v" in blocks], ["p" in blocks]], dtype=np.float64)
+
+
+def _check_v0(v0: Any, d: int) -> np.ndarray:
+    v0 = np.asarray(v0, dtype=np.float64)
+    if v0.shape != (d,) or not np.all(np.isfinite(v0)):
+        raise InvalidInputError(f"v0 must be a finite vector of shape ({d},), got shape {v0.shape}.")
+    return v0
 
 
 def _nan(x: float | None) -> float:

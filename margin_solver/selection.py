@@ -20,10 +20,12 @@ is never taken for an infeasible selection, which would make the lower bound inv
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from margin_solver.results import FAILED
+from margin_solver.validation import InvalidInputError, check_radius, check_tokens
 from margin_solver.vstep import solve_trusted_vstep
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "lifted_bounds",
     "selection_rows",
     "selection_svm",
+    "solve_attention_svm",
     "token_margins",
 ]
 
@@ -257,6 +260,55 @@ def attention_svm(
         if length == 0:
             return None
     return c * (R / length)
+
+
+def solve_attention_svm(X: Any, selection: Any, R: float = 1.0) -> np.ndarray | None:
+    """The attention SVM: the max-margin attention vector that selects one token per sample.
+
+    Solves ``minimize ||p|| s.t. <p, x_{i, sel_i} - x_it> >= 1`` for every sample ``i`` and
+    token ``t != sel_i`` (the "Att-SVM" of Tarzanagh et al., *Max-margin token selection in
+    the attention mechanism*, NeurIPS 2023), and returns the solution rescaled to norm ``R``.
+    For a fixed value head, Tarzanagh et al. show that the direction of ``p`` under gradient
+    descent tends to this solution for the tokens it ends up selecting. Public form of
+    :func:`attention_svm` (which works on the token Gram matrix).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_tokens, n_features)
+        Tokens.
+    selection : array-like of int, shape (n_samples,)
+        The token to select in each sample.
+    R : float, default=1.0
+        Norm of the returned vector.
+
+    Returns
+    -------
+    ndarray of shape (n_features,) or None
+        ``p`` of norm ``R`` (the zero vector when every sample's tokens coincide), or None
+        when no ``p`` selects these tokens (the SVM is infeasible).
+
+    Raises
+    ------
+    InvalidInputError
+        Bad tokens, a selection of the wrong length or out of range, a bad ``R``.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [-1.0, 0.0]]])
+    >>> np.round(solve_attention_svm(X, [0, 0]), 6).tolist()
+    [1.0, 0.0]
+    """
+    X = check_tokens(X)
+    n, T, d = X.shape
+    sel = np.asarray(selection)
+    if sel.shape != (n,) or not np.issubdtype(sel.dtype, np.integer) or np.any((sel < 0) | (sel >= T)):
+        raise InvalidInputError(
+            f"selection must hold one token index in [0, {T}) per sample ({n}), got {selection!r}."
+        )
+    R = check_radius(R)
+    flat = X.reshape(n * T, d)
+    c = attention_svm(flat @ flat.T, T, sel, R)
+    return None if c is None else c.reshape(-1) @ flat
 
 
 def lifted_bounds(norm: float, margins: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
