@@ -62,6 +62,8 @@ class Study:
     #: Methods compared unless the caller names others.
     methods: tuple[str, ...] = STUDY_METHODS
     custom: Callable[[Path, str], tuple[Path, Path | None, str, str]] | None = None
+    #: A custom study that also takes ``jobs``, ``scheduler`` and ``progress`` (the claim studies).
+    parallel: bool = False
 
 
 @dataclass
@@ -302,6 +304,17 @@ def _speed(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
     return csv, None, md.read_text(), message
 
 
+def _claim(module: str, *args: str) -> Callable[..., tuple[Path, Path | None, str, str]]:
+    """A claim study's runner (:mod:`margin_solver.bench.claim_runner`), imported when run."""
+
+    def run(out: Path, size: str, **backend: Any) -> tuple[Path, Path | None, str, str]:
+        import importlib
+
+        return importlib.import_module(f"margin_solver.bench.{module}").run(out, size, *args, **backend)
+
+    return run
+
+
 STUDIES: dict[str, Study] = {
     s.name: s
     for s in (
@@ -361,6 +374,18 @@ STUDIES: dict[str, Study] = {
             custom=_check_calibration,
         ),
         Study("speed", "Solver speed (v-step, min-norm, GD benchmarks)", custom=_speed),
+        Study("weight-decay-path", "Claim: weight decay -> min-norm (authors' reply, W2, Q1)",
+              custom=_claim("claim_regpath"), parallel=True),
+        Study("large-T", "Claim: threshold kappa* against T (authors' reply, Q3.2)",
+              custom=_claim("claim_tokens", "threshold"), parallel=True),
+        Study("dominant-token", "Claim: one dominant noise token (authors' reply, Q2)",
+              custom=_claim("claim_tokens", "dominant"), parallel=True),
+        Study("long-gd", "Claim: harmful overfitting persists in long GD (authors' reply, W4)",
+              custom=_claim("claim_longgd"), parallel=True),
+        Study("fixed-head", "Neighbours: v fixed, GD on p (Sakamoto et al.)",
+              custom=_claim("claim_neighbours", "sakamoto"), parallel=True),
+        Study("attention-svm", "Neighbours: GD's p direction vs the attention SVM (Tarzanagh et al.)",
+              custom=_claim("claim_neighbours", "tarzanagh"), parallel=True),
     )
 }
 
@@ -440,7 +465,8 @@ def run_study(
     table = out / f"{name}.md"
     if study.custom is not None:
         started = time.perf_counter()
-        csv, png, text, message = study.custom(out, size)
+        backend = {"jobs": jobs, "scheduler": scheduler, "progress": progress}
+        csv, png, text, message = study.custom(out, size, **(backend if study.parallel else {}))
         atomic_write_text(table, text)
         return StudyResult(name, csv, png, table, message, time.perf_counter() - started)
     config = study.config(size)

@@ -1,0 +1,164 @@
+"""Claim 1: weight decay lam -> 0 gives the min-norm interpolator (authors' reply, W2 and Q1).
+
+For each cell (paper data, kappa, seed) and attention radius ``R = R_scale / nu``: P_R's solution
+(:func:`margin_solver.minnorm.solve_min_norm`, certified for small n), the weight-decay path
+(:func:`margin_solver.regpath.regularization_path`, ``method = "path"``) and weight-decayed GD
+from zero at each ``lam`` (``method = "gd-wd"``: the authors' procedure; its decay
+``(lam / 2)(||v||^2 + ||p||^2)`` also acts on ``p``, capped at ``R``). Each row compares the
+point with P_R's: cosines of ``v`` and ``p``, the share of training samples attending most to the
+same token, and the margin-normalised norm ``||v|| / min margin`` over P_R's value.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from margin_solver.compare import compare
+from margin_solver.gd import gradient_descent, token_scale
+from margin_solver.metrics import evaluate
+from margin_solver.minnorm import solve_min_norm
+from margin_solver.regpath import regularization_path
+from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_claim_tasks
+from margin_solver.bench.plots import save_figure
+from margin_solver.bench.sweeps import Cell
+
+FIELDS = (
+    "n", "d", "kappa", "R_scale", "seed", "method", "lam",
+    "R", "status", "ref_status", "cos_v", "cos_p", "same_token", "norm_ratio",
+    "train_error", "test_error_clean", "ref_test_error_clean", "iterations", "seconds",
+)
+KEY_FIELDS = ("n", "d", "kappa", "R_scale", "seed", "method", "lam")
+TEXT = ("method", "status", "ref_status")
+SWEEP_SEED = 2410_07746
+
+
+def regpath_cell(
+    train: Any,
+    test: Any,
+    init: np.random.SeedSequence,
+    *,
+    R_scale: float,
+    lambdas: list[float],
+    gd_steps: int,
+    certify_max_n: int,
+) -> list[dict[str, Any]]:
+    """Rows of one cell: the path and weight-decayed GD at each ``lam``, against P_R."""
+    R = R_scale / np.sqrt(token_scale(train.X))
+    ref = solve_min_norm(
+        train, R=R, certify=train.n <= certify_max_n, seed=int(init.generate_state(1)[0])
+    )
+    if ref.v is None:
+        return [{"method": "min-norm", "lam": 0.0, "R": R, "status": ref.status}]
+    ref_test = evaluate(ref.v, ref.p, test).error_clean
+    rows = []
+    t0 = time.perf_counter()
+    path = regularization_path(train, R=R, lambdas=lambdas)
+    seconds = (time.perf_counter() - t0) / len(lambdas)
+    for pt in path.points:
+        rows.append(_row("path", pt.lam, pt.v, pt.p, pt.status, pt.iterations, seconds,
+                         ref, ref_test, train, test, R))
+    for lam in lambdas:
+        t0 = time.perf_counter()
+        res = gradient_descent(
+            train, schedule="constant", steps=gd_steps, weight_decay=lam, R=R, record_steps=[gd_steps]
+        )
+        rows.append(_row("gd-wd", lam, res.v, res.p, res.status, res.steps,
+                         time.perf_counter() - t0, ref, ref_test, train, test, R))
+    return rows
+
+
+def _row(method, lam, v, p, status, iterations, seconds, ref, ref_test, train, test, R) -> dict:
+    cmp = compare(SimpleNamespace(v=v, p=p), ref, train)
+    fit, held = evaluate(v, p, train), evaluate(v, p, test)
+    ratio = np.linalg.norm(v) / fit.min_margin / ref.norm if fit.min_margin > 0 else None
+    return {
+        "method": method, "lam": float(lam), "R": R, "status": status, "ref_status": ref.status,
+        "cos_v": cmp.cos_v, "cos_p": cmp.cos_p, "same_token": cmp.same_token_train,
+        "norm_ratio": ratio, "train_error": fit.error, "test_error_clean": held.error_clean,
+        "ref_test_error_clean": ref_test, "iterations": iterations, "seconds": seconds,
+    }
+
+
+def tasks(size: str) -> list[ClaimTask]:
+    """The study's cells at ``size``."""
+    n = pick(size, 8, 20, 40)
+    d = pick(size, 100, 1000, 2000)
+    kappas = pick(size, [4.0], [0.5, 2.0, 4.0, 8.0], [0.5, 2.0, 4.0, 8.0])
+    R_scales = pick(size, [10.0], [3.0, 30.0], [3.0, 10.0, 30.0, 100.0])
+    options = {
+        "lambdas": pick(size, [1e-1, 1e-3], np.geomspace(1e-1, 1e-6, 6).tolist(),
+                        np.geomspace(1e-1, 1e-8, 8).tolist()),
+        "gd_steps": pick(size, 200, 3000, 10000),
+        "certify_max_n": 16,
+    }
+    out = []
+    for kappa in kappas:
+        for R_scale in R_scales:
+            for seed in range(pick(size, 1, 2, 5)):
+                cell = Cell(n, d, 2, None, kappa, 0.1, seed, "regpath")
+                key = {"n": n, "d": d, "kappa": kappa, "R_scale": R_scale, "seed": seed}
+                out.append(ClaimTask(key, cell, pick(size, 100, 500, 2000), SWEEP_SEED,
+                                     regpath_cell, {**options, "R_scale": R_scale}))
+    return out
+
+
+def plot(csv: Path, png: Path) -> Path:
+    """cos(v_lam, v*) and cos(p_lam, p*) against lam, one column per kappa (from the CSV only)."""
+    from matplotlib.figure import Figure
+
+    from margin_solver.bench.study_plots import aggregate
+
+    rows = [r for r in read_claim_rows(csv, FIELDS, TEXT) if r["method"] in ("path", "gd-wd")]
+    kappas = sorted({r["kappa"] for r in rows})
+    fig = Figure(figsize=(3.6 * len(kappas), 6.4), layout="constrained")
+    axes = fig.subplots(2, len(kappas), squeeze=False, sharex=True, sharey="row")
+    colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7"]
+    for j, kappa in enumerate(kappas):
+        sub = [r for r in rows if r["kappa"] == kappa]
+        for i, col in enumerate(("cos_v", "cos_p")):
+            ax = axes[i, j]
+            for c, R_scale in enumerate(sorted({r["R_scale"] for r in sub})):
+                for method, style in (("path", "-o"), ("gd-wd", "--s")):
+                    agg = aggregate([r for r in sub if r["R_scale"] == R_scale and r["method"] == method],
+                                    ("lam",), col)
+                    lams = sorted(agg)
+                    ax.errorbar([k[0] for k in lams], [agg[k][0] for k in lams],
+                                yerr=[agg[k][1] for k in lams], fmt=style, ms=3, capsize=2,
+                                color=colours[c % len(colours)],
+                                label=f"{method}, R = {R_scale:g}/$\\nu$")
+            ax.set_xscale("log")
+            ax.invert_xaxis()
+            ax.grid(alpha=0.3)
+            ax.set_title(f"$\\kappa$ = {kappa:g}" if i == 0 else "")
+            ax.set_ylabel(r"$\cos(v_\lambda, v^*)$" if i == 0 else r"$\cos(p_\lambda, p^*)$")
+            if i == 1:
+                ax.set_xlabel(r"weight decay $\lambda$ (log scale, decreasing)")
+    axes[0, 0].legend(fontsize=7)
+    r0 = rows[0]
+    fig.suptitle(f"Weight-decay path vs the min-norm interpolator $P_R$: n={r0['n']:g}, "
+                 f"d={r0['d']:g}, T=2, $\\eta$=0.1 (mean ± std over seeds)")
+    return save_figure(fig, png)
+
+
+def run(out: Path, size: str, jobs: int | None = None, scheduler: str | None = None,
+        progress: bool = False) -> tuple[Path, Path, str, str]:
+    """Run (or resume) the study into ``out``; return (csv, png, markdown table, message)."""
+    from margin_solver.bench.studies import markdown_table
+
+    csv, png = out / "claim_regpath.csv", out / "claim_regpath.png"
+    message = run_claim_tasks(tasks(size), csv, FIELDS, KEY_FIELDS, jobs=jobs,
+                              scheduler=scheduler, progress=progress)
+    plot(csv, png)
+    rows = read_claim_rows(csv, FIELDS, TEXT)
+    table = markdown_table(rows, ("kappa", "R_scale", "method", "lam"),
+                           ("cos_v", "cos_p", "same_token", "norm_ratio", "test_error_clean"))
+    converged = sum(r["status"] == "converged" for r in rows if r["method"] == "path")
+    total = sum(r["method"] == "path" for r in rows)
+    certified = sum(r["ref_status"] == "optimal" for r in rows if r["method"] == "path")
+    return csv, png, (f"Path points converged: {converged} of {total}; P_R certified (status "
+                      f"optimal) for {certified} of them.\n\n" + table), message

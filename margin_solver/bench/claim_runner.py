@@ -1,0 +1,161 @@
+"""Run the claim studies' tasks in parallel into a resumable CSV (joblib or Dask).
+
+The claim studies (:mod:`margin_solver.bench.claim_studies`) measure quantities the sweep
+engine's fixed columns (:data:`margin_solver.bench.sweeps.METHOD_FIELDS`) do not hold (cosines
+with P_R along a weight-decay path, the top noise token's attention share, trajectories), so
+each has its own columns. Everything else is the sweep engine's: a task names a grid cell
+(:class:`margin_solver.bench.sweeps.Cell`), whose data come from the same seed streams
+(:func:`~margin_solver.bench.sweeps.cell_seeds`) and data sources, so a claim's cell sees the
+samples a sweep's cell of the same key sees; rows go to a
+:class:`~margin_solver.bench.resultlog.ResultLog` in the parent process; workers only compute.
+
+A task returns all its rows at once and they are appended together, so a task counts as done
+when the file has a row whose task columns equal its own; a re-run skips it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from margin_solver.blas import single_threaded_blas
+from margin_solver.data import Dataset
+from margin_solver.ooc import connect
+from margin_solver.progress import ProgressBar
+from margin_solver.bench.resultlog import ResultLog, canonical, progress_message
+from margin_solver.bench.sweeps import (
+    DASK_CONNECT_TIMEOUT,
+    DATA_SOURCES,
+    Cell,
+    cell_seeds,
+    check_scheduler_address,
+)
+
+
+@dataclass(frozen=True)
+class ClaimTask:
+    """One unit of work: a cell's data and a function of it.
+
+    Attributes
+    ----------
+    key : dict
+        The task's columns (written into each of its rows; identify it on resume).
+    cell : Cell
+        The grid cell whose training / test data the task uses.
+    n_test : int
+    sweep_seed : int
+    work : callable
+        ``work(train, test, init_seed, **options) -> list of row dicts`` (module-level, so
+        it pickles for joblib and Dask).
+    options : dict
+    """
+
+    key: dict[str, Any]
+    cell: Cell
+    n_test: int
+    sweep_seed: int
+    work: Callable[..., list[dict[str, Any]]]
+    options: dict[str, Any]
+
+
+def data_of(task: ClaimTask) -> tuple[Dataset, Dataset, Any]:
+    """Training set, test set and initialisation seed of a task's cell (sweep streams)."""
+    seeds = cell_seeds(task.cell, task.sweep_seed)
+    train, test = DATA_SOURCES[task.cell.data](task.cell, seeds, task.n_test, {})
+    return train, test, seeds.init
+
+
+def run_task(task: ClaimTask) -> list[dict[str, Any]]:
+    """The task's rows, each with the task's key columns (single-threaded BLAS, as a sweep)."""
+    with single_threaded_blas():
+        train, test, init = data_of(task)
+        rows = task.work(train, test, init, **task.options)
+    return [{**task.key, **row} for row in rows]
+
+
+def run_claim_tasks(
+    tasks: Sequence[ClaimTask],
+    out: str | os.PathLike,
+    fields: Sequence[str],
+    key_fields: Sequence[str],
+    *,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+) -> str:
+    """Run the tasks not yet in ``out``; append their rows; return a one-line summary.
+
+    Parameters
+    ----------
+    tasks : sequence of ClaimTask
+    out : path-like
+        The CSV (a :class:`~margin_solver.bench.resultlog.ResultLog` with ``fields``).
+    fields, key_fields : sequence of str
+        Columns and row-key columns; each task's ``key`` columns come first in ``key_fields``.
+    jobs : int, optional
+        joblib workers (default: all cores; 1 runs in this process).
+    scheduler : str, optional
+        A Dask scheduler address; tasks run there instead.
+    progress : bool, default=False
+
+    Returns
+    -------
+    str
+    """
+    if scheduler is not None:
+        check_scheduler_address(scheduler)
+    with ResultLog(out, fields, key_fields) as log:
+        done = {key[: len(tasks[0].key)] for key in log.done} if tasks else set()
+        todo = [t for t in tasks if tuple(canonical(v) for v in t.key.values()) not in done]
+        rows = _dask(todo, scheduler) if scheduler else _joblib(todo, jobs)
+        n_rows = 0
+        with ProgressBar(progress, total=len(todo), desc=Path(out).name, unit="task") as bar:
+            for batch in rows:
+                for row in batch:
+                    log.append(row)
+                n_rows += len(batch)
+                bar.update(1)
+    return progress_message("task", "run", len(todo), len(tasks) - len(todo)) + f" ({n_rows} rows)"
+
+
+def _joblib(tasks: list[ClaimTask], jobs: int | None) -> Iterator[list[dict[str, Any]]]:
+    if not tasks:
+        return iter(())
+    if (jobs or -1) == 1:
+        return (run_task(t) for t in tasks)
+    from joblib import Parallel, delayed
+
+    return iter(
+        Parallel(n_jobs=jobs or -1, return_as="generator_unordered")(delayed(run_task)(t) for t in tasks)
+    )
+
+
+def _dask(tasks: list[ClaimTask], address: str) -> Iterator[list[dict[str, Any]]]:
+    client = connect(address, timeout=DASK_CONNECT_TIMEOUT)
+    from distributed import as_completed
+
+    futures = client.map(run_task, tasks, pure=False)
+    try:
+        for future in as_completed(futures, loop=client.loop):
+            yield future.result()
+    finally:
+        client.cancel(futures)
+        client.close()
+
+
+def pick(size: str, tiny: Any, quick: Any, full: Any) -> Any:
+    """The value of a study parameter at ``size`` ("tiny", "quick" or "full")."""
+    return {"tiny": tiny, "quick": quick, "full": full}[size]
+
+
+def read_claim_rows(csv: str | os.PathLike, fields: Sequence[str], text: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of a claim CSV: the ``text`` columns as str, the others as float (NaN if empty)."""
+    from margin_solver.bench.resultlog import read_rows
+
+    return [
+        {k: (v if k in text else float(v) if v != "" else float("nan")) for k, v in r.items()}
+        for r in read_rows(csv, fields)
+    ]
