@@ -77,7 +77,7 @@ def plot(csv: Path, png: Path) -> Path:
     rows = [r for r in read_claim_rows(csv, FIELDS, TEXT) if r["step"] > 0]
     ns = sorted({r["n"] for r in rows})
     kappas = sorted({r["kappa"] for r in rows})
-    fig = Figure(figsize=(5.2 * len(ns), 7.0), layout="constrained")
+    fig = Figure(figsize=(max(5.2 * len(ns), 9.0), 7.0), layout="constrained")
     axes = fig.subplots(2, len(ns), squeeze=False, sharex=True)
     cmap = __import__("matplotlib").colormaps["viridis"]
     for j, n in enumerate(ns):

@@ -162,17 +162,19 @@ def plot_tarzanagh(csv: Path, png: Path) -> Path:
 
     rows = read_claim_rows(csv, TAR_FIELDS, TEXT)
     kappas = sorted({r["kappa"] for r in rows})
-    fig = Figure(figsize=(4.2 * len(kappas), 4.0), layout="constrained")
+    fig = Figure(figsize=(max(4.2 * len(kappas), 8.0), 4.0), layout="constrained")
     axes = fig.subplots(1, len(kappas), squeeze=False, sharey=True)[0]
     for ax, kappa in zip(axes, kappas):
         sub = [r for r in rows if r["kappa"] == kappa]
-        for col, colour, label in (("cos_current", "#0072B2", "SVM of p_t's own selection"),
-                                   ("cos_final", "#D55E00", "SVM of the final selection"),
-                                   ("cos_opt", "#009E73", r"SVM of argmax$_t\ y_i\langle v_1, x_{it}\rangle$")):
+        for col, colour, fmt, label in (
+            ("cos_current", "#0072B2", "-o", "SVM of p_t's own selection"),
+            ("cos_final", "#D55E00", "--s", "SVM of the final selection"),
+            ("cos_opt", "#009E73", ":^", r"SVM of argmax$_t\ y_i\langle v_1, x_{it}\rangle$"),
+        ):
             agg = aggregate(sub, ("step",), col)
             st = sorted(agg)
             ax.errorbar([s[0] for s in st], [agg[s][0] for s in st], yerr=[agg[s][1] for s in st],
-                        fmt="-o", ms=3, capsize=2, color=colour, label=label)
+                        fmt=fmt, ms=4, capsize=2, color=colour, label=label)
         ax.set_xscale("log")
         ax.set_xlabel("GD step on p (log scale)")
         ax.set_title(rf"$\kappa$ = {kappa:g}")

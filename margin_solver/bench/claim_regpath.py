@@ -115,7 +115,7 @@ def plot(csv: Path, png: Path) -> Path:
 
     rows = [r for r in read_claim_rows(csv, FIELDS, TEXT) if r["method"] in ("path", "gd-wd")]
     kappas = sorted({r["kappa"] for r in rows})
-    fig = Figure(figsize=(3.6 * len(kappas), 6.4), layout="constrained")
+    fig = Figure(figsize=(max(3.6 * len(kappas), 9.0), 6.4), layout="constrained")
     axes = fig.subplots(2, len(kappas), squeeze=False, sharex=True, sharey="row")
     colours = ["#0072B2", "#D55E00", "#009E73", "#CC79A7"]
     for j, kappa in enumerate(kappas):
@@ -132,12 +132,12 @@ def plot(csv: Path, png: Path) -> Path:
                                 color=colours[c % len(colours)],
                                 label=f"{method}, R = {R_scale:g}/$\\nu$")
             ax.set_xscale("log")
-            ax.invert_xaxis()
             ax.grid(alpha=0.3)
             ax.set_title(f"$\\kappa$ = {kappa:g}" if i == 0 else "")
             ax.set_ylabel(r"$\cos(v_\lambda, v^*)$" if i == 0 else r"$\cos(p_\lambda, p^*)$")
             if i == 1:
                 ax.set_xlabel(r"weight decay $\lambda$ (log scale, decreasing)")
+    axes[0, 0].invert_xaxis()  # shared by every panel: lam decreases to the right
     axes[0, 0].legend(fontsize=7)
     r0 = rows[0]
     fig.suptitle(f"Weight-decay path vs the min-norm interpolator $P_R$: n={r0['n']:g}, "

@@ -204,6 +204,10 @@ def plot_dominant(csv: Path, png: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("top noise token / all noise attention\n(flipped training samples)")
     axes[0].legend(fontsize=7)
+    r0 = rows[0]
+    fig.suptitle(f"Attention of flipped training samples on their top noise token: n={r0['n']:g}, "
+                 f"d={r0['d']:g}, $\\eta$=0.1 (mean ± std over seeds with a flipped sample)",
+                 fontsize=10)
     return save_figure(fig, png)
 
 
