@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from margin_solver.gd import gradient_descent
-from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_claim_tasks
+from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.plots import save_figure
 from margin_solver.bench.sweeps import Cell
 
@@ -103,16 +103,13 @@ def plot(csv: Path, png: Path) -> Path:
     return save_figure(fig, png)
 
 
-def run(out: Path, size: str, jobs: int | None = None, scheduler: str | None = None,
-        progress: bool = False) -> tuple[Path, Path, str, str]:
-    """Run (or resume) the study into ``out``; return (csv, png, markdown table, message)."""
+def run(out: Path, size: str, **backend: Any) -> tuple[Path, Path, str, str]:
+    """Run (or resume) the study into ``out``; return (csv, png, markdown table, message).
+    ``backend``: ``jobs``, ``scheduler``, ``progress`` of the claim runner."""
     from margin_solver.bench.studies import markdown_table
 
     csv, png = out / "claim_longgd.csv", out / "claim_longgd.png"
-    message = run_claim_tasks(tasks(size), csv, FIELDS, KEY_FIELDS, jobs=jobs,
-                              scheduler=scheduler, progress=progress)
-    plot(csv, png)
-    rows = read_claim_rows(csv, FIELDS, TEXT)
+    message, rows = run_and_plot(tasks(size), csv, png, (FIELDS, KEY_FIELDS, TEXT), plot, **backend)
     last = max(r["step"] for r in rows)
     shown = [r for r in rows if r["step"] in (1, 10, 100, 1000, last)]
     table = markdown_table(shown, ("n", "kappa", "weight_decay", "step"),

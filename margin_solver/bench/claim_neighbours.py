@@ -29,7 +29,7 @@ from margin_solver.gd import default_step_sizes, gradient_descent
 from margin_solver.kernel import attention
 from margin_solver.metrics import evaluate
 from margin_solver.selection import solve_attention_svm
-from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_claim_tasks
+from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.plots import save_figure
 from margin_solver.bench.sweeps import Cell
 
@@ -186,24 +186,20 @@ def plot_tarzanagh(csv: Path, png: Path) -> Path:
     return save_figure(fig, png)
 
 
-def run(out: Path, size: str, which: str, jobs: int | None = None, scheduler: str | None = None,
-        progress: bool = False) -> tuple[Path, Path, str, str]:
-    """Run (or resume) ``which`` ("sakamoto" or "tarzanagh") into ``out``."""
+def run(out: Path, size: str, which: str, **backend: Any) -> tuple[Path, Path, str, str]:
+    """Run (or resume) ``which`` ("sakamoto" or "tarzanagh") into ``out``; ``backend``:
+    ``jobs``, ``scheduler``, ``progress`` of the claim runner."""
     from margin_solver.bench.studies import markdown_table
 
+    csv, png = out / f"claim_{which}.csv", out / f"claim_{which}.png"
     if which == "sakamoto":
-        csv, png = out / "claim_sakamoto.csv", out / "claim_sakamoto.png"
-        message = run_claim_tasks(sakamoto_tasks(size), csv, SAK_FIELDS, SAK_KEYS, jobs=jobs,
-                                  scheduler=scheduler, progress=progress)
-        plot_sakamoto(csv, png)
-        table = markdown_table(read_claim_rows(csv, SAK_FIELDS, TEXT), ("kappa", "method"),
-                               ("train_error", "test_error_clean", "attn_signal_clean",
-                                "attn_signal_noisy"))
+        message, rows = run_and_plot(sakamoto_tasks(size), csv, png, (SAK_FIELDS, SAK_KEYS, TEXT),
+                                     plot_sakamoto, **backend)
+        table = markdown_table(rows, ("kappa", "method"), ("train_error", "test_error_clean",
+                                                          "attn_signal_clean", "attn_signal_noisy"))
     else:
-        csv, png = out / "claim_tarzanagh.csv", out / "claim_tarzanagh.png"
-        message = run_claim_tasks(tarzanagh_tasks(size), csv, TAR_FIELDS, TAR_KEYS, jobs=jobs,
-                                  scheduler=scheduler, progress=progress)
-        plot_tarzanagh(csv, png)
-        table = markdown_table(read_claim_rows(csv, TAR_FIELDS, TEXT), ("kappa", "step"),
+        message, rows = run_and_plot(tarzanagh_tasks(size), csv, png, (TAR_FIELDS, TAR_KEYS, TEXT),
+                                     plot_tarzanagh, **backend)
+        table = markdown_table(rows, ("kappa", "step"),
                                ("norm_p", "cos_current", "cos_final", "cos_opt", "same_as_final"))
     return csv, png, table, message

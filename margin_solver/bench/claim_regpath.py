@@ -23,7 +23,7 @@ from margin_solver.gd import gradient_descent, token_scale
 from margin_solver.metrics import evaluate
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.regpath import regularization_path
-from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_claim_tasks
+from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.plots import save_figure
 from margin_solver.bench.sweeps import Cell
 
@@ -145,16 +145,13 @@ def plot(csv: Path, png: Path) -> Path:
     return save_figure(fig, png)
 
 
-def run(out: Path, size: str, jobs: int | None = None, scheduler: str | None = None,
-        progress: bool = False) -> tuple[Path, Path, str, str]:
-    """Run (or resume) the study into ``out``; return (csv, png, markdown table, message)."""
+def run(out: Path, size: str, **backend: Any) -> tuple[Path, Path, str, str]:
+    """Run (or resume) the study into ``out``; return (csv, png, markdown table, message).
+    ``backend``: ``jobs``, ``scheduler``, ``progress`` of the claim runner."""
     from margin_solver.bench.studies import markdown_table
 
     csv, png = out / "claim_regpath.csv", out / "claim_regpath.png"
-    message = run_claim_tasks(tasks(size), csv, FIELDS, KEY_FIELDS, jobs=jobs,
-                              scheduler=scheduler, progress=progress)
-    plot(csv, png)
-    rows = read_claim_rows(csv, FIELDS, TEXT)
+    message, rows = run_and_plot(tasks(size), csv, png, (FIELDS, KEY_FIELDS, TEXT), plot, **backend)
     table = markdown_table(rows, ("kappa", "R_scale", "method", "lam"),
                            ("cos_v", "cos_p", "same_token", "norm_ratio", "test_error_clean"))
     converged = sum(r["status"] == "converged" for r in rows if r["method"] == "path")

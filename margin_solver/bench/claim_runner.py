@@ -159,3 +159,20 @@ def read_claim_rows(csv: str | os.PathLike, fields: Sequence[str], text: Sequenc
         {k: (v if k in text else float(v) if v != "" else float("nan")) for k, v in r.items()}
         for r in read_rows(csv, fields)
     ]
+
+
+def run_and_plot(
+    tasks: Sequence[ClaimTask],
+    csv: Path,
+    png: Path,
+    columns: tuple[Sequence[str], Sequence[str], Sequence[str]],
+    plot: Callable[[Path, Path], Path],
+    **backend: Any,
+) -> tuple[str, list[dict[str, Any]]]:
+    """Run (or resume) a claim study's tasks, draw its figure from the CSV, return the run's
+    summary and the CSV's rows. ``columns`` is (fields, key fields, text fields); ``backend``
+    passes ``jobs``, ``scheduler`` and ``progress`` to :func:`run_claim_tasks`."""
+    fields, key_fields, text = columns
+    message = run_claim_tasks(tasks, csv, fields, key_fields, **backend)
+    plot(csv, png)
+    return message, read_claim_rows(csv, fields, text)

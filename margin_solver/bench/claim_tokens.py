@@ -28,7 +28,7 @@ from margin_solver.gd import gradient_descent, token_scale
 from margin_solver.kernel import attention
 from margin_solver.metrics import evaluate
 from margin_solver.minnorm import solve_min_norm
-from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_claim_tasks
+from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.methods import R_SCALE
 from margin_solver.bench.plots import save_figure
 from margin_solver.bench.sweeps import Cell
@@ -211,25 +211,22 @@ def plot_dominant(csv: Path, png: Path) -> Path:
     return save_figure(fig, png)
 
 
-def run(out: Path, size: str, which: str, jobs: int | None = None, scheduler: str | None = None,
-        progress: bool = False) -> tuple[Path, Path, str, str]:
+def run(out: Path, size: str, which: str, **backend: Any) -> tuple[Path, Path, str, str]:
     """Run (or resume) the tasks into ``out/claim_tokens.csv``; ``which`` is ``"threshold"``
-    (claim 2's figure and table) or ``"dominant"`` (claim 3's)."""
+    (claim 2's figure and table) or ``"dominant"`` (claim 3's); ``backend``: ``jobs``,
+    ``scheduler``, ``progress`` of the claim runner."""
     from margin_solver.bench.studies import markdown_table
 
-    csv = out / "claim_tokens.csv"
-    message = run_claim_tasks(tasks(size), csv, FIELDS, KEY_FIELDS, jobs=jobs,
-                              scheduler=scheduler, progress=progress)
-    rows = read_claim_rows(csv, FIELDS, TEXT)
+    csv, png = out / "claim_tokens.csv", out / f"claim_{which}.png"
+    plot = plot_threshold if which == "threshold" else plot_dominant
+    message, rows = run_and_plot(tasks(size), csv, png, (FIELDS, KEY_FIELDS, TEXT), plot, **backend)
     if which == "threshold":
-        png = plot_threshold(csv, out / "claim_threshold.png")
         lines = ["| T | method | kappa* | certified share (min-norm) |", "|---|---|---|---|"]
         lines += [f"| {t['T']:g} | {t['method']} | {t['kappa_star']:.3g} | {t['certified_share']:.2g} |"
                   for t in thresholds(rows)]
         table = "\n".join(lines) + "\n\n" + markdown_table(
             rows, ("T", "kappa", "method"), ("train_error", "test_error_clean"))
     else:
-        png = plot_dominant(csv, out / "claim_dominant.png")
         table = markdown_table([r for r in rows if r["T"] > 2], ("T", "kappa", "method"),
                                ("top_noise_attention", "top_noise_fraction", "attn_signal_noisy"))
     return csv, png, table, message
