@@ -49,6 +49,7 @@ from margin_solver.results import (
 from margin_solver.validation import (
     InvalidInputError,
     check_int,
+    check_memory,
     check_nonnegative,
     check_positive,
     check_radius,
@@ -228,6 +229,12 @@ def regularization_path(
             raise InvalidInputError(f"||p0|| = {np.linalg.norm(p0):.6g} exceeds R = {R:.6g}.")
         if np.any(p0):
             basis = np.concatenate([flat, p0[None]])
+    m = len(basis)
+    check_memory(
+        2 * 8.0 * m * m,  # the Gram matrix and its token columns
+        f"the token Gram matrix of the regularisation path ({m} x {m})",
+        "subsample the training set (the path works on the nT x nT token Gram matrix)",
+    )
     problem = _Problem(basis @ basis.T, n, T, yf, R, "p" in blocks)
     W = np.zeros((2, len(basis)))
     if len(basis) > n * T:

@@ -73,3 +73,11 @@ def test_iteration_cap_is_a_status_and_a_warning(train):
 def test_bad_input(train, kwargs, match):
     with warnings.catch_warnings(), pytest.raises(InvalidInputError, match=match):
         regularization_path(train, **{"R": 1.0, **kwargs})
+
+
+def test_gram_matrix_too_large_for_memory_is_refused(train, monkeypatch):
+    from margin_solver import validation
+
+    monkeypatch.setattr(validation, "available_memory", lambda: 1000)
+    with pytest.raises(validation.InsufficientMemoryError, match="Gram matrix"):
+        regularization_path(train, R=1.0, lambdas=[1e-2])
