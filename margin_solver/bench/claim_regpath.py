@@ -86,8 +86,8 @@ def _row(method, lam, v, p, status, iterations, seconds, ref, ref_test, train, t
 
 def tasks(size: str) -> list[ClaimTask]:
     """The study's cells at ``size``."""
-    n = pick(size, 8, 20, 40)
-    d = pick(size, 100, 1000, 2000)
+    n = pick(size, 8, 40, 40)
+    d = pick(size, 100, 2000, 2000)
     kappas = pick(size, [4.0], [0.5, 2.0, 4.0, 8.0], [0.5, 2.0, 4.0, 8.0])
     R_scales = pick(size, [10.0], [3.0, 30.0], [3.0, 10.0, 30.0, 100.0])
     options = {
