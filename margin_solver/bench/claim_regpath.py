@@ -108,10 +108,9 @@ def tasks(size: str) -> list[ClaimTask]:
 
 
 def plot(csv: Path, png: Path) -> Path:
-    """cos(v_lam, v*) and cos(p_lam, p*) against lam, one column per kappa (from the CSV only)."""
+    """cos(v_lam, v*) and cos(p_lam, p*) against lam, one column per kappa, one line per seed
+    (from the CSV only)."""
     from matplotlib.figure import Figure
-
-    from margin_solver.bench.study_plots import aggregate
 
     rows = [r for r in read_claim_rows(csv, FIELDS, TEXT) if r["method"] in ("path", "gd-wd")]
     kappas = sorted({r["kappa"] for r in rows})
@@ -122,15 +121,16 @@ def plot(csv: Path, png: Path) -> Path:
         sub = [r for r in rows if r["kappa"] == kappa]
         for i, col in enumerate(("cos_v", "cos_p")):
             ax = axes[i, j]
+            # One line per seed: a cell can reach another stationary point than P_R's, and a
+            # mean over seeds would hide that.
             for c, R_scale in enumerate(sorted({r["R_scale"] for r in sub})):
                 for method, style in (("path", "-o"), ("gd-wd", "--s")):
-                    agg = aggregate([r for r in sub if r["R_scale"] == R_scale and r["method"] == method],
-                                    ("lam",), col)
-                    lams = sorted(agg)
-                    ax.errorbar([k[0] for k in lams], [agg[k][0] for k in lams],
-                                yerr=[agg[k][1] for k in lams], fmt=style, ms=3, capsize=2,
+                    for seed in sorted({r["seed"] for r in sub}):
+                        line = sorted((r["lam"], r[col]) for r in sub if r["R_scale"] == R_scale
+                                      and r["method"] == method and r["seed"] == seed)
+                        ax.plot(*zip(*line), style, ms=3, lw=1, alpha=0.8,
                                 color=colours[c % len(colours)],
-                                label=f"{method}, R = {R_scale:g}/$\\nu$")
+                                label=f"{method}, R = {R_scale:g}/$\\nu$" if seed == 0 else None)
             ax.set_xscale("log")
             ax.grid(alpha=0.3)
             ax.set_title(f"$\\kappa$ = {kappa:g}" if i == 0 else "")
@@ -141,7 +141,7 @@ def plot(csv: Path, png: Path) -> Path:
     axes[0, 0].legend(fontsize=7)
     r0 = rows[0]
     fig.suptitle(f"Weight-decay path vs the min-norm interpolator $P_R$: n={r0['n']:g}, "
-                 f"d={r0['d']:g}, T=2, $\\eta$=0.1 (mean ± std over seeds)")
+                 f"d={r0['d']:g}, T=2, $\\eta$=0.1 (one line per seed)")
     return save_figure(fig, png)
 
 
