@@ -100,7 +100,7 @@ def tasks(size: str) -> list[ClaimTask]:
     Ts = pick(size, [2, 3], [2, 3, 4, 8, 16], [2, 3, 4, 8, 16])
     kappas = pick(size, [0.5, 8.0], [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
                   [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0])
-    options = {"certify_max_T": pick(size, 2, 2, 4), "gd_steps": pick(size, 100, 1000, 10000)}
+    options = {"certify_max_T": pick(size, 2, 3, 4), "gd_steps": pick(size, 100, 1000, 10000)}
     out = []
     for T in Ts:
         for kappa in kappas:
