@@ -37,7 +37,7 @@ import itertools
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,8 +58,8 @@ from margin_solver.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
 from margin_solver.sdpbound import lagrangian_bound
 from margin_solver.selection import (
     SelectionSVM,
+    aggregated_lift,
     attention_svm,
-    best_tokens,
     hard_selection_alternation,
     lifted_bounds,
     selection_svm,
@@ -456,65 +456,115 @@ def _enumerate(
 class _Node:
     bound: float
     order: int
-    svm: SelectionSVM
+    svm: SelectionSVM = field(compare=False)
+    allowed: np.ndarray = field(compare=False)  # (n, T): tokens each sample may still take
+    branch: int = field(compare=False)  # the free sample to branch on
+    lifted: np.ndarray = field(compare=False)  # (T,): its tokens' lifted bounds
+
+
+class _SelectionSearch:
+    """Best-first branch-and-bound over token sets (docs/theory.md, "Hard-selection
+    branch-and-bound"): a node restricts each sample to a set of allowed tokens and fixes
+    the samples left with one; its bound combines the SVM over the fixed samples with the
+    lifted and aggregated bounds of the free ones."""
+
+    def __init__(self, H: np.ndarray, y: np.ndarray, T: int) -> None:
+        self.H, self.y, self.T = H, y, T
+        self.n = len(y)
+        self.sq_norms = np.diag(H).reshape(self.n, T)
+        self.incumbent = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+        self.heap: list[_Node] = []
+        self.counter = itertools.count()
+        self.nodes = 0
+        # Smallest bound among nodes closed by a completed selection; those bounds can sit a
+        # rounding error below the completed SVM's norm, and the proven bound must include them.
+        self.closed_floor = math.inf
+        self.failed = False  # an engine breakdown drops a node without proof
+
+    def solve(self, tokens: np.ndarray, samples: np.ndarray | None = None) -> SelectionSVM:
+        svm = selection_svm(self.H, self.y, self.T, tokens, samples)
+        self.nodes += 1
+        self.failed |= svm.failed
+        return svm
+
+    def prunes(self, bound: float) -> bool:
+        return bound >= self.incumbent.norm * (1 - _PRUNE_RTOL)
+
+    def evaluate(self, svm: SelectionSVM, allowed: np.ndarray, parent_bound: float) -> None:
+        """Bound a node and queue it, or close it (completion, pruning, infeasibility)."""
+        if not svm.feasible:
+            return
+        n, T = self.n, self.T
+        margins = token_margins(self.H, self.y, T, svm)
+        free = np.setdiff1d(np.arange(n), svm.samples)
+        reachable = np.where(allowed, margins, -np.inf)
+        if free.size == 0 or reachable[free].max(axis=1).min() >= 1 - _SATISFIED_TOL:
+            tokens = np.argmax(reachable, axis=1)
+            tokens[svm.samples] = svm.tokens
+            completed = self.solve(tokens)
+            self.closed_floor = min(self.closed_floor, max(parent_bound, svm.norm))
+            if completed.norm < self.incumbent.norm:
+                self.incumbent = completed
+            return
+        lifted = np.where(allowed[free],
+                          lifted_bounds(svm.norm, margins[free], self.sq_norms[free]), math.inf)
+        per_sample = lifted.min(axis=1)
+        hardest = int(np.argmax(per_sample))
+        bound = max(parent_bound, svm.norm, float(per_sample[hardest]))
+        if self.prunes(bound):
+            return
+        needed = math.sqrt(max(self.incumbent.norm**2 - svm.norm**2, 0.0))
+        shared = aggregated_lift(self.H, self.y, T, margins, allowed, free, target=needed)
+        bound = max(bound, math.sqrt(svm.norm**2 + shared**2))
+        if self.prunes(bound):
+            return
+        heapq.heappush(self.heap, _Node(bound, next(self.counter), svm, allowed,
+                                        int(free[hardest]), lifted[hardest]))
+
+    def branch(self, node: _Node) -> None:
+        """Two children: the free sample's most promising token fixed, and its other tokens."""
+        i = node.branch
+        options = np.flatnonzero(node.lifted < self.incumbent.norm * (1 + _PRUNE_RTOL))
+        options = options[np.argsort(node.lifted[options], kind="stable")]
+        for group in (options[:1], options[1:]):
+            if group.size == 0:
+                continue
+            allowed = node.allowed.copy()
+            allowed[i] = False
+            allowed[i, group] = True
+            child = node.svm
+            if group.size == 1:
+                child = self.solve(np.append(node.svm.tokens, group[0]),
+                                   np.append(node.svm.samples, i))
+            self.evaluate(child, allowed, node.bound)
+
+    def proven(self) -> float:
+        return min([self.incumbent.norm, self.closed_floor] + [node.bound for node in self.heap])
 
 
 def _branch_and_bound(
     H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar
 ) -> LowerBoundResult:
+    search = _SelectionSearch(H, y, T)
     n = len(y)
-    token_sq_norms = np.diag(H).reshape(n, T)
-    incumbent = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
-    nodes = 1
-    root = selection_svm(H, y, T, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    counter = itertools.count()
-    heap = [_Node(0.0, next(counter), root)]
-    # Smallest node bound among leaves closed by a completed selection; those bounds can sit
-    # a rounding error below the completed SVM's norm, and the proven bound must include them.
-    closed_floor = math.inf
-    failed = root.failed  # an engine breakdown drops a node without proof
+    root = search.solve(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    search.evaluate(root, np.ones((n, T), dtype=bool), 0.0)
+    heap = search.heap
     while heap:
-        if heap[0].bound >= incumbent.norm * (1 - _PRUNE_RTOL):
-            heap = []
+        if search.prunes(heap[0].bound):
+            heap.clear()
             break
         if time.perf_counter() - start > time_limit:
             break
         if bar.throttle():
-            bar.set_to(
-                min(time.perf_counter() - start, time_limit),
-                nodes=nodes,
-                bound=f"{min(heap[0].bound, closed_floor, incumbent.norm):.6g}",
-                best=f"{incumbent.norm:.6g}",
-            )
-        node = heapq.heappop(heap)
-        margins = token_margins(H, y, T, node.svm)
-        free = np.setdiff1d(np.arange(n), node.svm.samples)
-        if free.size == 0 or margins[free].max(axis=1).min() >= 1 - _SATISFIED_TOL:
-            tokens = best_tokens(margins)
-            tokens[node.svm.samples] = node.svm.tokens
-            completed = selection_svm(H, y, T, tokens)
-            nodes += 1
-            failed |= completed.failed
-            closed_floor = min(closed_floor, node.bound)
-            if completed.norm < incumbent.norm:
-                incumbent = completed
-            continue
-        lifted = lifted_bounds(node.svm.norm, margins[free], token_sq_norms[free])
-        hardest = np.argmax(lifted.min(axis=1))
-        if lifted[hardest].min() >= incumbent.norm * (1 + _PRUNE_RTOL):
-            continue
-        branch = free[hardest]
-        for t in np.flatnonzero(lifted[hardest] < incumbent.norm * (1 + _PRUNE_RTOL)):
-            child = selection_svm(
-                H, y, T, np.append(node.svm.tokens, t), np.append(node.svm.samples, branch)
-            )
-            nodes += 1
-            failed |= child.failed
-            if child.norm < incumbent.norm:
-                heapq.heappush(heap, _Node(child.norm, next(counter), child))
-    bound = min([incumbent.norm, closed_floor] + [node.bound for node in heap])
+            bound, best = search.proven(), search.incumbent.norm
+            bar.set_to(min(time.perf_counter() - start, time_limit), nodes=search.nodes,
+                       bound=f"{bound:.6g}", best=f"{best:.6g}",
+                       gap=f"{(best - bound) / best:.2e}")
+        search.branch(heapq.heappop(heap))
     status = OPTIMAL if not heap else TIME_LIMIT
-    return _finish(incumbent, bound, status, "bnb", nodes, start, failed)
+    return _finish(search.incumbent, search.proven(), status, "bnb", search.nodes, start,
+                   search.failed)
 
 
 def _finish(
