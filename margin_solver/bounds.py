@@ -557,14 +557,21 @@ def _branch_and_bound(
         if time.perf_counter() - start > time_limit:
             break
         if bar.throttle():
-            bound, best = search.proven(), search.incumbent.norm
-            bar.set_to(min(time.perf_counter() - start, time_limit), nodes=search.nodes,
-                       bound=f"{bound:.6g}", best=f"{best:.6g}",
-                       gap=f"{(best - bound) / best:.2e}")
+            _show_gap(bar, search, start, time_limit)
         search.branch(heapq.heappop(heap))
+    _show_gap(bar, search, start, time_limit)
     status = OPTIMAL if not heap else TIME_LIMIT
     return _finish(search.incumbent, search.proven(), status, "bnb", search.nodes, start,
                    search.failed)
+
+
+def _show_gap(bar: ProgressBar, search: _SelectionSearch, start: float,
+              time_limit: float) -> None:
+    """Elapsed time, nodes, proven bound, best selection and the relative gap between them."""
+    bound, best = search.proven(), search.incumbent.norm
+    gap = (best - bound) / best if 0 < best < math.inf else math.nan
+    bar.set_to(min(time.perf_counter() - start, time_limit), nodes=search.nodes,
+               bound=f"{bound:.6g}", best=f"{best:.6g}", gap=f"{gap:.2e}")
 
 
 def _finish(

@@ -353,14 +353,14 @@ def aggregated_lift(
     P = np.full((m, T, m), -np.inf)
     for u in range(T):
         np.maximum(P, np.where(mask[:, u], A4[:, :, :, u], -np.inf), out=P)
-    own = np.where(mask, np.diagonal(A).reshape(m, T), -np.inf)
+    own = np.where(mask, np.diagonal(A).reshape(m, T), 0.0)
     P[np.arange(m), :, np.arange(m)] = 0.0
     P[~mask] = 0.0
     if not (own.max(axis=1) > 0).all():  # a sample whose allowed tokens are all zero: left to the lift
         return 0.0
     beta = 1.0 / own.max(axis=1)
     beta /= beta.sum()
-    step = 1.0 / (2.0 * float(np.abs(P).sum(axis=2).max() + np.abs(own[mask]).max()))
+    step = 1.0 / (2.0 * float(np.abs(P).sum(axis=2).max() + own.max()))
     best = 0.0
     floor = _AGGREGATE_RTOL * float(own.max())
     rows_m = np.arange(m)
