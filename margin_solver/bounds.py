@@ -13,18 +13,22 @@ Two exact methods:
 ``"enumerate"``
     Every selection, one SVM each (T^n SVMs).
 ``"bnb"``
-    Best-first branch-and-bound. A node fixes the token of some samples; the SVM over the
-    fixed samples alone has fewer constraints than any completion, so its norm bounds the
-    node from below. When that SVM's v already satisfies every free sample through some
-    token, the node is solved (its best completion is that v). Otherwise each free sample's
-    tokens get a cheap lifted bound (:func:`~margin_solver.selection.lifted_bounds`, from the
-    strong convexity of the node's SVM); the node is pruned when the hardest free sample's smallest lifted bound
-    reaches the incumbent, else that sample is branched on, one child per token whose lifted
-    bound is below the incumbent. The incumbent
-    starts from the hard-selection alternation (:func:`hard_selection_alternation`) from the
-    first GD step's v (``v_1 ∝ sum_i y_i xbar_i``), and nodes whose bound reaches it are
-    pruned. With a time limit the result still carries a proven bound: the smallest bound of
-    the open nodes and solved leaves.
+    Best-first branch-and-bound over token sets (:class:`_SelectionSearch`). A node allows
+    each sample a set of tokens; samples left with one are fixed, and the SVM over the fixed
+    samples alone (fewer constraints than any completion) bounds the node from below. When
+    that SVM's v already satisfies every free sample through an allowed token, the node is
+    solved (its best completion is that v). Otherwise the free samples add the lifted bound
+    of the hardest one (:func:`~margin_solver.selection.lifted_bounds`, from the strong
+    convexity of the node's SVM) and the aggregated lift of all of them
+    (:func:`~margin_solver.selection.aggregated_lift`: nearly orthogonal tokens, such as the
+    paper's noise tokens, add up instead of being charged one at a time). A node whose bound
+    reaches the incumbent is pruned; else the hardest free sample is branched on: its most
+    promising token fixed, or its other tokens (tokens whose lifted bound reaches the
+    incumbent are dropped). The incumbent starts from the hard-selection alternation
+    (:func:`hard_selection_alternation`) from the first GD step's v
+    (``v_1 ∝ sum_i y_i xbar_i``) and improves at solved nodes. With a time limit the result
+    still carries a proven bound: the smallest bound of the open nodes and solved leaves.
+    docs/theory.md, "Hard-selection branch-and-bound over token sets".
 
 With ``R`` given, :func:`global_lower_bound` bounds P_R itself through the attention that
 ``||p|| <= R`` can reach (:mod:`margin_solver.rbounds`): ``bound_kind="finite-R"``.
