@@ -13,18 +13,22 @@ Two exact methods:
 ``"enumerate"``
     Every selection, one SVM each (T^n SVMs).
 ``"bnb"``
-    Best-first branch-and-bound. A node fixes the token of some samples; the SVM over the
-    fixed samples alone has fewer constraints than any completion, so its norm bounds the
-    node from below. When that SVM's v already satisfies every free sample through some
-    token, the node is solved (its best completion is that v). Otherwise each free sample's
-    tokens get a cheap lifted bound (:func:`~margin_solver.selection.lifted_bounds`, from the
-    strong convexity of the node's SVM); the node is pruned when the hardest free sample's smallest lifted bound
-    reaches the incumbent, else that sample is branched on, one child per token whose lifted
-    bound is below the incumbent. The incumbent
-    starts from the hard-selection alternation (:func:`hard_selection_alternation`) from the
-    first GD step's v (``v_1 ∝ sum_i y_i xbar_i``), and nodes whose bound reaches it are
-    pruned. With a time limit the result still carries a proven bound: the smallest bound of
-    the open nodes and solved leaves.
+    Best-first branch-and-bound over token sets (:class:`_SelectionSearch`). A node allows
+    each sample a set of tokens; samples left with one are fixed, and the SVM over the fixed
+    samples alone (fewer constraints than any completion) bounds the node from below. When
+    that SVM's v already satisfies every free sample through an allowed token, the node is
+    solved (its best completion is that v). Otherwise the free samples add the lifted bound
+    of the hardest one (:func:`~margin_solver.selection.lifted_bounds`, from the strong
+    convexity of the node's SVM) and the aggregated lift of all of them
+    (:func:`~margin_solver.selection.aggregated_lift`: nearly orthogonal tokens, such as the
+    paper's noise tokens, add up instead of being charged one at a time). A node whose bound
+    reaches the incumbent is pruned; else the hardest free sample is branched on: its most
+    promising token fixed, or its other tokens (tokens whose lifted bound reaches the
+    incumbent are dropped). The incumbent starts from the hard-selection alternation
+    (:func:`hard_selection_alternation`) from the first GD step's v
+    (``v_1 ∝ sum_i y_i xbar_i``) and improves at solved nodes. With a time limit the result
+    still carries a proven bound: the smallest bound of the open nodes and solved leaves.
+    docs/theory.md, "Hard-selection branch-and-bound over token sets".
 
 With ``R`` given, :func:`global_lower_bound` bounds P_R itself through the attention that
 ``||p|| <= R`` can reach (:mod:`margin_solver.rbounds`): ``bound_kind="finite-R"``.
@@ -37,7 +41,7 @@ import itertools
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,8 +62,8 @@ from margin_solver.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
 from margin_solver.sdpbound import lagrangian_bound
 from margin_solver.selection import (
     SelectionSVM,
+    aggregated_lift,
     attention_svm,
-    best_tokens,
     hard_selection_alternation,
     lifted_bounds,
     selection_svm,
@@ -456,65 +460,122 @@ def _enumerate(
 class _Node:
     bound: float
     order: int
-    svm: SelectionSVM
+    svm: SelectionSVM = field(compare=False)
+    allowed: np.ndarray = field(compare=False)  # (n, T): tokens each sample may still take
+    branch: int = field(compare=False)  # the free sample to branch on
+    lifted: np.ndarray = field(compare=False)  # (T,): its tokens' lifted bounds
+
+
+class _SelectionSearch:
+    """Best-first branch-and-bound over token sets (docs/theory.md, "Hard-selection
+    branch-and-bound"): a node restricts each sample to a set of allowed tokens and fixes
+    the samples left with one; its bound combines the SVM over the fixed samples with the
+    lifted and aggregated bounds of the free ones."""
+
+    def __init__(self, H: np.ndarray, y: np.ndarray, T: int) -> None:
+        self.H, self.y, self.T = H, y, T
+        self.n = len(y)
+        self.sq_norms = np.diag(H).reshape(self.n, T)
+        self.incumbent = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+        self.heap: list[_Node] = []
+        self.counter = itertools.count()
+        self.nodes = 0
+        # Smallest bound among nodes closed by a completed selection; those bounds can sit a
+        # rounding error below the completed SVM's norm, and the proven bound must include them.
+        self.closed_floor = math.inf
+        self.failed = False  # an engine breakdown drops a node without proof
+
+    def solve(self, tokens: np.ndarray, samples: np.ndarray | None = None) -> SelectionSVM:
+        svm = selection_svm(self.H, self.y, self.T, tokens, samples)
+        self.nodes += 1
+        self.failed |= svm.failed
+        return svm
+
+    def prunes(self, bound: float) -> bool:
+        return bound >= self.incumbent.norm * (1 - _PRUNE_RTOL)
+
+    def evaluate(self, svm: SelectionSVM, allowed: np.ndarray, parent_bound: float) -> None:
+        """Bound a node and queue it, or close it (completion, pruning, infeasibility)."""
+        if not svm.feasible:
+            return
+        n, T = self.n, self.T
+        margins = token_margins(self.H, self.y, T, svm)
+        free = np.setdiff1d(np.arange(n), svm.samples)
+        reachable = np.where(allowed, margins, -np.inf)
+        if free.size == 0 or reachable[free].max(axis=1).min() >= 1 - _SATISFIED_TOL:
+            tokens = np.argmax(reachable, axis=1)
+            tokens[svm.samples] = svm.tokens
+            completed = self.solve(tokens)
+            self.closed_floor = min(self.closed_floor, max(parent_bound, svm.norm))
+            if completed.norm < self.incumbent.norm:
+                self.incumbent = completed
+            return
+        lifted = np.where(allowed[free],
+                          lifted_bounds(svm.norm, margins[free], self.sq_norms[free]), math.inf)
+        per_sample = lifted.min(axis=1)
+        hardest = int(np.argmax(per_sample))
+        bound = max(parent_bound, svm.norm, float(per_sample[hardest]))
+        if self.prunes(bound):
+            return
+        needed = math.sqrt(max(self.incumbent.norm**2 - svm.norm**2, 0.0))
+        shared = aggregated_lift(self.H, self.y, T, margins, allowed, free, target=needed)
+        bound = max(bound, math.sqrt(svm.norm**2 + shared**2))
+        if self.prunes(bound):
+            return
+        heapq.heappush(self.heap, _Node(bound, next(self.counter), svm, allowed,
+                                        int(free[hardest]), lifted[hardest]))
+
+    def branch(self, node: _Node) -> None:
+        """Two children: the free sample's most promising token fixed, and its other tokens."""
+        i = node.branch
+        options = np.flatnonzero(node.lifted < self.incumbent.norm * (1 + _PRUNE_RTOL))
+        options = options[np.argsort(node.lifted[options], kind="stable")]
+        for group in (options[:1], options[1:]):
+            if group.size == 0:
+                continue
+            allowed = node.allowed.copy()
+            allowed[i] = False
+            allowed[i, group] = True
+            child = node.svm
+            if group.size == 1:
+                child = self.solve(np.append(node.svm.tokens, group[0]),
+                                   np.append(node.svm.samples, i))
+            self.evaluate(child, allowed, node.bound)
+
+    def proven(self) -> float:
+        return min([self.incumbent.norm, self.closed_floor] + [node.bound for node in self.heap])
 
 
 def _branch_and_bound(
     H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar
 ) -> LowerBoundResult:
+    search = _SelectionSearch(H, y, T)
     n = len(y)
-    token_sq_norms = np.diag(H).reshape(n, T)
-    incumbent = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
-    nodes = 1
-    root = selection_svm(H, y, T, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    counter = itertools.count()
-    heap = [_Node(0.0, next(counter), root)]
-    # Smallest node bound among leaves closed by a completed selection; those bounds can sit
-    # a rounding error below the completed SVM's norm, and the proven bound must include them.
-    closed_floor = math.inf
-    failed = root.failed  # an engine breakdown drops a node without proof
+    root = search.solve(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    search.evaluate(root, np.ones((n, T), dtype=bool), 0.0)
+    heap = search.heap
     while heap:
-        if heap[0].bound >= incumbent.norm * (1 - _PRUNE_RTOL):
-            heap = []
+        if search.prunes(heap[0].bound):
+            heap.clear()
             break
         if time.perf_counter() - start > time_limit:
             break
         if bar.throttle():
-            bar.set_to(
-                min(time.perf_counter() - start, time_limit),
-                nodes=nodes,
-                bound=f"{min(heap[0].bound, closed_floor, incumbent.norm):.6g}",
-                best=f"{incumbent.norm:.6g}",
-            )
-        node = heapq.heappop(heap)
-        margins = token_margins(H, y, T, node.svm)
-        free = np.setdiff1d(np.arange(n), node.svm.samples)
-        if free.size == 0 or margins[free].max(axis=1).min() >= 1 - _SATISFIED_TOL:
-            tokens = best_tokens(margins)
-            tokens[node.svm.samples] = node.svm.tokens
-            completed = selection_svm(H, y, T, tokens)
-            nodes += 1
-            failed |= completed.failed
-            closed_floor = min(closed_floor, node.bound)
-            if completed.norm < incumbent.norm:
-                incumbent = completed
-            continue
-        lifted = lifted_bounds(node.svm.norm, margins[free], token_sq_norms[free])
-        hardest = np.argmax(lifted.min(axis=1))
-        if lifted[hardest].min() >= incumbent.norm * (1 + _PRUNE_RTOL):
-            continue
-        branch = free[hardest]
-        for t in np.flatnonzero(lifted[hardest] < incumbent.norm * (1 + _PRUNE_RTOL)):
-            child = selection_svm(
-                H, y, T, np.append(node.svm.tokens, t), np.append(node.svm.samples, branch)
-            )
-            nodes += 1
-            failed |= child.failed
-            if child.norm < incumbent.norm:
-                heapq.heappush(heap, _Node(child.norm, next(counter), child))
-    bound = min([incumbent.norm, closed_floor] + [node.bound for node in heap])
+            _show_gap(bar, search, start, time_limit)
+        search.branch(heapq.heappop(heap))
+    _show_gap(bar, search, start, time_limit)
     status = OPTIMAL if not heap else TIME_LIMIT
-    return _finish(incumbent, bound, status, "bnb", nodes, start, failed)
+    return _finish(search.incumbent, search.proven(), status, "bnb", search.nodes, start,
+                   search.failed)
+
+
+def _show_gap(bar: ProgressBar, search: _SelectionSearch, start: float,
+              time_limit: float) -> None:
+    """Elapsed time, nodes, proven bound, best selection and the relative gap between them."""
+    bound, best = search.proven(), search.incumbent.norm
+    gap = (best - bound) / best if 0 < best < math.inf else math.nan
+    bar.set_to(min(time.perf_counter() - start, time_limit), nodes=search.nodes,
+               bound=f"{bound:.6g}", best=f"{best:.6g}", gap=f"{gap:.2e}")
 
 
 def _finish(

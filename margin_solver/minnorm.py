@@ -73,6 +73,7 @@ from margin_solver.alternating import (
 from margin_solver.blas import single_threaded_blas
 from margin_solver.bounds import (
     BOUND_METHODS,
+    FINITE_R,
     LowerBoundResult,
     first_step_margins,
     trusted_lower_bound,
@@ -433,8 +434,8 @@ def solve_min_norm(
     with single_threaded_blas():
         bound = bound_now(R) if certify else None
         if bound is not None and bound.status == INFEASIBLE:
-            return _warn(_no_point(R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE, bound,
-                                   start_time, tol))
+            return _warn(_no_point(R, solver_form.name, INFEASIBLE,
+                                   _infeasibility_proof(bound), bound, start_time, tol))
         starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound))
         if p0 is not None:
             starts.insert(0, ("p0", _warm_start(solver_form, gram, X, p0, R), None))
@@ -494,6 +495,19 @@ def solve_min_norm(
     result.message += note
     result.solve_time = time.perf_counter() - start_time
     return _warn(result)
+
+
+def _infeasibility_proof(bound: LowerBoundResult) -> str:
+    """The proof behind an ``infeasible`` bound, naming the bound that gave it: LB (valid for
+    every R) or the finite-R branch-and-bound (valid at this R only)."""
+    if bound.bound_kind == FINITE_R and "bnb" in bound.method.split("+"):
+        return (
+            f"proven infeasible at R = {bound.R:.6g}: the finite-R bound's branch-and-bound "
+            "certified every node infeasible (no attention reachable with ||p|| <= R lets a v "
+            "interpolate the data); the hard-selection bound LB did not prove infeasibility, "
+            "so a larger R may interpolate"
+        )
+    return _LB_INFEASIBLE
 
 
 def _warn(result: MinNormResult) -> MinNormResult:

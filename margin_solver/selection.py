@@ -19,6 +19,7 @@ is never taken for an infeasible selection, which would make the lower bound inv
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from margin_solver.vstep import solve_trusted_vstep
 
 __all__ = [
     "SelectionSVM",
+    "aggregated_lift",
     "attention_svm",
     "best_tokens",
     "hard_selection_alternation",
@@ -48,6 +50,11 @@ _SAME_TOKEN_RTOL = 1e-12
 # Margins within this (relative to max(|margin|, 1); an SVM's margins are of order 1) count as
 # tied in best_tokens: far above the rounding of a margin, far below any real difference.
 _TIE_RTOL = 1e-9
+
+# Projected-gradient steps of aggregated_lift's weights, and the relative size below which
+# its quadratic form counts as zero (rounding, not a proof of infeasibility).
+_AGGREGATE_ITERATIONS = 30
+_AGGREGATE_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -326,3 +333,108 @@ def lifted_bounds(norm: float, margins: np.ndarray, sq_norms: np.ndarray) -> np.
     with np.errstate(divide="ignore", invalid="ignore"):
         lift = np.where(deficit > 0, deficit**2 / sq_norms, 0.0)
     return np.sqrt(norm**2 + lift)
+
+
+def aggregated_lift(
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    margins: np.ndarray,
+    allowed: np.ndarray,
+    samples: np.ndarray,
+    target: float = math.inf,
+    iterations: int = _AGGREGATE_ITERATIONS,
+) -> float:
+    """A lower bound on ``||v - v_F||`` shared by several free samples (docs/theory.md).
+
+    :func:`lifted_bounds` charges one free sample at a time. Here every free sample ``i`` in
+    ``samples`` whose allowed tokens all have a deficit ``c_it = 1 - m_it > 0`` at the node's
+    ``v_F`` must be served by some allowed token ``t_i``, so ``w = v - v_F`` satisfies
+    ``<w, a_{i t_i}> >= 1`` with ``a_it = y_i x_it / c_it``. For weights ``beta >= 0`` on the
+    simplex, ``<w, sum_i beta_i a_{i t_i}> >= 1``; by Cauchy-Schwarz
+    ``||w|| >= 1 / sqrt(Q(beta))`` for any ``Q(beta) >= max_selection ||sum_i beta_i a_{i t_i}||^2``.
+    Expanding the square row by row, with each row's own token chosen once,
+
+        Q(beta) = sum_i beta_i max_t [beta_i ||a_it||^2 + sum_{j != i} beta_j max_u <a_it, a_ju>]
+
+    (t, u over allowed tokens). With ``beta = e_i`` this is the lifted bound of sample i;
+    nearly orthogonal tokens (the paper's noise tokens) add up: k of them give about
+    ``sqrt(k)`` times one. ``beta`` comes from projected (sub)gradient steps on the simplex
+    started at ``beta_i ∝ 1 / max_t ||a_it||^2``; any ``beta`` gives a valid bound, the
+    largest seen is returned (0 when no sample qualifies).
+
+    Parameters
+    ----------
+    H : ndarray of shape (n*T, n*T)
+        Token Gram matrix.
+    y : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    T : int
+        Tokens per sample.
+    margins : ndarray of shape (n, T)
+        ``y_i <v_F, x_it>`` (:func:`token_margins`).
+    allowed : ndarray of bool, shape (n, T)
+        Tokens each sample may still select.
+    samples : ndarray of int
+        The free samples.
+    target : float, default=inf
+        Stop as soon as the bound reaches this (the caller prunes there).
+    iterations : int
+        Projected-gradient steps on ``beta``.
+
+    Returns
+    -------
+    float
+    """
+    samples = np.asarray(samples, dtype=np.int64)
+    deficit = 1.0 - margins[samples]
+    ok = np.where(allowed[samples], deficit > 0, True).all(axis=1)
+    samples, deficit = samples[ok], deficit[ok]
+    m = samples.size
+    if m == 0:
+        return 0.0
+    mask = allowed[samples]
+    rows = selection_rows(np.repeat(samples, T), np.tile(np.arange(T), m), T)
+    scale = np.where(mask, y[samples, None] / np.where(mask, deficit, 1.0), 0.0).reshape(-1)
+    A = H[np.ix_(rows, rows)]
+    A *= scale[:, None]
+    A *= scale[None, :]
+    A4 = A.reshape(m, T, m, T)
+    # P[i, t, j] = max_u <a_it, a_ju> over j's allowed u, own sample's block zeroed; own
+    # norms kept apart (a maximum per token slice: numpy reduces a short last axis slowly)
+    P = np.full((m, T, m), -np.inf)
+    for u in range(T):
+        np.maximum(P, np.where(mask[:, u], A4[:, :, :, u], -np.inf), out=P)
+    own = np.where(mask, np.diagonal(A).reshape(m, T), 0.0)
+    P[np.arange(m), :, np.arange(m)] = 0.0
+    P[~mask] = 0.0
+    if not (own.max(axis=1) > 0).all():  # a sample whose allowed tokens are all zero: left to the lift
+        return 0.0
+    beta = 1.0 / own.max(axis=1)
+    beta /= beta.sum()
+    step = 1.0 / (2.0 * float(np.abs(P).sum(axis=2).max() + own.max()))
+    best = 0.0
+    floor = _AGGREGATE_RTOL * float(own.max())
+    rows_m = np.arange(m)
+    for _ in range(iterations):
+        value = beta[:, None] * own + P @ beta  # (m, T): row i's value for each own token
+        value[~mask] = -np.inf
+        top = np.argmax(value, axis=1)
+        quad = float(beta @ value[rows_m, top])
+        if quad > floor * float(beta @ beta):
+            best = max(best, 1.0 / math.sqrt(quad))
+            if best >= target:
+                break
+        chosen = P[rows_m, top]  # (m, m)
+        gradient = 2.0 * beta * own[rows_m, top] + chosen @ beta + chosen.T @ beta
+        beta = _simplex_projection(beta - step * gradient)
+    return best
+
+
+def _simplex_projection(x: np.ndarray) -> np.ndarray:
+    """Euclidean projection onto ``{beta >= 0, sum beta = 1}`` (sort-based)."""
+    u = np.sort(x)[::-1]
+    cumulative = np.cumsum(u) - 1.0
+    k = np.arange(1, len(x) + 1)
+    rho = np.flatnonzero(u - cumulative / k > 0)[-1]
+    return np.maximum(x - cumulative[rho] / (rho + 1), 0.0)

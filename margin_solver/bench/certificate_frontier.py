@@ -9,7 +9,8 @@ JSON results file (written after every row):
     R sqrt(d) in {0.1, 1, 3, 10, 100}, ``gap_tol=1e-3``, 60 s limit.
 ``hard_selection``
     :func:`global_lower_bound` without R (the hard-selection bound LB, valid for every R) at
-    d = 20,000 for (T, n) in {(4, 30), (4, 50), (8, 20), (2, 500)}, 60 s limit.
+    d = 20,000 for (T, n) in {(4, 30), (4, 50), (8, 20), (2, 500)} (issue 12's targets) and
+    beyond them {(4, 100), (8, 50), (2, 1000)}, 60 s limit.
 
 Each row: n, T, R sqrt(d), seconds, nodes, proven bound, incumbent, relative gap, status,
 method. Run: ``.venv/bin/python benchmarks/certificate_frontier.py [--study finite_r]
@@ -33,6 +34,8 @@ SEED = 1
 KAPPA = 4.0
 ETA = 0.1
 R_SCALES = (0.1, 1.0, 3.0, 10.0, 100.0)
+#: (T, n) of the hard-selection study: issue 12's targets, then larger instances.
+HARD_SELECTION_CASES = ((4, 30), (4, 50), (8, 20), (2, 500), (4, 100), (8, 50), (2, 1000))
 
 
 def paper(n: int, T: int, d: int):
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             for scale in R_SCALES:
                 emit(row("finite_r", ds, scale, limit, 1e-3))
     if args.study in ("hard_selection", "all"):
-        cases = ((4, 20), (8, 10)) if args.quick else ((4, 30), (4, 50), (8, 20), (2, 500))
+        cases = ((4, 20), (8, 10)) if args.quick else HARD_SELECTION_CASES
         for T, n in cases:
             emit(row("hard_selection", paper(n, T, 20_000), None, limit, 1e-4))
     return 0
