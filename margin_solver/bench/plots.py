@@ -27,6 +27,7 @@ __all__ = [
     "DPI",
     "figure_style",
     "label_cells",
+    "plain_log_labels",
     "plot_attention_allocation",
     "plot_gd_trajectory",
     "plot_step_size_grid",
@@ -137,13 +138,13 @@ def plot_step_size_grid(
     bottom = [(f"$n = {nn}$, $d = {dd}$", lambda r, nn=nn, dd=dd:
                (str(r["c0"]), str(r["g"])) == default and (int(r["n"]), int(r["d"])) == (nn, dd))
               for nn, dd in sizes]
+    rows_drawn = [(top, f"$n = {n}$, $d = {d}$")]
+    if sizes != [(n, d)]:  # with one size the bottom row would repeat the top row's default
+        rows_drawn.append((bottom, f"default $c_0 = {default[0]}$, $g = {default[1]}$"))
     with figure_style():
-        fig = Figure(figsize=(7.2, 6.2))
-        axes = fig.subplots(2, 2, sharex=True)
-        for row_axes, series, what in (
-            (axes[0], top, f"$n = {n}$, $d = {d}$"),
-            (axes[1], bottom, f"default $c_0 = {default[0]}$, $g = {default[1]}$"),
-        ):
+        fig = Figure(figsize=(7.2, 3.1 * len(rows_drawn) + 0.6))
+        axes = fig.subplots(len(rows_drawn), 2, sharex=True, squeeze=False)
+        for row_axes, (series, what) in zip(axes, rows_drawn):
             for label, keep in series:
                 sel = [r for r in rows if keep(r)]
                 kappas = sorted({float(r["kappa"]) for r in sel})
@@ -159,8 +160,8 @@ def plot_step_size_grid(
             row_axes[1].set_ylabel("fraction of seeds")
             for ax in row_axes:
                 ax.set_ylim(-0.03, 1.03)
-                ax.legend(fontsize="x-small")
-        for ax in axes[1]:
+            row_axes[0].legend(fontsize="x-small")  # one legend per row: same lines in both
+        for ax in axes[-1]:
             ax.set_xlabel(r"$\kappa = n\,\mathrm{SNR}^2$")
         fig.suptitle(r"GD endpoints over $\kappa$: two-step step-size constants and long runs, "
                      r"$T = 2$")
@@ -206,7 +207,9 @@ def plot_attention_allocation(
                         ax.scatter(x + jitter.uniform(-0.25, 0.25, values.size), values, s=9,
                                    color=colour, marker=marker, zorder=3, linewidths=0)
                         ax.annotate(f"{values.mean():.2f}", (x, min(values.mean() + 0.03, 1.02)),
-                                    ha="center", fontsize="small")
+                                    ha="center", fontsize="small", zorder=4,
+                                    bbox={"boxstyle": "round,pad=0.15", "fc": "white",
+                                          "ec": "none", "alpha": 0.8})
             ax.set_xticks([3 * k + 0.5 for k in range(len(models))], list(models))
             ax.set_title(panel["title"])
             ax.set_ylim(-0.03, 1.1)
@@ -304,3 +307,23 @@ def label_cells(
             if np.isfinite(values[i, j]) and text:
                 ax.text(xx, yy, text, ha="center", va="center", fontsize=fontsize,
                         color=text_colour_on(colours[i, j]))
+
+
+def plain_log_labels(axis: Any) -> None:
+    """Label a log-scale axis with plain numbers (0.1, 0.2, 0.5, 1) instead of powers.
+
+    Powers of ten are always labelled; when the view spans less than about one decade, so
+    that at most one power of ten shows, 2x, 3x and 5x a power of ten are labelled too.
+    """
+    from matplotlib.ticker import FuncFormatter
+
+    def label(value: float, _pos: int) -> str:
+        if not value > 0:
+            return ""
+        lo, hi = sorted(axis.get_view_interval())
+        mantissa = round(value / 10 ** np.floor(np.log10(value) + 1e-9), 6)
+        short = lo > 0 and np.log10(hi / lo) < 1.2
+        return f"{value:g}" if mantissa == 1 or (short and mantissa in (2, 3, 5)) else ""
+
+    axis.set_major_formatter(FuncFormatter(label))
+    axis.set_minor_formatter(FuncFormatter(label))

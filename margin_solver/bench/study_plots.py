@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.bench.plots import label_cells, save_figure
+from margin_solver.bench.plots import label_cells, plain_log_labels, save_figure
 from margin_solver.bench.style import OKABE_ITO, figure_style
 from margin_solver.bench.sweeps import load_results
 from margin_solver.theory import Regime
@@ -214,7 +214,7 @@ def plot_phase_diagram(
                     [_agreement(predicted.get((n, s)), regimes.get((method, n, s))) for n in ns]
                     for s in snrs
                 ]
-                label_cells(ax3, mesh3, ns, snrs, P, marks, fontsize="x-small")
+                label_cells(ax3, mesh3, ns, snrs, P, marks)
                 ax3.set_title(f"checker's SNR-side prediction\nvs {method}")
                 used.append(ax3)
             for a in used:
@@ -339,6 +339,7 @@ def plot_curves(
                 ax.minorticks_off()
             if col in _LOG_PANELS:
                 ax.set_yscale("log")
+                plain_log_labels(ax.yaxis)
             elif col.startswith("attn"):
                 ax.set_ylim(-0.03, 1.03)
             else:  # fixed ranges make panels and studies comparable at a glance

@@ -148,7 +148,7 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    from margin_solver.bench.plots import save_figure
+    from margin_solver.bench.plots import plain_log_labels, save_figure
     from margin_solver.bench.study_plots import aggregate
     from margin_solver.bench.style import figure_style
 
@@ -156,28 +156,29 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
     gd = [r for r in rows if r["method"] == "gd-constant"]
     ref = {m: [r for r in rows if r["method"] == m] for m in ("min-norm", "gd-two-step")}
     panels = [
+        ("Norm at margin 1", [("norm", None)],
+         r"$\|v_t\|\,/\,\mathrm{min}_i\, y_i f(X_i)$", True),
         (
-            [("norm", None)],
-            r"$\|v_t\|\,/\,\mathrm{min}_i\, y_i f(X_i)$  (norm at margin 1)",
-            True,
-        ),
-        (
+            "Closeness to the min-norm solution",
             [
                 ("cos_v", r"$\cos(v_t, v^*)$"),
                 ("cos_p", r"$\cos(p_t, p^*)$"),
                 ("same_token", "same top token as min-norm"),
             ],
-            "cosine with the min-norm solution / fraction",
+            "cosine / fraction of samples",
             False,
         ),
         (
+            "Attention on the signal token (train)",
             [("attn_signal_clean", "clean samples"), ("attn_signal_noisy", "flipped samples")],
-            "attention on the signal token (train)",
+            "mean attention",
             False,
         ),
         (
-            [("test_error_clean", "clean test error"), ("train_error", "training error")],
-            "error (test: clean labels; train: observed)",
+            "Errors",
+            [("test_error_clean", "clean test error"),
+             ("train_error", "training error (observed labels)")],
+            "error rate",
             False,
         ),
     ]
@@ -185,7 +186,7 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
     with figure_style():
         fig = Figure(figsize=(7.2, 5.9))
         axes = fig.subplots(2, 2, sharex=True)
-        for ax, (series, ylabel, logy) in zip(axes.ravel(), panels):
+        for ax, (title, series, ylabel, logy) in zip(axes.ravel(), panels):
             for col, label in series:
                 agg = aggregate(gd, ("step",), col)
                 steps = np.array(sorted(agg))[:, 0]
@@ -204,6 +205,8 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
             ax.set_xscale("log")
             if logy:
                 ax.set_yscale("log")
+                plain_log_labels(ax.yaxis)
+            ax.set_title(title)
             ax.set_ylabel(ylabel)
             if any(label for _, label in series):
                 ax.legend()
