@@ -230,8 +230,8 @@ def save_figure(fig: Figure, path: str | os.PathLike, dpi: int = DPI) -> Path:
     """Write ``fig`` in the format its file suffix names, in the package's style, atomically.
 
     The one place where every figure of the package is written: the suffix picks the format
-    (:data:`margin_solver.bench.style.FORMATS`: PDF, SVG, PNG, EPS), the saving runs under
-    :func:`margin_solver.bench.style.figure_style` (TrueType fonts in PDF/EPS, reproducible
+    (:data:`margin_solver.bench.style.FORMATS`: PDF, SVG, PNG), the saving runs under
+    :func:`margin_solver.bench.style.figure_style` (TrueType fonts in PDF, reproducible
     SVG), PNGs keep their full colours (RGBA) and vector files carry no creation date, so
     that an unchanged figure gives the same bytes. Inside
     :func:`margin_solver.bench.style.saving_as` (``margin-solver bench --format``) the file
@@ -242,7 +242,7 @@ def save_figure(fig: Figure, path: str | os.PathLike, dpi: int = DPI) -> Path:
     fig : matplotlib.figure.Figure
         The figure, laid out already (constrained layout or ``tight_layout``).
     path : str or PathLike
-        Output file (``.pdf``, ``.svg``, ``.png`` or ``.eps``); parent folders are created.
+        Output file (``.pdf``, ``.svg`` or ``.png``); parent folders are created.
     dpi : int, default :data:`DPI`
         Resolution of a PNG (and of raster parts of vector files), stored in its metadata.
 

@@ -427,7 +427,7 @@ def run_study(
         Passed to :func:`margin_solver.bench.sweeps.run_sweep`.
     data_path : path-like, optional
         The local data file of a study that needs one (MNIST: idx directory or ``.npz``).
-    figure_format : {"png", "pdf", "svg", "eps"}, optional
+    figure_format : {"png", "pdf", "svg"}, optional
         Format of the study's figure (default PNG): ``NAME.pdf`` and so on.
 
     Returns
@@ -532,7 +532,7 @@ def run_bench(
         The command line to record in the report.
     on_study : callable, optional
         Called with each :class:`StudyResult` as soon as it is written.
-    figure_format : {"png", "pdf", "svg", "eps"}, optional
+    figure_format : {"png", "pdf", "svg"}, optional
         Format of every figure (default PNG).
 
     Returns

@@ -123,12 +123,22 @@ PREDICTIONS = ("harmful", "outside the theory", "benign")
 
 
 def predicted_map(rows: list[dict[str, Any]]) -> dict[tuple, str]:
-    """The checker's SNR-side regime per (n, snr): the most frequent over seeds and methods."""
+    """The checker's SNR-side regime per (n, snr): the most frequent over seeds and methods.
+
+    A tie is no prediction (``"outside the theory"``): the checker's estimates split over
+    the seeds. (Picking one of the tied answers made the figure depend on the order of a
+    ``set``, which changes from one Python process to the next.)
+    """
     votes: dict[tuple, list[str]] = defaultdict(list)
     for row in rows:
         if row.get("snr_regime"):
             votes[(row["n"], row["snr"])].append(row["snr_regime"])
-    return {k: max(set(v), key=v.count) for k, v in votes.items()}
+    out = {}
+    for key, vote in votes.items():
+        counts = {regime: vote.count(regime) for regime in set(vote)}
+        top = [regime for regime, count in counts.items() if count == max(counts.values())]
+        out[key] = top[0] if len(top) == 1 else PREDICTIONS[1]
+    return out
 
 
 def _edges(values: np.ndarray) -> np.ndarray:
@@ -163,8 +173,8 @@ def plot_phase_diagram(
     predicted = predicted_map(rows)
     ncols = 3 if predicted else 2
     three = BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3)
-    curve_n = np.geomspace(ns[0] * 0.8, ns[-1] * 1.25, 100)
     xe, ye = _edges(ns), _edges(snrs)
+    curve_n = np.geomspace(xe[0], xe[-1], 100)
     with figure_style():
         fig = Figure(figsize=(3.5 * ncols, 3.0 * len(methods) + 0.7))
         axes = fig.subplots(len(methods), ncols, squeeze=False)

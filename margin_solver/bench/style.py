@@ -39,7 +39,8 @@ __all__ = [
 ]
 
 #: File suffixes (lower case) and the matplotlib format each writes.
-FORMATS: dict[str, str] = {".pdf": "pdf", ".svg": "svg", ".png": "png", ".eps": "eps"}
+#: (No EPS: PostScript has no transparency, and writing it took seconds per figure.)
+FORMATS: dict[str, str] = {".pdf": "pdf", ".svg": "svg", ".png": "png"}
 
 #: Okabe and Ito's palette for colour-vision deficiencies ("Color Universal Design", 2008),
 #: most distinguishable first; yellow, weak on white, comes last and black is left out
@@ -57,7 +58,7 @@ OKABE_ITO: tuple[str, ...] = (
 
 #: rcParams of every figure: sizes for a page (a 2 x 2 grid of panels is 7.2 inches wide,
 #: a paper's text width, at 9 pt), the Okabe-Ito colour cycle, viridis as the colour map,
-#: TrueType fonts in PDF/EPS (journals refuse Type 3) and reproducible SVG ids.
+#: TrueType fonts in PDF (journals refuse Type 3) and reproducible SVG ids.
 STYLE: dict[str, Any] = {
     "figure.figsize": (7.2, 5.4),
     "figure.dpi": 100,
@@ -81,7 +82,6 @@ STYLE: dict[str, Any] = {
     "mathtext.fontset": "dejavusans",
     "savefig.dpi": 200,
     "pdf.fonttype": 42,
-    "ps.fonttype": 42,
     "svg.fonttype": "path",
     "svg.hashsalt": "margin-solver",
 }
@@ -127,7 +127,7 @@ def figure_format(path: str | os.PathLike) -> str:
     >>> figure_format("phase.jpg")
     Traceback (most recent call last):
     ...
-    margin_solver.validation.InvalidInputError: phase.jpg: unknown figure format '.jpg'; give a file name ending in .pdf, .svg, .png or .eps.
+    margin_solver.validation.InvalidInputError: phase.jpg: unknown figure format '.jpg'; give a file name ending in .pdf, .svg or .png.
     """
     suffix = Path(path).suffix
     if suffix.lower() not in FORMATS:

@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record-every", type=int, help="trajectory spacing in steps")
     parser.add_argument("--json", metavar="OUT", help="write the result as JSON (updated as it runs)")
     parser.add_argument(
-        "--plot", metavar="OUT.pdf", help="write a trajectory figure (.pdf, .svg, .png or .eps)"
+        "--plot", metavar="OUT.pdf", help="write a trajectory figure (.pdf, .svg or .png)"
     )
 
 
