@@ -4,7 +4,8 @@ Sizes: ``"tiny"`` (seconds; for tests), ``"quick"`` (a few minutes on 2 cores) a
 (``make bench``). Every study writes under ``out_dir``:
 ``NAME.csv`` (rows, :data:`margin_solver.bench.sweeps.FIELDS`), ``NAME.json`` (config, version,
 runs),
-``NAME.png`` (figure, from the CSV only) and ``NAME.md`` (summary table, from the CSV only).
+``NAME.png`` (figure, from the CSV only; ``NAME.pdf`` or ``.svg`` with ``figure_format``) and
+``NAME.md`` (summary table, from the CSV only).
 Re-running a study with the same ``out_dir`` resumes it.
 """
 
