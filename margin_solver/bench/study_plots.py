@@ -122,16 +122,17 @@ def regime_map(
 PREDICTIONS = ("harmful", "outside the theory", "benign")
 
 
-def predicted_map(rows: list[dict[str, Any]]) -> dict[tuple, str]:
-    """The checker's SNR-side regime per (n, snr): the most frequent over seeds and methods.
+def predicted_map(rows: list[dict[str, Any]], method: str | None = None) -> dict[tuple, str]:
+    """The checker's SNR-side regime per (n, snr): the most frequent over seeds (and over
+    methods unless ``method`` names one; the checker's constants depend on the method).
 
-    A tie is no prediction (``"outside the theory"``): the checker's estimates split over
-    the seeds. (Picking one of the tied answers made the figure depend on the order of a
-    ``set``, which changes from one Python process to the next.)
+    A tie is no prediction (``"outside the theory"``): the checker's answers split. (Picking
+    one of the tied answers made the figure depend on the order of a ``set``, which changes
+    from one Python process to the next.)
     """
     votes: dict[tuple, list[str]] = defaultdict(list)
     for row in rows:
-        if row.get("snr_regime"):
+        if row.get("snr_regime") and (method is None or row["method"] == method):
             votes[(row["n"], row["snr"])].append(row["snr_regime"])
     out = {}
     for key, vote in votes.items():
@@ -203,10 +204,11 @@ def plot_phase_diagram(
             used = [ax, ax2]
             if predicted:
                 ax3 = row_axes[2]
+                mine = predicted_map(rows, method)
                 P = np.array(
                     [
                         [
-                            PREDICTIONS.index(predicted[(n, s)]) if (n, s) in predicted else np.nan
+                            PREDICTIONS.index(mine[(n, s)]) if (n, s) in mine else np.nan
                             for n in ns
                         ]
                         for s in snrs
@@ -221,11 +223,11 @@ def plot_phase_diagram(
                 cbar3.ax.set_yticklabels(["harmful", "no\nprediction", "benign"])
                 cbar3.ax.tick_params(length=0)
                 marks = [
-                    [_agreement(predicted.get((n, s)), regimes.get((method, n, s))) for n in ns]
+                    [_agreement(mine.get((n, s)), regimes.get((method, n, s))) for n in ns]
                     for s in snrs
                 ]
                 label_cells(ax3, mesh3, ns, snrs, P, marks)
-                ax3.set_title(f"checker's SNR-side prediction\nvs {method}")
+                ax3.set_title(f"checker's SNR-side prediction\nfor {method}, vs observed")
                 used.append(ax3)
             for a in used:
                 a.plot(curve_n, 1 / np.sqrt(curve_n), color="white", ls="-", lw=2.2)
@@ -371,7 +373,7 @@ def plot_curves(
                     handles.append(h)
                     labels.append(lab)
         fig.legend(handles, labels, loc="outside lower center",
-                   ncols=len(labels) if len(labels) <= 5 else 3, frameon=False)
+                   ncols=min(len(labels), 4), frameon=False)
         fig.suptitle(title + ("\n" + " ".join(notes) if notes else ""))
     return save_figure(fig, png)
 
