@@ -19,7 +19,9 @@ this package (``tests/test_layers.py`` checks the direction). Modules:
   independent search on generated tokens;
 - :mod:`~margin_solver.bench.certificate_frontier`: how far the certified lower bound reaches
   (finite R, T >= 3, large n);
-- :mod:`~margin_solver.bench.plots`, :mod:`~margin_solver.bench.study_plots`: figures;
+- :mod:`~margin_solver.bench.plots`, :mod:`~margin_solver.bench.study_plots`: figures, all
+  written by :func:`~margin_solver.bench.plots.save_figure` in the format of the file suffix;
+- :mod:`~margin_solver.bench.style`: their one style (``with figure_style():``);
 - :mod:`~margin_solver.bench.realdata`: digits and local MNIST cut into tokens;
 - :mod:`~margin_solver.bench.demo`: the job behind ``make demo``.
 """

@@ -164,33 +164,38 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def plot(path: Path, rows: list[dict]) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     from margin_solver.bench.plots import save_figure
+    from margin_solver.bench.style import figure_style
 
-    fig = Figure(figsize=(6, 3.5), layout="tight")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    for key in sorted({(r["n"], r["eta"]) for r in rows}):
-        sel = [r for r in rows if (r["n"], r["eta"]) == key]
-        ax.plot(
-            [r["kappa"] for r in sel],
-            [r["signal_share"] for r in sel],
-            "o-",
-            label=f"n={key[0]}, eta={key[1]} (kappa*={2 / (1 - key[1]):.2f})",
-        )
     c = Constants()
-    ax.axvspan(
-        c.kappa_harmful, c.kappa_benign, color="grey", alpha=0.2,
-        label=f"checker band ({c.kappa_harmful:g}, {c.kappa_benign:g})",
-    )
-    ax.set_xscale("log")
-    ax.set_xticks(KAPPAS, [f"{k:g}" for k in KAPPAS], fontsize=7)
-    ax.minorticks_off()
-    ax.set_xlabel("kappa = n SNR^2")
-    ax.set_ylabel("share of seeds: signal selection cheaper")
-    ax.legend(fontsize=7)
+    with figure_style():
+        fig = Figure(figsize=(6, 3.5))
+        ax = fig.add_subplot()
+        # Marker size and dash differ per line: equal shares draw lines on top of each other.
+        looks = [("o", 7, "-"), ("s", 5, "--"), ("^", 4, ":"), ("D", 3, "-.")]
+        for k, key in enumerate(sorted({(r["n"], r["eta"]) for r in rows})):
+            sel = [r for r in rows if (r["n"], r["eta"]) == key]
+            marker, size, dash = looks[k % len(looks)]
+            ax.plot(
+                [r["kappa"] for r in sel],
+                [r["signal_share"] for r in sel],
+                marker=marker,
+                ms=size,
+                ls=dash,
+                label=f"$n = {key[0]}$, $\\eta = {key[1]}$ ($\\kappa^* = {2 / (1 - key[1]):.2f}$)",
+            )
+        ax.axvspan(
+            c.kappa_harmful, c.kappa_benign, color="grey", alpha=0.2,
+            label=f"checker band $({c.kappa_harmful:g}, {c.kappa_benign:g})$",
+        )
+        ax.set_xscale("log")
+        ax.set_xticks(KAPPAS, [f"{k:g}" for k in KAPPAS])
+        ax.minorticks_off()
+        ax.set_xlabel(r"$\kappa = n\,\mathrm{SNR}^2$")
+        ax.set_ylabel("share of seeds: signal selection cheaper")
+        ax.legend()
     save_figure(fig, path)
 
 

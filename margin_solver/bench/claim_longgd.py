@@ -18,6 +18,7 @@ import numpy as np
 from margin_solver.gd import gradient_descent
 from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.plots import save_figure
+from margin_solver.bench.style import figure_style
 from margin_solver.bench.sweeps import Cell
 
 FIELDS = (
@@ -68,6 +69,7 @@ def tasks(size: str) -> list[ClaimTask]:
     return out
 
 
+@figure_style()
 def plot(csv: Path, png: Path) -> Path:
     """Clean test error and clean-sample signal attention against the step, one column per n."""
     from matplotlib.figure import Figure

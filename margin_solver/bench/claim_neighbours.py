@@ -31,6 +31,7 @@ from margin_solver.metrics import evaluate
 from margin_solver.selection import solve_attention_svm
 from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.plots import save_figure
+from margin_solver.bench.style import figure_style
 from margin_solver.bench.sweeps import Cell
 
 SAK_FIELDS = (
@@ -126,6 +127,7 @@ def tarzanagh_tasks(size: str) -> list[ClaimTask]:
                   pick(size, [4.0], [1.0, 4.0, 16.0], [1.0, 4.0, 16.0]))
 
 
+@figure_style()
 def plot_sakamoto(csv: Path, png: Path) -> Path:
     """Training and clean test error against kappa per method (from the CSV only)."""
     from matplotlib.figure import Figure
@@ -154,6 +156,7 @@ def plot_sakamoto(csv: Path, png: Path) -> Path:
     return save_figure(fig, png)
 
 
+@figure_style()
 def plot_tarzanagh(csv: Path, png: Path) -> Path:
     """cos(p_t, attention SVM) against the step (from the CSV only)."""
     from matplotlib.figure import Figure

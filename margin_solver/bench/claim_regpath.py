@@ -25,6 +25,7 @@ from margin_solver.minnorm import solve_min_norm
 from margin_solver.regpath import regularization_path
 from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.plots import save_figure
+from margin_solver.bench.style import figure_style
 from margin_solver.bench.sweeps import Cell
 
 FIELDS = (
@@ -107,6 +108,7 @@ def tasks(size: str) -> list[ClaimTask]:
     return out
 
 
+@figure_style()
 def plot(csv: Path, png: Path) -> Path:
     """cos(v_lam, v*) and cos(p_lam, p*) against lam, one column per kappa, one line per seed
     (from the CSV only)."""

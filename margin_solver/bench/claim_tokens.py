@@ -31,6 +31,7 @@ from margin_solver.minnorm import solve_min_norm
 from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.methods import R_SCALE
 from margin_solver.bench.plots import save_figure
+from margin_solver.bench.style import figure_style
 from margin_solver.bench.sweeps import Cell
 
 FIELDS = (
@@ -147,6 +148,7 @@ def thresholds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 _COLOURS = {"min-norm": "#0072B2", "gd-two-step": "#D55E00", "gd-long": "#009E73"}
 
 
+@figure_style()
 def plot_threshold(csv: Path, png: Path) -> Path:
     """kappa*(T) per method; open markers: no threshold inside the grid (drawn at its top)."""
     from matplotlib.figure import Figure
@@ -176,6 +178,7 @@ def plot_threshold(csv: Path, png: Path) -> Path:
     return save_figure(fig, png)
 
 
+@figure_style()
 def plot_dominant(csv: Path, png: Path) -> Path:
     """Top noise token's share of a flipped sample's noise attention against T, per kappa."""
     from matplotlib.figure import Figure

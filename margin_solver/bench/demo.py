@@ -105,7 +105,7 @@ def run_setting(setting: DemoSetting, seed: int) -> tuple[dict[str, Any], dict[s
         "check_two_step_gd": check_gd.to_dict(),
     }
     panel = {
-        "title": f"{setting.name}: kappa = n SNR^2 = {setting.kappa:g}",
+        "title": f"{setting.name}: $\\kappa = n\\,\\mathrm{{SNR}}^2 = {setting.kappa:g}$",
         "models": {"min-norm": _per_sample_attention(mn.p, train),
                    "two-step GD": _per_sample_attention(gd.p, train)},
     }

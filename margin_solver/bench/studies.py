@@ -4,7 +4,8 @@ Sizes: ``"tiny"`` (seconds; for tests), ``"quick"`` (a few minutes on 2 cores) a
 (``make bench``). Every study writes under ``out_dir``:
 ``NAME.csv`` (rows, :data:`margin_solver.bench.sweeps.FIELDS`), ``NAME.json`` (config, version,
 runs),
-``NAME.png`` (figure, from the CSV only) and ``NAME.md`` (summary table, from the CSV only).
+``NAME.png`` (figure, from the CSV only; ``NAME.pdf`` or ``.svg`` with ``figure_format``) and
+``NAME.md`` (summary table, from the CSV only).
 Re-running a study with the same ``out_dir`` resumes it.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from margin_solver.bench import study_plots
+from margin_solver.bench.style import figure_target, saving_as
 from margin_solver.fileio import atomic_write_text
 from margin_solver.bench.realdata import digits_shape, load_mnist, mnist_shape
 from margin_solver.bench.sweeps import (
@@ -124,15 +126,18 @@ def _dsweep_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
 def _dsweep_plot(csv: Path, png: Path) -> Path:
     rows = load_results(csv)
     n = int(rows[0]["n"])
+    # No training-error panel: it is 0 almost everywhere (every method interpolates); the
+    # points where it is not get hollow markers, and the norm at margin 1 takes its place.
     return study_plots.plot_curves(
         csv,
         png,
         "d",
-        ["test_error_clean", "train_error", "attn_signal_clean", "attn_signal_noisy"],
-        title=f"d-sweep at n={n}, kappa = n SNR^2 = {rows[0]['kappa']:g}, eta={rows[0]['eta']:g}",
-        xlabel="d (token dimension, log scale)",
+        ["test_error_clean", "norm", "attn_signal_clean", "attn_signal_noisy"],
+        title=f"$d$-sweep at $n = {n}$, $\\kappa = n\\,\\mathrm{{SNR}}^2 = {rows[0]['kappa']:g}$, "
+        f"$\\eta = {rows[0]['eta']:g}$",
+        xlabel="$d$ (token dimension, log scale)",
         logx=True,
-        vlines={"d = 2n": 2 * n, "d = n^2": n * n},
+        vlines={"$d = 2n$": 2 * n, "$d = n^2$": n * n},
     )
 
 
@@ -159,8 +164,9 @@ def _eta_plot(csv: Path, png: Path) -> Path:
         png,
         "eta",
         ["test_error_clean", "test_error_noisy", "attn_signal_clean", "attn_signal_noisy"],
-        title=f"Label-noise sweep: n={r['n']:g}, d={r['d']:g}, kappa={r['kappa']:g}",
-        xlabel="eta (label-flip probability)",
+        title=f"Label-noise sweep: $n = {r['n']:g}$, $d = {r['d']:g}$, "
+        f"$\\kappa = {r['kappa']:g}$",
+        xlabel=r"$\eta$ (label-flip probability)",
         diagonal="test_error_noisy",
     )
 
@@ -257,7 +263,7 @@ def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
         [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000],
         [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000],
     )
-    csv, png = out / "trajectories.csv", out / "trajectories.png"
+    csv = out / "trajectories.csv"
     message = run_trajectories(
         csv,
         n=n,
@@ -269,7 +275,7 @@ def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
         n_test=_pick(size, 100, 1000, 2000),
         sweep_seed=2410_07746,
     )
-    plot_trajectories(csv, png)
+    png = plot_trajectories(csv, out / "trajectories.png")
     rows = [
         r
         for r in read_trajectories(csv)
@@ -431,8 +437,9 @@ def run_study(
     scheduler: str | None = None,
     progress: bool = False,
     data_path: str | os.PathLike | None = None,
+    figure_format: str | None = None,
 ) -> StudyResult:
-    """Run (or resume) one study and write its CSV, JSON sidecar, PNG and markdown table.
+    """Run (or resume) one study and write its CSV, JSON sidecar, figure and markdown table.
 
     Parameters
     ----------
@@ -446,6 +453,8 @@ def run_study(
         Passed to :func:`margin_solver.bench.sweeps.run_sweep`.
     data_path : path-like, optional
         The local data file of a study that needs one (MNIST: idx directory or ``.npz``).
+    figure_format : {"png", "pdf", "svg"}, optional
+        Format of the study's figure (default PNG): ``NAME.pdf`` and so on.
 
     Returns
     -------
@@ -460,13 +469,17 @@ def run_study(
         raise InvalidInputError(f"Unknown study {name!r}; available: {sorted(STUDIES)}.")
     if size not in SIZES:
         raise InvalidInputError(f"size must be one of {SIZES}, got {size!r}.")
+    if figure_format is not None:
+        figure_target(f"{name}.{figure_format}")  # an unknown format fails before any work
     study = STUDIES[name]
     out = Path(out_dir)
     table = out / f"{name}.md"
     if study.custom is not None:
         started = time.perf_counter()
         backend = {"jobs": jobs, "scheduler": scheduler, "progress": progress}
-        csv, png, text, message = study.custom(out, size, **(backend if study.parallel else {}))
+        with saving_as(figure_format):
+            csv, png, text, message = study.custom(out, size, **(backend if study.parallel else {}))
+            png = None if png is None else figure_target(png)[0]  # the file written
         atomic_write_text(table, text)
         return StudyResult(name, csv, png, table, message, time.perf_counter() - started)
     config = study.config(size)
@@ -488,9 +501,18 @@ def run_study(
         scheduler=scheduler,
         progress=progress,
     )
-    study.plot(csv, png)
+    with saving_as(figure_format):
+        study.plot(csv, png)
+        png = figure_target(png)[0]  # the file written
     atomic_write_text(table, summary_table(csv, study.table_by, study.table_columns))
     return StudyResult(name, csv, png, table, sweep.message, sweep.seconds, sweep)
+
+
+def _figure_markdown(name: str, path: Path) -> str:
+    """The report's figure: shown inline when Markdown viewers can (PNG, SVG), else a link."""
+    if path.suffix.lower() in (".png", ".svg"):
+        return f"![{name}]({path.name})\n\n"
+    return f"Figure: [{path.name}]({path.name})\n\n"
 
 
 def _check_data_path(data_path: str | os.PathLike) -> None:
@@ -518,6 +540,7 @@ def run_bench(
     on_study: Callable[[StudyResult], None] | None = None,
     data_path: str | os.PathLike | None = None,
     methods: Sequence[str] | None = None,
+    figure_format: str | None = None,
 ) -> Path:
     """Run several studies and write ``REPORT.md`` gathering their figures and tables.
 
@@ -536,6 +559,8 @@ def run_bench(
         The command line to record in the report.
     on_study : callable, optional
         Called with each :class:`StudyResult` as soon as it is written.
+    figure_format : {"png", "pdf", "svg"}, optional
+        Format of every figure (default PNG).
 
     Returns
     -------
@@ -552,6 +577,8 @@ def run_bench(
     for name in names:
         if name not in STUDIES:
             raise InvalidInputError(f"Unknown study {name!r}; available: {sorted(STUDIES)}.")
+    if figure_format is not None:
+        figure_target(f"REPORT.{figure_format}")  # an unknown format fails before any work
     if data_path is not None:
         _check_data_path(data_path)  # before the other studies spend their time
     out = Path(out_dir)
@@ -567,10 +594,11 @@ def run_bench(
             progress=progress,
             data_path=data_path,
             methods=methods,
+            figure_format=figure_format,
         )
         if on_study is not None:
             on_study(res)
-        figure = f"![{name}]({res.png.name})\n\n" if res.png is not None else ""
+        figure = "" if res.png is None else _figure_markdown(name, res.png)
         sections.append(
             f"## {name}: {STUDIES[name].title}\n\n{figure}"
             f"This run: {res.message}; {res.seconds:.1f} s wall time. Rows: `{res.csv.name}`.\n\n"

@@ -1,8 +1,9 @@
 """Figures of the benchmark studies, drawn from results CSVs only (never recomputed).
 
 Every figure has a title, labelled axes (with the definition of the quantity), a colour bar
-or legend, and is saved at :data:`margin_solver.bench.plots.DPI` (200 dpi). Values are means over
-seeds; error bars are one standard deviation over seeds.
+or legend, is drawn in the package's style (:func:`margin_solver.bench.style.figure_style`) and
+written by :func:`margin_solver.bench.plots.save_figure` in the format of its file suffix.
+Values are means over seeds; error bars are one standard deviation over seeds.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.bench.plots import save_figure
+from margin_solver.bench.plots import label_cells, plain_log_labels, save_figure
+from margin_solver.bench.style import OKABE_ITO, figure_style
 from margin_solver.bench.sweeps import load_results
 from margin_solver.theory import Regime
 
@@ -23,13 +25,30 @@ from margin_solver.theory import Regime
 #: The observed regimes in the order of the regime map's colour scale.
 REGIME_ORDER = (Regime.NO_INTERPOLATION, Regime.BENIGN, Regime.HARMFUL)
 
-_LABELS = {
-    "test_error_clean": "test error vs clean labels",
-    "test_error_noisy": "test error vs noisy labels",
-    "train_error": "training error (observed labels)",
-    "attn_signal_clean": "attention on signal token, clean train samples",
-    "attn_signal_noisy": "attention on signal token, flipped train samples",
+#: Panel title and y-axis label per results column.
+_PANELS = {
+    "test_error_clean": ("Clean test error", "test error vs clean labels"),
+    "test_error_noisy": ("Noisy test error", "test error vs noisy labels"),
+    "train_error": ("Training error", "training error (observed labels)"),
+    "attn_signal_clean": ("Attention, clean training samples", "attention on the signal token"),
+    "attn_signal_noisy": ("Attention, flipped training samples",
+                          "attention on the signal token"),
+    "norm": ("Norm of the interpolator at margin 1",
+             r"$\|v\|\,/\,\mathrm{min}_i\, y_i f(X_i)$"),
 }
+
+#: Panels drawn on a log scale (norms span decades across a sweep).
+_LOG_PANELS = frozenset({"norm"})
+
+#: One marker per method (after its colour), so that lines stay apart in grey print too.
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
+
+#: Regime map colours (Okabe-Ito): no interpolation grey, benign blue, harmful orange.
+_REGIME_COLOURS = ("#BBBBBB", OKABE_ITO[0], OKABE_ITO[1])
+#: The checker's prediction, pale versions of the same: harmful, no prediction, benign.
+_PREDICTION_COLOURS = ("#F7D08A", "#F2F2F2", "#9CC9E8")
+
+_SNR_LABEL = r"$\mathrm{SNR} = \rho\,/\,(\sigma\sqrt{d})$"
 
 
 def agg_pyplot():
@@ -103,13 +122,24 @@ def regime_map(
 PREDICTIONS = ("harmful", "outside the theory", "benign")
 
 
-def predicted_map(rows: list[dict[str, Any]]) -> dict[tuple, str]:
-    """The checker's SNR-side regime per (n, snr): the most frequent over seeds and methods."""
+def predicted_map(rows: list[dict[str, Any]], method: str | None = None) -> dict[tuple, str]:
+    """The checker's SNR-side regime per (n, snr): the most frequent over seeds (and over
+    methods unless ``method`` names one; the checker's constants depend on the method).
+
+    A tie is no prediction (``"outside the theory"``): the checker's answers split. (Picking
+    one of the tied answers made the figure depend on the order of a ``set``, which changes
+    from one Python process to the next.)
+    """
     votes: dict[tuple, list[str]] = defaultdict(list)
     for row in rows:
-        if row.get("snr_regime"):
+        if row.get("snr_regime") and (method is None or row["method"] == method):
             votes[(row["n"], row["snr"])].append(row["snr_regime"])
-    return {k: max(set(v), key=v.count) for k, v in votes.items()}
+    out = {}
+    for key, vote in votes.items():
+        counts = {regime: vote.count(regime) for regime in set(vote)}
+        top = [regime for regime, count in counts.items() if count == max(counts.values())]
+        out[key] = top[0] if len(top) == 1 else PREDICTIONS[1]
+    return out
 
 
 def _edges(values: np.ndarray) -> np.ndarray:
@@ -124,13 +154,15 @@ def _edges(values: np.ndarray) -> np.ndarray:
 def plot_phase_diagram(
     csv: str | os.PathLike, png: str | os.PathLike, benign_max_error: float = 0.1
 ) -> Path:
-    """Heatmaps over n x SNR of the clean test error and of the regime, one row per method.
+    r"""Heatmaps over n x SNR of the clean test error and of the regime, one row per method.
 
-    The dashed curve is SNR = 1/sqrt(n) (kappa = n SNR^2 = 1), the order of the
-    benign/harmful threshold in the authors' reply (seed W4, Q3).
+    The dashed curve is :math:`\mathrm{SNR} = 1/\sqrt{n}` (:math:`\kappa = n\,\mathrm{SNR}^2
+    = 1`), the order of the benign/harmful threshold in the authors' reply (Q3). Cell numbers
+    are black or white, whichever reads better on the cell. ``png`` is the output file; its
+    suffix picks the format (PDF, SVG, PNG).
     """
-    plt = agg_pyplot()
     from matplotlib.colors import BoundaryNorm, ListedColormap
+    from matplotlib.figure import Figure
 
     rows = load_results(csv)
     methods = sorted({r["method"] for r in rows})
@@ -141,103 +173,96 @@ def plot_phase_diagram(
     meta = rows[0]
     predicted = predicted_map(rows)
     ncols = 3 if predicted else 2
-    fig, axes = plt.subplots(
-        len(methods), ncols, figsize=(5.6 * ncols, 4.4 * len(methods)), squeeze=False
-    )
-    cmap_reg = ListedColormap(["#bdbdbd", "#4daf4a", "#e41a1c"])
-    cmap_pred = ListedColormap(["#fbb4ae", "#fff2ae", "#ccebc5"])
-    curve_n = np.geomspace(ns[0] * 0.8, ns[-1] * 1.25, 100)
-    for row_axes, method in zip(axes, methods):
-        E = np.array([[err.get((method, n, s), (np.nan,))[0] for n in ns] for s in snrs])
-        Rg = np.array(
-            [[_regime_index(regimes.get((method, n, s))) for n in ns] for s in snrs], dtype=float
-        )
-        ax = row_axes[0]
-        mesh = ax.pcolormesh(
-            _edges(ns), _edges(snrs), E, cmap="viridis", vmin=0, vmax=0.5, shading="flat"
-        )
-        fig.colorbar(mesh, ax=ax, label="clean test error (mean over seeds)")
-        for i, s in enumerate(snrs):
-            for j, n in enumerate(ns):
-                if np.isfinite(E[i, j]):
-                    ax.text(
-                        n,
-                        s,
-                        f"{E[i, j]:.2f}",
-                        ha="center",
-                        va="center",
-                        fontsize=7,
-                        color="white" if E[i, j] > 0.25 else "black",
-                    )
-        ax.set_title(f"{method}: clean test error", fontsize=10)
-        ax2 = row_axes[1]
-        mesh2 = ax2.pcolormesh(
-            _edges(ns),
-            _edges(snrs),
-            Rg,
-            cmap=cmap_reg,
-            norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3),
-            shading="flat",
-        )
-        cbar = fig.colorbar(mesh2, ax=ax2, ticks=[0, 1, 2])
-        cbar.ax.set_yticklabels([r.value for r in REGIME_ORDER])
-        ax2.set_title(
-            f"{method}: observed regime\n(benign = interpolates and clean error <= {benign_max_error:g})",
-            fontsize=9,
-        )
-        used = [ax, ax2]
-        if predicted:
-            ax3 = row_axes[2]
-            P = np.array(
-                [
-                    [
-                        PREDICTIONS.index(predicted[(n, s)]) if (n, s) in predicted else np.nan
-                        for n in ns
-                    ]
-                    for s in snrs
-                ],
+    three = BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3)
+    xe, ye = _edges(ns), _edges(snrs)
+    curve_n = np.geomspace(xe[0], xe[-1], 100)
+    with figure_style():
+        fig = Figure(figsize=(3.5 * ncols, 3.0 * len(methods) + 0.7))
+        axes = fig.subplots(len(methods), ncols, squeeze=False)
+        for row_axes, method in zip(axes, methods):
+            E = np.array([[err.get((method, n, s), (np.nan,))[0] for n in ns] for s in snrs])
+            Rg = np.array(
+                [[_regime_index(regimes.get((method, n, s))) for n in ns] for s in snrs],
                 dtype=float,
             )
-            mesh3 = ax3.pcolormesh(
-                _edges(ns),
-                _edges(snrs),
-                P,
-                cmap=cmap_pred,
-                norm=BoundaryNorm([-0.5, 0.5, 1.5, 2.5], 3),
-                shading="flat",
+            ax = row_axes[0]
+            mesh = ax.pcolormesh(xe, ye, E, cmap="viridis", vmin=0, vmax=0.5, shading="flat")
+            fig.colorbar(mesh, ax=ax, label="clean test error (mean over seeds)")
+            label_cells(ax, mesh, ns, snrs, E)
+            ax.set_title(f"{method}: clean test error")
+            ax2 = row_axes[1]
+            mesh2 = ax2.pcolormesh(
+                xe, ye, Rg, cmap=ListedColormap(_REGIME_COLOURS), norm=three, shading="flat"
             )
-            cbar3 = fig.colorbar(mesh3, ax=ax3, ticks=[0, 1, 2])
-            cbar3.ax.set_yticklabels(["harmful", "no prediction\n(transition band)", "benign"])
-            for i, s in enumerate(snrs):
-                for j, n in enumerate(ns):
-                    mark = _agreement(predicted.get((n, s)), regimes.get((method, n, s)))
-                    ax3.text(n, s, mark, ha="center", va="center", fontsize=8)
-            ax3.set_title(
-                f"checker's SNR-side prediction vs {method}\n"
-                "(agree / DIFFER / no-int = observed does not interpolate)",
-                fontsize=9,
+            cbar = fig.colorbar(mesh2, ax=ax2, ticks=[0, 1, 2])
+            cbar.ax.set_yticklabels(["no interp.", "benign", "harmful"])
+            cbar.ax.tick_params(length=0)
+            ax2.set_title(
+                f"{method}: observed regime\n(benign: interpolates, clean error "
+                f"$\\leq {benign_max_error:g}$)"
             )
-            used.append(ax3)
-        for a in used:
-            a.plot(curve_n, 1 / np.sqrt(curve_n), "w--", lw=2)
-            a.plot(curve_n, 1 / np.sqrt(curve_n), "k--", lw=1, label="SNR = 1/sqrt(n)  (kappa = 1)")
-            a.set_xscale("log")
-            a.set_yscale("log")
-            a.set_xlim(_edges(ns)[0], _edges(ns)[-1])
-            a.set_ylim(_edges(snrs)[0], _edges(snrs)[-1])
-            a.set_xticks(ns, [f"{n:g}" for n in ns])
-            a.set_yticks(snrs, [f"{s:.3g}" for s in snrs])
-            a.minorticks_off()
-            a.set_xlabel("n (training samples)")
-            a.set_ylabel("SNR = rho / (sigma sqrt(d))")
-    # One legend for all panels, below them, so that it hides no cell.
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles[:1], labels[:1], loc="lower center", fontsize=9, frameon=False)
-    fig.suptitle(
-        f"Phase diagram: d={meta['d']:g}, T={meta['T']:g}, eta={meta['eta']:g}, "
-        f"{int(max(v[2] for v in err.values()))} seeds per cell"
-    )
-    return save_pyplot_figure(fig, png, rect=(0, 0.03, 1, 1))
+            used = [ax, ax2]
+            if predicted:
+                ax3 = row_axes[2]
+                mine = predicted_map(rows, method)
+                P = np.array(
+                    [
+                        [
+                            PREDICTIONS.index(mine[(n, s)]) if (n, s) in mine else np.nan
+                            for n in ns
+                        ]
+                        for s in snrs
+                    ],
+                    dtype=float,
+                )
+                mesh3 = ax3.pcolormesh(
+                    xe, ye, P, cmap=ListedColormap(_PREDICTION_COLOURS), norm=three,
+                    shading="flat",
+                )
+                cbar3 = fig.colorbar(mesh3, ax=ax3, ticks=[0, 1, 2])
+                cbar3.ax.set_yticklabels(["harmful", "no\nprediction", "benign"])
+                cbar3.ax.tick_params(length=0)
+                marks = [
+                    [_agreement(mine.get((n, s)), regimes.get((method, n, s))) for n in ns]
+                    for s in snrs
+                ]
+                label_cells(ax3, mesh3, ns, snrs, P, marks)
+                ax3.set_title(f"checker's SNR-side prediction\nfor {method}, vs observed")
+                used.append(ax3)
+            for a in used:
+                a.plot(curve_n, 1 / np.sqrt(curve_n), color="white", ls="-", lw=2.2)
+                a.plot(curve_n, 1 / np.sqrt(curve_n), "k--", lw=1.1,
+                       label=r"$\mathrm{SNR} = 1/\sqrt{n}$  ($\kappa = n\,\mathrm{SNR}^2 = 1$)")
+                a.set_xscale("log")
+                a.set_yscale("log")
+                a.set_xlim(xe[0], xe[-1])
+                a.set_ylim(ye[0], ye[-1])
+                a.set_xticks(ns, [f"{n:g}" for n in ns])
+                a.set_yticks(snrs, [f"{s:.3g}" for s in snrs])
+                a.minorticks_off()
+                a.grid(False)
+                a.set_xlabel("$n$ (training samples)")
+                a.set_ylabel(_SNR_LABEL)
+        # One legend for all panels, below them, so that it hides no cell.
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        note = (
+            ["marks: agree / DIFFER with the observed regime; no-int = does not interpolate"]
+            if predicted else []
+        )
+        fig.legend(handles[-1:] + [_blank()] * len(note), labels[-1:] + note,
+                   loc="outside lower center", ncols=1 + len(note), frameon=False)
+        fig.suptitle(
+            f"Phase diagram: $d = {meta['d']:g}$, $T = {meta['T']:g}$, "
+            f"$\\eta = {meta['eta']:g}$, {int(max(v[2] for v in err.values()))} seeds per cell"
+        )
+    return save_figure(fig, png)
+
+
+def _blank() -> Any:
+    """An invisible legend handle, for a legend entry that is only text."""
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((0, 0), 0, 0, visible=False)
 
 
 def _regime_index(regime: Regime | None) -> float:
@@ -267,64 +292,113 @@ def plot_curves(
     diagonal: str | None = None,
 ) -> Path:
     """One panel per column in ``panels``: its mean +- std over seeds against ``x``, one line
-    per method (and, for attention, one line per clean/noisy split)."""
-    plt = agg_pyplot()
+    per method (colour and marker).
+
+    Panels carry information only: a panel whose means are all one value (the training error
+    where every method interpolates everywhere) is not drawn, and a line under the title says
+    so. Outside the training-error panel, a point where the method's mean training error is
+    above zero (it does not interpolate there) has a hollow marker. ``png`` is the output
+    file; its suffix picks the format (PDF, SVG, PNG).
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
     rows = load_results(csv)
     methods = sorted({r["method"] for r in rows})
-    ncols = 2 if len(panels) == 4 else len(panels)
-    nrows = -(-len(panels) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.6 * ncols, 4.0 * nrows + 0.6), squeeze=False)
-    for ax, col in zip(axes.ravel(), panels):
-        agg = aggregate(rows, ("method", x), col)
-        for method in methods:
-            pts = sorted((k[1], v) for k, v in agg.items() if k[0] == method)
-            if not pts or all(np.isnan(v[0]) for _, v in pts):
-                continue
-            xs = np.array([p[0] for p in pts])
-            mean = np.array([p[1][0] for p in pts])
-            std = np.array([p[1][1] for p in pts])
-            ax.errorbar(xs, mean, yerr=std, marker="o", capsize=3, label=method)
-        for name, value in (vlines or {}).items():
-            ax.axvline(value, color="grey", ls=":", lw=1)
-            ax.text(
-                value,
-                0.98,
-                f"{name} ",
-                transform=ax.get_xaxis_transform(),
-                rotation=90,
-                va="top",
-                ha="right",
-                fontsize=8,
-                color="dimgrey",
-            )
-        if diagonal == col:
-            lim = np.array([min(r[x] for r in rows), max(r[x] for r in rows)])
-            ax.plot(lim, lim, "k--", lw=1, label="Bayes error = eta")
-        if logx:
-            ax.set_xscale("log")
-            ticks = sorted({r[x] for r in rows})
-            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-            ax.minorticks_off()
-        # Fixed ranges make panels and studies comparable at a glance.
-        ax.set_ylim(-0.03, 1.03) if col.startswith("attn") else ax.set_ylim(
-            -0.02, max(0.52, ax.get_ylim()[1])
-        )
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(_LABELS.get(col, col))
-        ax.set_title(_LABELS.get(col, col), fontsize=10)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
-    fig.suptitle(title)
-    return save_pyplot_figure(fig, png)
+    fits = aggregate(rows, ("method", x), "train_error")
+    aggs = {col: aggregate(rows, ("method", x), col) for col in panels}
+    constant = {col: _constant(agg) for col, agg in aggs.items()}
+    drawn = [col for col in panels if constant[col] is None]
+    notes = [
+        f"Not drawn: {_title(col).lower()} = {constant[col]:g} for every method and point."
+        for col in panels
+        if constant[col] is not None
+    ]
+    ncols = 2 if len(drawn) == 4 else max(min(len(drawn), 3), 1)
+    nrows = max(-(-len(drawn) // ncols), 1)
+    hollow_any = False
+    with figure_style():
+        fig = Figure(figsize=(3.6 * ncols, 2.9 * nrows + 0.6 + 0.2 * len(notes)))
+        axes = fig.subplots(nrows, ncols, sharex=True, squeeze=False)
+        for ax, col in zip(axes.ravel(), drawn):
+            for k, method in enumerate(methods):
+                pts = sorted((key[1], v) for key, v in aggs[col].items() if key[0] == method)
+                if not pts or all(np.isnan(v[0]) for _, v in pts):
+                    continue
+                xs = np.array([p[0] for p in pts])
+                mean = np.array([p[1][0] for p in pts])
+                std = np.array([p[1][1] for p in pts])
+                # Colour and marker by the method's place in the list: the same in every panel.
+                marker = _MARKERS[k % len(_MARKERS)]
+                colour = OKABE_ITO[k % len(OKABE_ITO)]
+                ax.errorbar(xs, mean, yerr=std, marker=marker, color=colour, label=method)
+                misses = np.array([fits.get((method, xx), (0.0,))[0] > 0 for xx in xs])
+                if col != "train_error" and misses.any():
+                    hollow_any = True
+                    ax.plot(xs[misses], mean[misses], ls="none", marker=marker,
+                            mfc="white", mec=colour, mew=1.2, zorder=3)
+            for name, value in (vlines or {}).items():
+                ax.axvline(value, color="grey", ls=":", lw=1)
+                ax.text(value, 0.98, f"{name} ", transform=ax.get_xaxis_transform(),
+                        rotation=90, va="top", ha="right", fontsize="x-small", color="dimgrey")
+            if diagonal == col:
+                lim = np.array([min(r[x] for r in rows), max(r[x] for r in rows)])
+                ax.plot(lim, lim, "k--", lw=1, label=r"Bayes error $= \eta$")
+            if logx:
+                ax.set_xscale("log")
+                ticks = sorted({r[x] for r in rows})
+                ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+                ax.minorticks_off()
+            if col in _LOG_PANELS:
+                ax.set_yscale("log")
+                plain_log_labels(ax.yaxis)
+            elif col.startswith("attn"):
+                ax.set_ylim(-0.03, 1.03)
+            else:  # fixed ranges make panels and studies comparable at a glance
+                ax.set_ylim(-0.02, max(0.52, ax.get_ylim()[1]))
+            ax.set_ylabel(_PANELS.get(col, (col, col))[1])
+            ax.set_title(_title(col))
+        for ax in axes.ravel()[len(drawn):]:
+            ax.remove()
+        for ax in axes.ravel()[max(len(drawn) - ncols, 0):len(drawn)]:  # lowest in each column
+            ax.set_xlabel(xlabel)
+            ax.xaxis.set_tick_params(labelbottom=True)
+        handles, labels = axes.ravel()[0].get_legend_handles_labels()
+        if hollow_any:
+            handles.append(Line2D([], [], ls="none", marker="o", mfc="white", mec="dimgrey"))
+            labels.append("hollow: training error > 0 (does not interpolate)")
+        for ax in axes.ravel()[1:len(drawn)]:  # panel-only entries (the Bayes line)
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="outside lower center",
+                   ncols=min(len(labels), 4), frameon=False)
+        fig.suptitle(title + ("\n" + " ".join(notes) if notes else ""))
+    return save_figure(fig, png)
+
+
+def _title(col: str) -> str:
+    return _PANELS.get(col, (col, col))[0]
+
+
+def _constant(agg: dict[tuple, tuple[float, float, int]]) -> float | None:
+    """The one value of every finite mean in ``agg``, or None when they differ (or none is
+    finite)."""
+    means = np.array([v[0] for v in agg.values()], dtype=float)
+    means = means[np.isfinite(means)]
+    return float(means[0]) if means.size and np.all(means == means[0]) else None
 
 
 def save_pyplot_figure(
     fig, png: str | os.PathLike, rect: tuple[float, float, float, float] = (0, 0, 1, 1)
 ) -> Path:
-    """Lay out a pyplot figure inside ``rect`` (room kept for a figure legend), save it with
-    :func:`margin_solver.bench.plots.save_figure` and release it from pyplot."""
-    fig.tight_layout(rect=rect)
+    """Lay out a pyplot figure inside ``rect`` (room kept for a figure legend) unless it has a
+    layout engine already (figures made under :func:`margin_solver.bench.style.figure_style`
+    use constrained layout), save it with :func:`margin_solver.bench.plots.save_figure` and
+    release it from pyplot."""
+    if fig.get_layout_engine() is None:
+        fig.tight_layout(rect=rect)
     try:
         return save_figure(fig, png)
     finally:

@@ -142,85 +142,86 @@ def read_trajectories(csv: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
-    """Four panels against the GD step: norm, cosines, attention, clean test error; the
-    min-norm solution and the two-step endpoint drawn as reference levels."""
-    from margin_solver.bench.study_plots import agg_pyplot, aggregate, save_pyplot_figure
+    """Four panels against the GD step: norm, cosines, attention, errors; the min-norm
+    solution (dashed) and the two-step endpoint (dotted) drawn as reference levels in the
+    colour of the quantity. ``png`` is the output file; its suffix picks the format."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
-    plt = agg_pyplot()
+    from margin_solver.bench.plots import plain_log_labels, save_figure
+    from margin_solver.bench.study_plots import aggregate
+    from margin_solver.bench.style import figure_style
+
     rows = read_trajectories(csv)
     gd = [r for r in rows if r["method"] == "gd-constant"]
     ref = {m: [r for r in rows if r["method"] == m] for m in ("min-norm", "gd-two-step")}
-    fig, axes = plt.subplots(2, 2, figsize=(11.5, 8.6))
     panels = [
+        ("Norm at margin 1", [("norm", None)],
+         r"$\|v_t\|\,/\,\mathrm{min}_i\, y_i f(X_i)$", True),
         (
-            axes[0, 0],
-            [("norm", "||v|| / min margin")],
-            "||v|| / min_i y_i f_i  (norm at margin 1)",
-            True,
-        ),
-        (
-            axes[0, 1],
+            "Closeness to the min-norm solution",
             [
-                ("cos_v", "cos(v_t, v*)"),
-                ("cos_p", "cos(p_t, p*)"),
+                ("cos_v", r"$\cos(v_t, v^*)$"),
+                ("cos_p", r"$\cos(p_t, p^*)$"),
                 ("same_token", "same top token as min-norm"),
             ],
-            "cosine with the min-norm solution / fraction",
+            "cosine / fraction of samples",
             False,
         ),
         (
-            axes[1, 0],
+            "Attention on the signal token (train)",
             [("attn_signal_clean", "clean samples"), ("attn_signal_noisy", "flipped samples")],
-            "attention on the signal token (train)",
+            "mean attention",
             False,
         ),
         (
-            axes[1, 1],
-            [("test_error_clean", "clean test error"), ("train_error", "training error")],
-            "error (test: vs clean labels; train: vs observed labels)",
+            "Errors",
+            [("test_error_clean", "clean test error"),
+             ("train_error", "training error (observed labels)")],
+            "error rate",
             False,
         ),
     ]
-    for ax, series, ylabel, logy in panels:
-        for col, label in series:
-            agg = aggregate(gd, ("step",), col)
-            steps = np.array(sorted(agg))[:, 0]
-            mean = np.array([agg[(s,)][0] for s in steps])
-            std = np.array([agg[(s,)][1] for s in steps])
-            line = ax.errorbar(
-                steps,
-                mean,
-                yerr=std,
-                marker="o",
-                ms=3,
-                capsize=2,
-                label=f"GD (constant step): {label}",
-            )
-            colour = line[0].get_color()
-            if col in ("norm", "attn_signal_clean", "attn_signal_noisy", "test_error_clean"):
-                for method, style in (("min-norm", "--"), ("gd-two-step", ":")):
+    styles = {"min-norm": "--", "gd-two-step": ":"}
+    with figure_style():
+        fig = Figure(figsize=(7.2, 5.9))
+        axes = fig.subplots(2, 2, sharex=True)
+        for ax, (title, series, ylabel, logy) in zip(axes.ravel(), panels):
+            for col, label in series:
+                agg = aggregate(gd, ("step",), col)
+                steps = np.array(sorted(agg))[:, 0]
+                mean = np.array([agg[(s,)][0] for s in steps])
+                std = np.array([agg[(s,)][1] for s in steps])
+                line = ax.errorbar(steps, mean, yerr=std, marker="o", ms=3, label=label)
+                colour = line[0].get_color()
+                if col not in ("norm", "attn_signal_clean", "attn_signal_noisy",
+                               "test_error_clean"):
+                    continue
+                for method, style in styles.items():
                     values = np.array([r[col] for r in ref[method]], dtype=float)
-                    level = (
-                        values[np.isfinite(values)].mean() if np.isfinite(values).any() else np.nan
-                    )
-                    if np.isfinite(level):
-                        ax.axhline(
-                            level,
-                            color=colour,
-                            ls=style,
-                            lw=1.2,
-                            label=f"{method}: {label} = {level:.3g}",
-                        )
-        ax.set_xscale("log")
-        if logy:
-            ax.set_yscale("log")
-        ax.set_xlabel("GD step t (log scale)")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    r0 = rows[0]
-    fig.suptitle(
-        f"GD trajectory vs the min-norm interpolator: n={r0['n']:g}, d={r0['d']:g}, "
-        f"kappa={r0['kappa']:g}, eta={r0['eta']:g}, {len(ref['min-norm'])} seeds (mean ± std)"
-    )
-    return save_pyplot_figure(fig, png)
+                    if np.isfinite(values).any():
+                        ax.axhline(values[np.isfinite(values)].mean(), color=colour, ls=style,
+                                   lw=1.2)
+            ax.set_xscale("log")
+            if logy:
+                ax.set_yscale("log")
+                plain_log_labels(ax.yaxis)
+            ax.set_title(title)
+            ax.set_ylabel(ylabel)
+            if any(label for _, label in series):
+                ax.legend()
+        for ax in axes[1]:
+            ax.set_xlabel("GD step $t$ (log scale)")
+        kinds = [Line2D([], [], color="dimgrey", marker="o", ms=3)] + [
+            Line2D([], [], color="dimgrey", ls=style) for style in styles.values()
+        ]
+        fig.legend(kinds, ["constant-step GD at step $t$ (mean ± std)",
+                           "min-norm solution", "two-step GD endpoint"],
+                   loc="outside lower center", ncols=3, frameon=False)
+        r0 = rows[0]
+        fig.suptitle(
+            f"GD trajectory vs the min-norm interpolator: $n = {r0['n']:g}$, $d = {r0['d']:g}$, "
+            f"$\\kappa = {r0['kappa']:g}$, $\\eta = {r0['eta']:g}$, "
+            f"{len(ref['min-norm'])} seeds"
+        )
+    return save_figure(fig, png)

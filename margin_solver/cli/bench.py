@@ -20,6 +20,7 @@ EXAMPLE = "margin-solver bench --quick --out results --jobs 2"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Size, output directory, study selection and backend."""
     from margin_solver.bench.studies import STUDIES
+    from margin_solver.bench.style import FORMATS
 
     size = parser.add_mutually_exclusive_group()
     size.add_argument(
@@ -57,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="also run the MNIST study on this local copy (idx directory or .npz; never downloaded)",
     )
+    parser.add_argument(
+        "--format",
+        choices=sorted(set(FORMATS.values())),
+        default="png",
+        help="file format of every figure (default png)",
+    )
     add_backend_arguments(parser)
 
 
@@ -69,6 +76,7 @@ def _command(args: argparse.Namespace) -> str:
     parts += ["--scheduler", args.scheduler] if args.scheduler else []
     parts += ["--mnist", args.mnist] if args.mnist else []
     parts += ["--methods", *args.methods] if args.methods else []
+    parts += ["--format", args.format] if args.format != "png" else []
     return shlex.join(parts)
 
 
@@ -97,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         on_study=report,
         data_path=args.mnist,
         methods=args.methods,
+        figure_format=args.format,
     )
     print(f"report: {path}")
     return EXIT_CAVEAT if failed else EXIT_OK  # some cells failed: the rows say which

@@ -44,7 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--form", choices=("auto", "dense", "kernel"), default="auto")
     parser.add_argument("--record-every", type=int, help="trajectory spacing in steps")
     parser.add_argument("--json", metavar="OUT", help="write the result as JSON (updated as it runs)")
-    parser.add_argument("--plot", metavar="OUT.png", help="write a trajectory figure")
+    parser.add_argument(
+        "--plot", metavar="OUT.pdf", help="write a trajectory figure (.pdf, .svg or .png)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
     from margin_solver.results import ConvergenceWarning
 
     check_outputs(args.json, args.plot)
+    if args.plot:
+        from margin_solver.bench.style import figure_format
+
+        figure_format(args.plot)  # an unknown suffix fails here, before GD runs
     train = load_dataset(args.data)
     test = load_dataset(args.test) if args.test else None
     if args.steps is not None and args.schedule == "two-step":
