@@ -268,6 +268,8 @@ def trusted_lower_bound(
     R: float | None = None,
     X: np.ndarray | None = None,
     gap_tol: float = 1e-4,
+    max_nodes: int | None = None,
+    incumbents: list | None = None,
 ) -> LowerBoundResult:
     """:func:`global_lower_bound` on checked inputs (the worker behind that door).
 
@@ -278,6 +280,11 @@ def trusted_lower_bound(
     finite-R bound, which also needs the tokens ``X`` (for the alternating solver's
     incumbent) and ``gap_tol`` (positive). Nothing is validated: for callers that validated
     the data already (:func:`margin_solver.minnorm.solve_min_norm`).
+
+    Without ``R``: ``max_nodes`` also stops the branch-and-bound after that many SVMs (status
+    ``"time_limit"``; a budget that gives the same answer on a loaded and an idle machine),
+    and a list ``incumbents`` receives every selection (ndarray of shape (n,)) that became
+    the best found, in order (the search for P_R's starts realises them all).
     """
     n = len(y)
     if R is not None and T > 1:
@@ -289,12 +296,13 @@ def trusted_lower_bound(
         if method == "enumerate":
             with ProgressBar(progress, total=T**n, desc="lower bound (enumeration)",
                              unit="SVM") as bar:
-                best, nodes, failed = _enumerate(H, y, T, bar)
+                best, nodes, failed = _enumerate(H, y, T, bar, incumbents)
             return _finish(best, best.norm, OPTIMAL, "enumerate", nodes, start, failed)
         total = time_limit if math.isfinite(time_limit) else None
         with ProgressBar(progress, total=total, desc="lower bound (branch-and-bound)",
                          unit="s", bar_format=_BNB_BAR) as bar:
-            return _branch_and_bound(H, y, T, time_limit, start, bar)
+            return _branch_and_bound(H, y, T, time_limit, start, bar, max_nodes=max_nodes,
+                                     incumbents=incumbents)
 
 
 # elapsed seconds against the time limit, then nodes, proven bound and best selection
@@ -435,7 +443,7 @@ def _equal_samples_opposite_labels(
 
 
 def _enumerate(
-    H: np.ndarray, y: np.ndarray, T: int, bar: ProgressBar
+    H: np.ndarray, y: np.ndarray, T: int, bar: ProgressBar, incumbents: list | None = None
 ) -> tuple[SelectionSVM, int, bool]:
     best = None
     nodes = 0
@@ -446,6 +454,8 @@ def _enumerate(
         failed |= svm.failed
         if best is None or svm.norm < best.norm:
             best = svm
+            if incumbents is not None and svm.feasible:
+                incumbents.append(svm.tokens)
         if bar.throttle():
             bar.set_to(nodes, best=f"{best.norm:.6g}")
     bar.set_to(nodes)
@@ -460,11 +470,14 @@ class _Node:
 
 
 def _branch_and_bound(
-    H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar
+    H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar,
+    *, max_nodes: int | None = None, incumbents: list | None = None,
 ) -> LowerBoundResult:
     n = len(y)
     token_sq_norms = np.diag(H).reshape(n, T)
     incumbent = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+    if incumbents is not None and incumbent.feasible:
+        incumbents.append(incumbent.tokens)
     nodes = 1
     root = selection_svm(H, y, T, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     counter = itertools.count()
@@ -478,6 +491,8 @@ def _branch_and_bound(
             heap = []
             break
         if time.perf_counter() - start > time_limit:
+            break
+        if max_nodes is not None and nodes >= max_nodes:
             break
         if bar.throttle():
             bar.set_to(
@@ -498,6 +513,8 @@ def _branch_and_bound(
             closed_floor = min(closed_floor, node.bound)
             if completed.norm < incumbent.norm:
                 incumbent = completed
+                if incumbents is not None:
+                    incumbents.append(completed.tokens)
             continue
         lifted = lifted_bounds(node.svm.norm, margins[free], token_sq_norms[free])
         hardest = np.argmax(lifted.min(axis=1))
