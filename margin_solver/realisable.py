@@ -61,8 +61,6 @@ _RANK_RTOL = 1e-12
 # Token differences with squared length below this fraction of the mean squared token norm are
 # identical tokens (as in margin_solver.selection.attention_svm).
 _SAME_TOKEN_RTOL = 1e-12
-# A free sample counts as satisfied by a node's v when its best margin is at least 1 - this.
-_SATISFIED_TOL = 1e-9
 # Relative slack under which a node bound counts as reaching the incumbent.
 _PRUNE_RTOL = 1e-12
 # The least-distance residual's last entry (-1 when the solution is 0) is below -this when
@@ -200,16 +198,18 @@ def realisable_selections(
     T : int
         Tokens per sample.
     max_work : int, default=2000
-        Linear programs plus SVMs after which the search stops.
+        Realisability problems plus SVMs after which the search stops.
     realiser : Realiser, optional
-        Its LP counter is shared (built from H when omitted).
+        Its counters are shared (built from H when omitted).
 
     Yields
     ------
     (ndarray of int of shape (n,), float)
         Each new incumbent: a realisable selection and its SVM norm, strictly decreasing. When
         the generator ends before the budget, the last one yielded has the smallest SVM norm
-        of all realisable selections (none yielded: no realisable selection is separable).
+        of all realisable selections (none yielded: no realisable selection is separable),
+        unless an SVM's engines all broke down (its node is dropped: this search proves
+        nothing, it only finds starts).
     """
     n = len(y)
     realiser = Realiser(H, T) if realiser is None else realiser
