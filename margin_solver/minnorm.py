@@ -467,8 +467,11 @@ def solve_min_norm(
                 gram.H, y, T, "auto", max(deadline - time.perf_counter(), 0.0), False,
                 time.perf_counter(), max_nodes=SEARCH_BOUND_NODES, incumbents=incumbents,
             )
+            realised = [s for name, _, s in starts if s is not None and name in runs]
+            if "lb_selection" in runs:
+                realised.append(guide.selection)
             _search(solver_form, gram.H, y, T, R, runs, start_norms, guide, incumbents[::-1],
-                    {**descent, "deadline": deadline}, budget, seed, deadline)
+                    realised, {**descent, "deadline": deadline}, budget, seed, deadline)
             feasible = {k: r for k, r in runs.items() if r.point.feasible}
     skipped = [name for name, *_ in starts if name not in start_norms]
     timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
@@ -574,23 +577,25 @@ def _search_budget(search_starts, start_norms: dict[str, float], bound, dependen
 
 
 def _search(
-    form, H, y, T, R, runs, start_norms, bound, incumbents, options, budget, seed, deadline
+    form, H, y, T, R, runs, start_norms, bound, incumbents, realised, options, budget, seed,
+    deadline,
 ) -> None:
     """Add the runs of :func:`margin_solver.search.search_starts` to ``runs``/``start_norms``
     (no new start after ``deadline``, a :func:`time.perf_counter` reading); ``incumbents``:
-    the selections of LB's branch-and-bound to realise first, best first."""
+    the selections of LB's branch-and-bound to realise first, best first; ``realised``: the
+    selections the first starts realised and descended (not run again; a selection no p
+    realises is not among them, so the search tries its nearest realisable one)."""
     feasible = [r for r in runs.values() if r.point.feasible]
     best = min(feasible, key=lambda r: r.norm) if feasible else None
     lower = None if bound is None else bound.value
-    # with certify, LB's selection was a first start: then only its nearest realisable one
-    tried = math.isfinite(start_norms.get("lb_selection", math.inf))
     selections = list(incumbents)
-    if bound is not None and not tried and bound.selection is not None and not any(
+    if bound is not None and bound.selection is not None and not any(
             np.array_equal(bound.selection, s) for s in selections):
         selections.insert(0, bound.selection)
     rng = np.random.default_rng(_search_seed(seed))
     for name, run in _search_starts(form, H, y, T, R, best, lower_bound=lower,
-                                    selections=selections, max_starts=budget, rng=rng,
+                                    selections=selections, realised=realised,
+                                    max_starts=budget, rng=rng,
                                     options=options,
                                     time_limit=deadline - time.perf_counter()):
         runs[name] = run

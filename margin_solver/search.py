@@ -126,6 +126,7 @@ def search_starts(
     *,
     lower_bound: float | None = None,
     selections: Sequence[np.ndarray] = (),
+    realised: Sequence[np.ndarray] = (),
     max_starts: int = 8,
     time_limit: float = math.inf,
     gap_rtol: float = 1e-9,
@@ -155,6 +156,9 @@ def search_starts(
     selections : sequence of ndarray of int, optional
         Token selections to realise first, in order (e.g. the incumbents of LB's
         branch-and-bound, best first).
+    realised : sequence of ndarray of int, optional
+        Selections whose realisations were descended already (the first starts'): no family
+        runs them again.
     max_starts : int, default=8
         Starts to run at most.
     time_limit : float, default=inf
@@ -176,6 +180,7 @@ def search_starts(
     rng = np.random.default_rng() if rng is None else rng
     options = dict(options or {})
     context = _Context(form, H, y, T, R, options, float(np.mean(np.diag(H))) or 1.0, rng)
+    context.seen.update(np.asarray(tokens, dtype=np.int64).tobytes() for tokens in realised)
     deadline = time.perf_counter() + time_limit
     families = {
         "selection": _selection_starts(context, selections, lambda: best),
