@@ -33,7 +33,8 @@ selections cannot be realised by any p and the v-step can be infeasible) or when
 show the landscape is rugged (a start where no v interpolates, or final norms more than
 ``SPREAD_RTOL`` apart), up to ``search_starts`` further starts from
 :mod:`margin_solver.search` (selections of small SVM norm or their nearest realisable ones,
-continuation in R with a penalised v-step, more random starts), stopping as soon as the gap
+the best selections some p realises, continuation in R with a penalised v-step, more random
+starts), stopping as soon as the gap
 to the bound closes.
 
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
