@@ -272,6 +272,8 @@ def trusted_lower_bound(
     R: float | None = None,
     X: np.ndarray | None = None,
     gap_tol: float = 1e-4,
+    max_nodes: int | None = None,
+    incumbents: list | None = None,
 ) -> LowerBoundResult:
     """:func:`global_lower_bound` on checked inputs (the worker behind that door).
 
@@ -282,6 +284,11 @@ def trusted_lower_bound(
     finite-R bound, which also needs the tokens ``X`` (for the alternating solver's
     incumbent) and ``gap_tol`` (positive). Nothing is validated: for callers that validated
     the data already (:func:`margin_solver.minnorm.solve_min_norm`).
+
+    Without ``R``: ``max_nodes`` also stops the branch-and-bound after that many SVMs (status
+    ``"time_limit"``; a budget that gives the same answer on a loaded and an idle machine),
+    and a list ``incumbents`` receives every selection (ndarray of shape (n,)) that became
+    the best found, in order (the search for P_R's starts realises them all).
     """
     n = len(y)
     if R is not None and T > 1:
@@ -293,12 +300,13 @@ def trusted_lower_bound(
         if method == "enumerate":
             with ProgressBar(progress, total=T**n, desc="lower bound (enumeration)",
                              unit="SVM") as bar:
-                best, nodes, failed = _enumerate(H, y, T, bar)
+                best, nodes, failed = _enumerate(H, y, T, bar, incumbents)
             return _finish(best, best.norm, OPTIMAL, "enumerate", nodes, start, failed)
         total = time_limit if math.isfinite(time_limit) else None
         with ProgressBar(progress, total=total, desc="lower bound (branch-and-bound)",
                          unit="s", bar_format=_BNB_BAR) as bar:
-            return _branch_and_bound(H, y, T, time_limit, start, bar)
+            return _branch_and_bound(H, y, T, time_limit, start, bar, max_nodes=max_nodes,
+                                     incumbents=incumbents)
 
 
 # elapsed seconds against the time limit, then nodes, proven bound and best selection
@@ -439,7 +447,7 @@ def _equal_samples_opposite_labels(
 
 
 def _enumerate(
-    H: np.ndarray, y: np.ndarray, T: int, bar: ProgressBar
+    H: np.ndarray, y: np.ndarray, T: int, bar: ProgressBar, incumbents: list | None = None
 ) -> tuple[SelectionSVM, int, bool]:
     best = None
     nodes = 0
@@ -450,6 +458,8 @@ def _enumerate(
         failed |= svm.failed
         if best is None or svm.norm < best.norm:
             best = svm
+            if incumbents is not None and svm.feasible:
+                incumbents.append(svm.tokens)
         if bar.throttle():
             bar.set_to(nodes, best=f"{best.norm:.6g}")
     bar.set_to(nodes)
@@ -472,11 +482,16 @@ class _SelectionSearch:
     the samples left with one; its bound combines the SVM over the fixed samples with the
     lifted and aggregated bounds of the free ones."""
 
-    def __init__(self, H: np.ndarray, y: np.ndarray, T: int) -> None:
+    def __init__(self, H: np.ndarray, y: np.ndarray, T: int,
+                 incumbents: list | None = None) -> None:
         self.H, self.y, self.T = H, y, T
         self.n = len(y)
         self.sq_norms = np.diag(H).reshape(self.n, T)
+        # every selection that becomes the incumbent is appended here (search starts)
+        self.incumbents = incumbents
         self.incumbent = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+        if incumbents is not None and self.incumbent.feasible:
+            incumbents.append(self.incumbent.tokens)
         self.heap: list[_Node] = []
         self.counter = itertools.count()
         self.nodes = 0
@@ -509,6 +524,8 @@ class _SelectionSearch:
             self.closed_floor = min(self.closed_floor, max(parent_bound, svm.norm))
             if completed.norm < self.incumbent.norm:
                 self.incumbent = completed
+                if self.incumbents is not None:
+                    self.incumbents.append(completed.tokens)
             return
         lifted = np.where(allowed[free],
                           lifted_bounds(svm.norm, margins[free], self.sq_norms[free]), math.inf)
@@ -547,9 +564,10 @@ class _SelectionSearch:
 
 
 def _branch_and_bound(
-    H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar
+    H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar,
+    *, max_nodes: int | None = None, incumbents: list | None = None,
 ) -> LowerBoundResult:
-    search = _SelectionSearch(H, y, T)
+    search = _SelectionSearch(H, y, T, incumbents)
     n = len(y)
     root = search.solve(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     search.evaluate(root, np.ones((n, T), dtype=bool), 0.0)
@@ -559,6 +577,8 @@ def _branch_and_bound(
             heap.clear()
             break
         if time.perf_counter() - start > time_limit:
+            break
+        if max_nodes is not None and search.nodes >= max_nodes:
             break
         if bar.throttle():
             _show_gap(bar, search, start, time_limit)

@@ -33,7 +33,8 @@ selections cannot be realised by any p and the v-step can be infeasible) or when
 show the landscape is rugged (a start where no v interpolates, or final norms more than
 ``SPREAD_RTOL`` apart), up to ``search_starts`` further starts from
 :mod:`margin_solver.search` (selections of small SVM norm or their nearest realisable ones,
-continuation in R with a penalised v-step, more random starts), stopping as soon as the gap
+the best selections some p realises, continuation in R with a penalised v-step, more random
+starts), stopping as soon as the gap
 to the bound closes.
 
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
@@ -138,11 +139,11 @@ _LB_INFEASIBLE = (
 SPREAD_RTOL = 0.05
 #: Budget of further starts of ``search_starts=None`` when the search runs.
 AUTO_SEARCH_STARTS = 8
-#: Seconds of branch-and-bound an uncertified solve spends on LB before searching: its best
-#: selection is the search's first start, and its bound stops the search when met (it is not
-#: reported: ``lower_bound`` stays None without ``certify``). On time-out the selection is the
-#: best found so far, so on a loaded machine the search can start elsewhere.
-SEARCH_BOUND_TIME_LIMIT = 3.0
+#: SVMs of branch-and-bound an uncertified solve spends on LB before searching: every
+#: selection that became its incumbent, best first, is a search start, and its bound stops
+#: the search when met (it is not reported: ``lower_bound`` stays None without ``certify``).
+#: A count, not seconds, so that the answer is the same on a loaded and an idle machine.
+SEARCH_BOUND_NODES = 3000
 
 
 @dataclass(repr=False)
@@ -463,13 +464,16 @@ def solve_min_norm(
                 feasible = {k: r for k, r in runs.items() if r.point.feasible}
         budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
         if budget and time.perf_counter() <= deadline:
+            incumbents: list[np.ndarray] = []
             guide = bound if bound is not None else trusted_lower_bound(
-                gram.H, y, T, "auto",
-                max(min(SEARCH_BOUND_TIME_LIMIT, deadline - time.perf_counter()), 0.0), False,
-                time.perf_counter(),
+                gram.H, y, T, "auto", max(deadline - time.perf_counter(), 0.0), False,
+                time.perf_counter(), max_nodes=SEARCH_BOUND_NODES, incumbents=incumbents,
             )
-            _search(solver_form, gram.H, y, T, R, runs, start_norms, guide,
-                    {**descent, "deadline": deadline}, budget, seed, deadline)
+            realised = [s for name, _, s in starts if s is not None and name in runs]
+            if "lb_selection" in runs:
+                realised.append(guide.selection)
+            _search(solver_form, gram.H, y, T, R, runs, start_norms, guide, incumbents[::-1],
+                    realised, {**descent, "deadline": deadline}, budget, seed, deadline)
             feasible = {k: r for k, r in runs.items() if r.point.feasible}
     skipped = [name for name, *_ in starts if name not in start_norms]
     timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
@@ -587,18 +591,26 @@ def _search_budget(search_starts, start_norms: dict[str, float], bound, dependen
     return 0
 
 
-def _search(form, H, y, T, R, runs, start_norms, bound, options, budget, seed, deadline) -> None:
+def _search(
+    form, H, y, T, R, runs, start_norms, bound, incumbents, realised, options, budget, seed,
+    deadline,
+) -> None:
     """Add the runs of :func:`margin_solver.search.search_starts` to ``runs``/``start_norms``
-    (no new start after ``deadline``, a :func:`time.perf_counter` reading)."""
+    (no new start after ``deadline``, a :func:`time.perf_counter` reading); ``incumbents``:
+    the selections of LB's branch-and-bound to realise first, best first; ``realised``: the
+    selections the first starts realised and descended (not run again; a selection no p
+    realises is not among them, so the search tries its nearest realisable one)."""
     feasible = [r for r in runs.values() if r.point.feasible]
     best = min(feasible, key=lambda r: r.norm) if feasible else None
     lower = None if bound is None else bound.value
-    # with certify, LB's selection was a first start: then only its nearest realisable one
-    tried = math.isfinite(start_norms.get("lb_selection", math.inf))
-    selection = None if bound is None or tried else bound.selection
+    selections = list(incumbents)
+    if bound is not None and bound.selection is not None and not any(
+            np.array_equal(bound.selection, s) for s in selections):
+        selections.insert(0, bound.selection)
     rng = np.random.default_rng(_search_seed(seed))
     for name, run in _search_starts(form, H, y, T, R, best, lower_bound=lower,
-                                    selection=selection, max_starts=budget, rng=rng,
+                                    selections=selections, realised=realised,
+                                    max_starts=budget, rng=rng,
                                     options=options,
                                     time_limit=deadline - time.perf_counter()):
         runs[name] = run

@@ -10,12 +10,22 @@ closed or its budget is spent:
 ``selection_k``
     Token selections with a small selection-SVM norm (from the hard-selection alternation
     started at several value vectors: the first GD step's, random ones, and the v of the
-    best point found so far; with the bound, LB's own selection first), each realised by the
+    best point found so far; first the selections given, e.g. every incumbent of LB's
+    branch-and-bound, best first), each realised by the
     attention SVM of :func:`margin_solver.selection.attention_svm` when some p singles it out.
     When none does (common when n > d), the *nearest realisable selection* is used instead:
     the p of the same attention SVM with a ridge on its Gram matrix (a squared-hinge soft
     margin, always solvable) picks, in each sample, the token its scores favour, and that
     p is where the descent starts.
+``realisable_k``
+    The improving selections (best first) of a best-first branch-and-bound over *realisable* selections
+    (:func:`margin_solver.realisable.realisable_selections`: selection-SVM node bounds as in
+    LB's, partial selections that no p realises pruned, realisability decided by least
+    distance with an LP fallback), each realised and descended. At large R, P_R tends to
+    the best realisable selection's SVM norm, which can be far above LB when n > d. The
+    family is skipped when the tokens are linearly independent (then every selection is
+    realisable) and above :data:`REALISABLE_MAX_SAMPLES` samples. Its budget counts realisability problems and SVMs
+    (:data:`REALISABLE_WORK`), not seconds.
 ``continuation_k``
     Continuation in R with a penalised v-step. phi_eps(p) = min ||v||^2 / 2 + sum_i xi_i^2
     / (2 eps) over ``y_i z_i^T v >= 1 - xi_i`` is the hard-margin SVM on the features
@@ -44,21 +54,28 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from margin_solver.alternating import DescentRun, descend, norm, project
+from margin_solver.realisable import Realiser, realisable_selections
 from margin_solver.selection import attention_svm, hard_selection_alternation
 
-__all__ = ["FAMILIES", "IDEAS", "PenalisedForm", "search_starts"]
+__all__ = ["FAMILIES", "IDEAS", "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "PenalisedForm",
+           "search_starts"]
 
 #: Every family of starts :func:`search_starts` knows (``"random"``: more random starts,
 #: alternately on the sphere and inside the ball).
-FAMILIES = ("selection", "continuation", "hop", "random")
+FAMILIES = ("selection", "realisable", "continuation", "hop", "random")
 #: The families used, taken in turn (benchmarks/search_quality.py measures the others).
-IDEAS = ("selection", "continuation", "random")
+IDEAS = ("selection", "realisable", "continuation", "random")
+#: Realisability problems plus SVMs the ``realisable`` family's branch-and-bound may spend.
+REALISABLE_WORK = 2000
+#: Samples above which the ``realisable`` family is skipped: its budget then does not reach a
+#: complete selection (digits rows, n = 100, T = 8: none in 2000 steps, 15 s).
+REALISABLE_MAX_SAMPLES = 32
 
 
 class PenalisedForm:
@@ -108,7 +125,8 @@ def search_starts(
     best: DescentRun | None,
     *,
     lower_bound: float | None = None,
-    selection: np.ndarray | None = None,
+    selections: Sequence[np.ndarray] = (),
+    realised: Sequence[np.ndarray] = (),
     max_starts: int = 8,
     time_limit: float = math.inf,
     gap_rtol: float = 1e-9,
@@ -135,8 +153,12 @@ def search_starts(
     lower_bound : float, optional
         A valid lower bound on P_R (LB); the search stops once the best norm is within
         ``gap_rtol`` (relative) of it.
-    selection : ndarray of int, optional
-        A token selection to realise first (LB's).
+    selections : sequence of ndarray of int, optional
+        Token selections to realise first, in order (e.g. the incumbents of LB's
+        branch-and-bound, best first).
+    realised : sequence of ndarray of int, optional
+        Selections whose realisations were descended already (the first starts'): no family
+        runs them again.
     max_starts : int, default=8
         Starts to run at most.
     time_limit : float, default=inf
@@ -158,9 +180,11 @@ def search_starts(
     rng = np.random.default_rng() if rng is None else rng
     options = dict(options or {})
     context = _Context(form, H, y, T, R, options, float(np.mean(np.diag(H))) or 1.0, rng)
+    context.seen.update(np.asarray(tokens, dtype=np.int64).tobytes() for tokens in realised)
     deadline = time.perf_counter() + time_limit
     families = {
-        "selection": _selection_starts(context, selection, lambda: best),
+        "selection": _selection_starts(context, selections, lambda: best),
+        "realisable": _realisable_starts(context),
         "continuation": _continuation_starts(context),
         "hop": _hop_starts(context, lambda: best),
         "random": _random_starts(context),
@@ -193,6 +217,8 @@ class _Context:
     options: dict
     scale: float
     rng: np.random.Generator
+    # selections realised so far, by any family
+    seen: set[bytes] = field(default_factory=set)
 
     @property
     def n(self) -> int:
@@ -238,15 +264,15 @@ class _Context:
         return self.descend(p)
 
 
-def _selection_starts(context: _Context, first: np.ndarray | None, best) -> Iterator:
+def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> Iterator:
     """Realisations of good token selections; the nearest realisable one when none exists."""
     H, y, T, n = context.H, context.y, context.T, context.n
-    seen: set[bytes] = set()
+    seen = context.seen
     k = 0
 
     def value_vectors():
-        if first is not None:
-            yield np.asarray(first, dtype=np.int64), None
+        for tokens in first:
+            yield np.asarray(tokens, dtype=np.int64), None
         while True:
             run = best()
             if run is not None:  # the v of the best point so far
@@ -279,6 +305,32 @@ def _selection_starts(context: _Context, first: np.ndarray | None, best) -> Iter
         if c is None:
             continue
         yield f"{label}_{k}", context.descend(context.form.from_coefficients(c))
+        k += 1
+
+
+def _realisable_starts(context: _Context) -> Iterator:
+    """Realisations of the improving selections of the realisable-selection search, best
+    first."""
+    if context.n > REALISABLE_MAX_SAMPLES:
+        return
+    realiser = Realiser(context.H, context.T)
+    if realiser.Z.shape[1] == context.n * context.T:  # every selection is realisable
+        return
+    # the whole (budgeted) search first: its early incumbents are far from its last
+    found = list(realisable_selections(context.H, context.y, context.T,
+                                       max_work=REALISABLE_WORK, realiser=realiser))
+    k = 0
+    for tokens, _ in reversed(found):
+        key = tokens.tobytes()
+        if key in context.seen:
+            continue
+        context.seen.add(key)
+        c = attention_svm(context.H, context.T, tokens, context.R)
+        if c is None:  # realisable only within the attention SVM's tolerance
+            c = attention_svm(context.H, context.T, tokens, context.R, ridge=_NEAREST_RIDGE)
+        if c is None:
+            continue
+        yield f"realisable_{k}", context.descend(context.form.from_coefficients(c))
         k += 1
 
 

@@ -251,6 +251,8 @@ def test_options_choose_the_descent_variant_as_the_descend_keywords_do(monkeypat
     monkeypatch.setattr(
         minnorm, "descend", lambda *a, **k: descend(*a, **{**k, "memory": 0, "use_bb": False})
     )
+    import margin_solver.search  # the search's starts descend too (issue 19)
+    monkeypatch.setattr(margin_solver.search, "descend", minnorm.descend)
     patched = solve_min_norm(ds, R=R)
     assert plain.norm == patched.norm and plain.history == patched.history
     assert plain.history != default.history  # the option does change the descent

@@ -144,3 +144,22 @@ def test_digit_rows_get_a_feasible_point_by_default(R):
     assert res.solution_present and res.v is not None
     assert np.min(margins(X, y, res.v, res.p)) >= 1 - 1e-6
     assert np.linalg.norm(res.p) <= R * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("kind, n, T, d, R_sqrt_d, seed", [
+    ("gaussian", 14, 2, 40, 1e4, 20261140),
+    ("scales", 9, 3, 40, 100.0, 20261133),
+])
+def test_benchmark_instances_reach_the_attained_bound(kind, n, T, d, R_sqrt_d, seed):
+    # instances of benchmarks/search_quality.py where the default reaches LB (valid for every
+    # R, so the optimum) and the first starts alone do not
+    from margin_solver.bench.search_quality import make_instance
+
+    X, y = make_instance(kind, n, T, d, seed)
+    R = R_sqrt_d / math.sqrt(d)
+    bound = global_lower_bound(X, y)
+    assert bound.status == "optimal"
+    res = solve_min_norm(X, y, R=R)
+    assert res.norm == pytest.approx(bound.value, rel=1e-6)
+    assert np.min(margins(X, y, res.v, res.p)) >= 1 - 1e-7
+    assert solve_min_norm(X, y, R=R, search_starts=0).norm > bound.value * (1 + 1e-3)

@@ -45,6 +45,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import platform
 import time
 
@@ -273,16 +274,20 @@ def main(argv: list[str] | None = None) -> int:
         "random": args.random,
         "selections": args.selections,
         "seed": SEED,
+        "load_average_start": list(os.getloadavg()),
     }
     rows: list[dict] = []
     started = time.time()
     for spec in instances(args.instances):
         rows.append(run_instance(spec, args.random, args.selections))
+        meta["load_average_end"] = list(os.getloadavg())
         write_json(args.out, {"meta": meta, "rows": rows})
         r = rows[-1]
         print(f"{r['kind']:8s} n={r['n']:2d} T={r['T']} d={r['d']:2d} R*sqrt(d)={r['R_sqrt_d']:g}: "
               + " ".join(f"{m}={r[m]:.6g}" for m in METHODS), flush=True)
-    print(f"\n{len(rows)} instances in {time.time() - started:.0f} s; ideas {meta['ideas']}\n")
+    print(f"\n{len(rows)} instances in {time.time() - started:.0f} s; ideas {meta['ideas']}; "
+          f"load average {meta['load_average_start']} at the start, "
+          f"{meta['load_average_end']} at the end\n")
     print(summary(rows))
     worst = sorted(rows, key=lambda r: -ratio(r["default"], r["best_known"]))[:5]
     print("\nworst default instances:")
