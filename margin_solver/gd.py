@@ -50,7 +50,7 @@ import numpy as np
 from margin_solver.data import Dataset, as_dataset
 from margin_solver.kernel import LossGrads, multihead_token_loss_and_grads, token_loss_and_grads
 from margin_solver.metrics import output_metrics
-from margin_solver.multihead import head_metrics
+from margin_solver.heads import head_metrics
 from margin_solver.results import (
     COMPLETED,
     CONVERGED,

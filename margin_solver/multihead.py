@@ -33,9 +33,8 @@ from typing import Any
 import numpy as np
 
 from margin_solver.alternating import DenseForm, KernelForm, check_descent_options, descend, norm
-from margin_solver.data import Dataset, as_dataset
-from margin_solver.kernel import TokenGram, multihead_outputs, softmax
-from margin_solver.metrics import Metrics, output_metrics, trusted_metrics
+from margin_solver.data import as_dataset
+from margin_solver.kernel import TokenGram, multihead_outputs
 from margin_solver.minnorm import FEAS_TOL, MinNormResult, solve_min_norm
 from margin_solver.results import (
     INACCURATE,
@@ -52,7 +51,6 @@ from margin_solver.validation import InvalidInputError, check_int, check_radius,
 __all__ = [
     "MultiHeadForm",
     "MultiHeadMinNormResult",
-    "head_metrics",
     "solve_min_norm_heads",
 ]
 
@@ -118,17 +116,6 @@ class MultiHeadForm:
     def dense(self, p: np.ndarray) -> np.ndarray:
         """The heads' attention vectors as rows of shape (H, d)."""
         return self._each("dense", p)
-
-
-def head_metrics(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
-    """:func:`margin_solver.metrics.trusted_metrics` for one head (``v``, ``p`` of shape (d,))
-    or H heads (shape (H, d)); with H heads the attention metrics and ``selected_token`` use
-    the heads' mean attention. Inputs are not validated (for callers that produced them)."""
-    if np.ndim(v) == 1:
-        return trusted_metrics(v, p, data)
-    f = multihead_outputs(data.X, v, p)
-    s = np.mean([softmax(data.X @ ph) for ph in p], axis=0)
-    return output_metrics(f, s, data)
 
 
 @dataclass(repr=False)

@@ -22,7 +22,8 @@ from margin_solver.kernel import (
     softmax,
 )
 from margin_solver.metrics import trusted_metrics
-from margin_solver.multihead import MultiHeadForm, head_metrics, solve_min_norm_heads
+from margin_solver.heads import head_metrics
+from margin_solver.multihead import MultiHeadForm, solve_min_norm_heads
 from margin_solver.results import SOLUTION_PRESENT, ConvergenceWarning
 from margin_solver.validation import InvalidInputError
 

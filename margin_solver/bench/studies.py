@@ -23,6 +23,7 @@ import numpy as np
 
 from margin_solver.bench import study_plots
 from margin_solver.fileio import atomic_write_text
+from margin_solver.bench.heads_study import HEADS_DIGITS, HEADS_METHODS, HEADS_MNIST, plot_heads
 from margin_solver.bench.realdata import digits_shape, load_mnist, mnist_shape
 from margin_solver.bench.sweeps import (
     SweepConfig,
@@ -351,6 +352,27 @@ STUDIES: dict[str, Study] = {
             ("n",),
             ("train_error", "test_error_clean", "test_error_noisy"),
             needs_path=True,
+        ),
+        Study(
+            "heads-digits",
+            "Real data with 1, 2 and 4 heads: digits (authors' reply, Q3)",
+            HEADS_DIGITS.grids,
+            HEADS_DIGITS.config,
+            plot_heads,
+            ("n", "heads"),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+            methods=HEADS_METHODS,
+        ),
+        Study(
+            "heads-mnist",
+            "Real data with 1, 2 and 4 heads: MNIST from a local file (authors' reply, Q3)",
+            HEADS_MNIST.grids,
+            HEADS_MNIST.config,
+            plot_heads,
+            ("n", "heads"),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+            needs_path=True,
+            methods=HEADS_METHODS,
         ),
         Study(
             "trajectories", "GD trajectories against the min-norm solution", custom=_trajectories
