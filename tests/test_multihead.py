@@ -243,3 +243,51 @@ def test_head_metrics(tiny):
     assert m.min_margin == pytest.approx(float(np.min(y * multihead_outputs(X, V, P))))
     one, ref = head_metrics(V[0], P[0], data), trusted_metrics(V[0], P[0], data)
     assert one.min_margin == ref.min_margin and one.error == ref.error
+
+
+@pytest.mark.parametrize("kernel", [False, True])
+def test_vstep_at_fixed_p_is_the_svm_on_concatenated_features(tiny, kernel):
+    """The H-head v-step (summed Gram, LDP engine) against the primal SVM on the explicit
+    (n, H d) features, a different engine on a different representation."""
+    from margin_solver.vstep import solve_vstep
+
+    X, y = tiny
+    base = KernelForm(X, TokenGram(X)) if kernel else DenseForm(X)
+    form = MultiHeadForm(base, 2)
+    P = np.random.default_rng(11).standard_normal((2, 5))
+    p = P if not kernel else np.stack([np.linalg.lstsq(base.gram.H, X.reshape(18, 5) @ P[h],
+                                                       rcond=None)[0].reshape(6, 3)
+                                       for h in range(2)])
+    point = evaluate_phi(form, y, p)
+    Z = np.concatenate([attended_features(X, softmax(X @ P[h])) for h in range(2)], axis=1)
+    ref = solve_vstep(Z, y, solver="primal")
+    assert point.feasible and ref.success
+    assert math.sqrt(2 * point.phi) == pytest.approx(ref.norm, rel=1e-6)
+
+
+def test_equal_heads_divide_the_single_head_norm_by_sqrt_h(tiny):
+    """N_H(R) <= N_1(R / sqrt(H)) / sqrt(H): H copies of one head's attention give K = H K_1."""
+    X, y = tiny
+    base = KernelForm(X, TokenGram(X))
+    c = 0.3 * np.random.default_rng(12).standard_normal((6, 3))
+    one = evaluate_phi(base, y, c)
+    for H in (2, 4):
+        many = evaluate_phi(MultiHeadForm(base, H), y, np.stack([c] * H))
+        assert math.sqrt(2 * many.phi) == pytest.approx(math.sqrt(2 * one.phi) / math.sqrt(H),
+                                                        rel=1e-9)
+
+
+def test_two_heads_beat_random_search_over_the_ball_on_a_tiny_instance():
+    """Brute force: the smallest v-step norm over 1500 random P in the joint ball (and the
+    single-head optimum) is never below the solver's answer, beyond rounding."""
+    rng = np.random.default_rng(13)
+    X = rng.standard_normal((5, 2, 3))
+    y = np.array([1.0, -1, 1, -1, -1])
+    R = 2.0
+    res = solve_min_norm_heads(X, y, R=R, heads=2, n_random_starts=2, search_starts=0)
+    form = MultiHeadForm(DenseForm(X), 2)
+    P = rng.standard_normal((1500, 2, 3))
+    P *= (R * rng.random(1500) ** (1 / 6) / np.linalg.norm(P.reshape(1500, -1), axis=1))[:, None, None]
+    best = min(math.sqrt(2 * evaluate_phi(form, y, p).phi) for p in P)
+    assert res.norm <= best * (1 + 1e-6)
+    assert res.norm <= res.single_head_norm * (1 + 1e-9)
