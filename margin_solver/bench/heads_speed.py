@@ -9,7 +9,7 @@ Measures, on one instance of the paper's distribution, the time of
 * the whole phi evaluation (that plus the v-step, an n x n SVM whose cost depends on the
   Gram matrix it is given, not on H directly),
 
-for each H, as the median of ``repeats`` calls, and prints each time with its ratio to H = 1:
+for each H, as the median of ``repeats`` calls (the H values in turn), and prints each time with its ratio to H = 1:
 linear scaling means ratios near H (the v-step, the same n x n SVM for every H, is a fixed
 part of the phi evaluation). The one-off Gram product is not included (it is shared by every
 H). Run::
@@ -34,35 +34,44 @@ from margin_solver.kernel import TokenGram, softmax
 from margin_solver.multihead import MultiHeadForm
 
 
-def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def _seconds(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def measure(n: int, T: int, d: int, heads: Sequence[int], repeats: int, seed: int = 0) -> list[dict]:
     """Median seconds per H (kernel form) of a GD evaluation, of the per-head part of a phi
-    evaluation and of the whole phi evaluation."""
+    evaluation and of the whole phi evaluation.
+
+    The H values are timed in turn within each repetition (round robin), so that a change of
+    the machine's load during the run affects every H alike and the ratios stay comparable.
+    """
     data = PaperDistribution(d=d, T=T, snr=0.5, eta=0.1).sample(n, seed=seed)
     X, y = data.X, data.y.astype(np.float64)
-    gram = TokenGram(X)
-    base = KernelForm(X, gram)
+    base = KernelForm(X, TokenGram(X))
     rng = np.random.default_rng(seed)
-    rows = []
+    calls = {}
     for h in heads:
         W0 = rng.normal(0.0, 1e-2 / np.sqrt(d), size=(2 * h, d))
         state = _gd_state("kernel", X, W0, h)
         W = state.W0 + rng.normal(0.0, 1e-3, size=state.W0.shape)
         form = MultiHeadForm(base, h)
         p = form.from_coefficients(rng.normal(0.0, 1.0 / (n * T), size=(h, n, T)))
-        gd = _median_seconds(lambda: state.evaluate(W, y), repeats)
-        gram_part = _median_seconds(lambda: form.feature_gram(softmax(form.scores(p))), repeats)
-        phi = _median_seconds(lambda: evaluate_phi(form, y, p), repeats)
-        rows.append({"heads": h, "gd_eval": gd, "feature_gram": gram_part, "phi_eval": phi})
-    return rows
+        calls[h] = {
+            "gd_eval": lambda state=state, W=W: state.evaluate(W, y),
+            "feature_gram": lambda form=form, p=p: form.feature_gram(softmax(form.scores(p))),
+            "phi_eval": lambda form=form, p=p: evaluate_phi(form, y, p),
+        }
+    times: dict[tuple[int, str], list[float]] = {}
+    for _ in range(repeats):
+        for h in heads:
+            for name, fn in calls[h].items():
+                times.setdefault((h, name), []).append(_seconds(fn))
+    return [
+        {"heads": h, **{name: statistics.median(times[h, name]) for name in calls[h]}}
+        for h in heads
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -143,7 +143,7 @@ def plot_heads(csv: str | Path, out: str | Path) -> Path:
     methods += sorted({r["method"] for r in rows} - set(methods))
     colours = ("#0072B2", "#E69F00", "#009E73", "#CC79A7")  # Okabe-Ito: colour-blind safe
     titles = {"min-norm": "min-norm interpolator", "gd-long": f"GD, {GD_STEPS} steps"}
-    fig = Figure(figsize=(4.2 * max(len(methods), 1), 3.6), layout="constrained")
+    fig = Figure(figsize=(4.2 * max(len(methods), 1) + 1.8, 3.6), layout="constrained")
     axes = fig.subplots(1, max(len(methods), 1), sharey=True, squeeze=False)[0]
     train = aggregate(rows, ("method", "heads", "n"), lambda r: 1 - r["train_error"])
     test = aggregate(rows, ("method", "heads", "n"), lambda r: 1 - r["test_error_clean"])
@@ -162,7 +162,8 @@ def plot_heads(csv: str | Path, out: str | Path) -> Path:
         ax.set_title(titles.get(method, method))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy")
-    axes[-1].legend(fontsize="small", loc="lower right")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize="small", loc="outside right center")
     if rows:
         r = rows[0]
         fig.suptitle(f"{r['data']}, 3 vs 8, $T={r['T']:g}$ patch tokens, ReLU lift to "
