@@ -31,6 +31,8 @@ _EXPORTS = {
     "evaluate": "metrics",
     "MinNormResult": "minnorm",
     "solve_min_norm": "minnorm",
+    "MultiHeadMinNormResult": "multihead",
+    "solve_min_norm_heads": "multihead",
     "ConvergenceWarning": "results",
     "ConditionReport": "theory",
     "Constants": "theory",
@@ -73,6 +75,7 @@ __all__ = [
     "LowerBoundResult",
     "Metrics",
     "MinNormResult",
+    "MultiHeadMinNormResult",
     "PaperDistribution",
     "SingleHeadAttentionClassifier",
     "VStepResult",
@@ -83,5 +86,6 @@ __all__ = [
     "gradient_descent",
     "load_dataset",
     "solve_min_norm",
+    "solve_min_norm_heads",
     "solve_vstep",
 ]
