@@ -18,21 +18,19 @@ has: scikit-learn's bundled digits (3 against 8; ``heads-digits``) or a local MN
   identical) and the min-norm interpolator (``min-norm``, R = 100 / nu,
   :func:`margin_solver.multihead.solve_min_norm_heads`).
 
-Rows go through the sweep engine (CSV + JSON sidecar, resumable); the figure and table are
-drawn from the CSV alone.
+The studies themselves (grids, sizes) are the real-data studies of
+:mod:`margin_solver.bench.studies` with :data:`HEADS_SETTINGS`; rows go through the sweep
+engine (CSV + JSON sidecar, resumable); the figure and table are drawn from the CSV alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from margin_solver.bench.realdata import digits_shape, mnist_shape
-from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results
+from margin_solver.bench.sweeps import load_results
 
 #: Heads of the study (the authors used 2 on MNIST and 4 on CIFAR-10).
 HEADS = (1, 2, 4)
@@ -40,92 +38,32 @@ HEADS = (1, 2, 4)
 GD_STEPS = 500
 #: Methods compared.
 HEADS_METHODS = ("min-norm", "gd-long")
-#: The sweep seed of every study of the package.
-SWEEP_SEED = 2410_07746
 
 
-def _pick(size: str, tiny: Any, quick: Any, full: Any) -> Any:
-    return {"tiny": tiny, "quick": quick, "full": full}[size]
+def method_options(size: str) -> dict[str, dict[str, Any]]:
+    """GD: 500 constant steps from a random start; min-norm: the first starts only (no search,
+    no certificate; at most 30 p-steps per start in the ``tiny`` size, a smoke test), to keep
+    the study within minutes."""
+    return {
+        "gd-long": {"steps": GD_STEPS, "init": "random"},
+        "min-norm": {
+            "search_starts": 0,
+            "n_random_starts": 1,
+            "certify_max_n": 0,
+            **({"max_iter": 30} if size == "tiny" else {}),
+        },
+    }
 
 
-@dataclass(frozen=True)
-class HeadsStudy:
-    """Sizes of the multi-head study on one image source (see the module docstring)."""
-
-    data: str
-    shape: Callable[..., tuple[int, int]]
-    patch: int
-    lifts: tuple[int, int, int]
-    ns: tuple[list[int], list[int], list[int]]
-    seeds: tuple[int, int, int]
-    n_test: int
-
-    def options(self, size: str) -> dict[str, Any]:
-        """The data source's options: classes 3 and 8, patches, position code, ReLU lift."""
-        return {
-            "classes": [3, 8],
-            "patch": self.patch,
-            "position": True,
-            "lift": _pick(size, *self.lifts),
-            "lift_seed": 0,
-        }
-
-    def grids(self, size: str, methods: Sequence[str]) -> list[SweepGrid]:
-        """One grid: n x heads x methods x seeds at eta = 0.1."""
-        T, d = self.shape(**self.options(size))
-        return [
-            SweepGrid(
-                n=_pick(size, *self.ns),
-                d=[d],
-                T=[T],
-                eta=[0.1],
-                seeds=_pick(size, *self.seeds),
-                methods=list(methods),
-                data=self.data,
-                heads=HEADS,
-            )
-        ]
-
-    def config(self, size: str) -> SweepConfig:
-        """GD: 500 constant steps from a random start; min-norm: the first starts only (no
-        search, no certificate; at most 30 p-steps per start in the ``tiny`` size, a smoke
-        test), to keep the study within minutes; no theorem check (the theorems cover one
-        head, and the point here is the learning curve)."""
-        return SweepConfig(
-            sweep_seed=SWEEP_SEED,
-            n_test=self.n_test,
-            data_options=self.options(size),
-            method_options={
-                "gd-long": {"steps": GD_STEPS, "init": "random"},
-                "min-norm": {
-                    "search_starts": 0,
-                    "n_random_starts": 1,
-                    "certify_max_n": 0,
-                    **({"max_iter": 30} if size == "tiny" else {}),
-                },
-            },
-            check=False,
-        )
-
-
-HEADS_DIGITS = HeadsStudy(
-    data="digits",
-    shape=digits_shape,
-    patch=4,
-    lifts=(32, 256, 1024),
-    ns=([8, 16], [10, 20, 40, 80, 160], [10, 20, 40, 80, 160, 320]),
-    seeds=(1, 2, 3),
-    n_test=1000,
-)
-HEADS_MNIST = HeadsStudy(
-    data="mnist",
-    shape=mnist_shape,
-    patch=7,
-    lifts=(32, 256, 1024),
-    ns=([8, 16], [25, 50, 100, 200], [25, 50, 100, 200, 400]),
-    seeds=(1, 2, 3),
-    n_test=2000,
-)
+#: What the multi-head studies of :mod:`margin_solver.bench.studies` add to the real-data
+#: studies: the heads axis, 1 / 2 / 3 seeds (tiny / quick / full), :func:`method_options`, and
+#: no theorem check (the theorems cover one head; the point here is the learning curve).
+HEADS_SETTINGS: dict[str, Any] = {
+    "heads": HEADS,
+    "seeds": (1, 2, 3),
+    "method_options": method_options,
+    "check": False,
+}
 
 
 def plot_heads(csv: str | Path, out: str | Path) -> Path:
