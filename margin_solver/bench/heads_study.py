@@ -75,6 +75,7 @@ def plot_heads(csv: str | Path, out: str | Path) -> Path:
     from margin_solver.bench.plots import save_figure
     from margin_solver.bench.study_plots import aggregate
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
 
     rows = [r for r in load_results(csv) if r["status"] != "failed"]
     methods = [m for m in HEADS_METHODS if any(r["method"] == m for r in rows)]
@@ -96,6 +97,9 @@ def plot_heads(csv: str | Path, out: str | Path) -> Path:
                 ax.errorbar(n, mean, yerr=std, color=colour, linestyle=style, marker="o",
                             markersize=3, capsize=2, label=f"$H={h}$, {what}")
         ax.set_xscale("log")
+        ns = sorted({int(k[2]) for k in train if k[0] == method})
+        ax.set_xticks(ns, labels=[str(n) for n in ns])  # the grid's n, not log decades
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("$n$ (training images)")
         ax.set_title(titles.get(method, method))
         ax.grid(alpha=0.3)
