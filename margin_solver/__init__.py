@@ -31,6 +31,8 @@ _EXPORTS = {
     "evaluate": "metrics",
     "MinNormResult": "minnorm",
     "solve_min_norm": "minnorm",
+    "MultiHeadMinNormResult": "multihead",
+    "solve_min_norm_heads": "multihead",
     "ConvergenceWarning": "results",
     "solve_attention_svm": "selection",
     "ConditionReport": "theory",
@@ -74,6 +76,7 @@ __all__ = [
     "LowerBoundResult",
     "Metrics",
     "MinNormResult",
+    "MultiHeadMinNormResult",
     "PaperDistribution",
     "SingleHeadAttentionClassifier",
     "VStepResult",
@@ -85,5 +88,6 @@ __all__ = [
     "load_dataset",
     "solve_attention_svm",
     "solve_min_norm",
+    "solve_min_norm_heads",
     "solve_vstep",
 ]

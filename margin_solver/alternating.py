@@ -242,7 +242,7 @@ def gradient_coefficients(form: Form, point: PhiPoint) -> np.ndarray:
     """Token coefficients ``G_it = -alpha_i y_i s_it (u_it - f_i)`` of grad phi at a feasible p."""
     s = point.attention
     u = form.token_values(point.value_coefficients)
-    f = np.sum(s * u, axis=1, keepdims=True)
+    f = np.sum(s * u, axis=-1, keepdims=True)  # per head too (multihead.MultiHeadForm)
     return -(point.vstep.alpha * point.y)[:, None] * s * (u - f)
 
 

@@ -1,9 +1,11 @@
 """Side-by-side comparison of two fitted models, e.g. a min-norm interpolator and a GD endpoint.
 
-Any object with dense ``v`` and ``p`` attributes (arrays of shape (d,)) qualifies: results of
+Any object with dense ``v`` and ``p`` attributes (arrays of shape (d,), or (H, d) for H
+attention heads) qualifies: results of
 :func:`margin_solver.gd.gradient_descent`, of the min-norm solver, or a fitted
 :class:`~margin_solver.estimator.SingleHeadAttentionClassifier` (``v_``/``p_`` are read too).
-Every error and attention number comes from :func:`margin_solver.metrics.evaluate`.
+Every error and attention number comes from :func:`margin_solver.heads.head_metrics`
+(:func:`margin_solver.metrics.evaluate` for one head).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from margin_solver.data import Dataset
-from margin_solver.metrics import Metrics, evaluate
+from margin_solver.metrics import Metrics
+from margin_solver.heads import head_metrics
 from margin_solver.results import format_cell, to_jsonable
 from margin_solver.validation import InvalidInputError, check_vector
 
@@ -131,7 +134,10 @@ def compare(
     Parameters
     ----------
     a, b : object with dense ``v`` and ``p`` (or ``v_`` and ``p_``), arrays of shape (d,)
-        E.g. a min-norm result and a :class:`~margin_solver.gd.GDResult`.
+        E.g. a min-norm result and a :class:`~margin_solver.gd.GDResult`. Multi-head models
+        have arrays of shape (H, d): norms are those of the concatenations, attention numbers
+        use the heads' mean attention, and ``cos_v`` / ``cos_p`` compare the concatenations
+        (None when the two models have different numbers of heads).
     train : Dataset
         The training set (margins, training errors, attention split clean / noisy).
     test : Dataset, optional
@@ -166,10 +172,10 @@ def compare(
         raise InvalidInputError(f"test has d={test.d} features but train has d={train.d}.")
     va, pa = _params(a, train.d, names[0])
     vb, pb = _params(b, train.d, names[1])
-    ma, mb = evaluate(va, pa, train), evaluate(vb, pb, train)
+    ma, mb = head_metrics(va, pa, train), head_metrics(vb, pb, train)
     ta = tb = None
     if test is not None:
-        ta, tb = evaluate(va, pa, test), evaluate(vb, pb, test)
+        ta, tb = head_metrics(va, pa, test), head_metrics(vb, pb, test)
     return Comparison(
         names=(str(names[0]), str(names[1])),
         a=_summary(va, pa, ma, ta),
@@ -185,11 +191,23 @@ def _params(model: Any, d: int, name: str) -> tuple[np.ndarray, np.ndarray]:
     for vk, pk in (("v", "p"), ("v_", "p_")):
         v, p = getattr(model, vk, None), getattr(model, pk, None)
         if v is not None and p is not None:
-            return check_vector(v, d, f"{name}.{vk}"), check_vector(p, d, f"{name}.{pk}")
+            v, p = _heads(v, d, f"{name}.{vk}"), _heads(p, d, f"{name}.{pk}")
+            if v.shape != p.shape:
+                raise InvalidInputError(
+                    f"Model {name!r}: {vk} has shape {v.shape} but {pk} has shape {p.shape}."
+                )
+            return v, p
     raise InvalidInputError(
         f"Model {name!r} ({type(model).__name__}) has no dense v and p; compare needs fitted "
-        "models exposing arrays v and p (or v_ and p_) of shape (d,)."
+        "models exposing arrays v and p (or v_ and p_) of shape (d,) or (H, d)."
     )
+
+
+def _heads(x: Any, d: int, name: str) -> np.ndarray:
+    """A checked vector of length d, or (H heads) a stack of H such vectors."""
+    if np.ndim(x) == 2:
+        return np.stack([check_vector(row, d, f"{name}[{h}]") for h, row in enumerate(x)])
+    return check_vector(x, d, name)
 
 
 def _summary(v: np.ndarray, p: np.ndarray, train: Metrics, test: Metrics | None) -> ModelSummary:
@@ -212,8 +230,8 @@ def _summary(v: np.ndarray, p: np.ndarray, train: Metrics, test: Metrics | None)
 
 def _cosine(x: np.ndarray, y: np.ndarray) -> float | None:
     nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
-    if nx == 0 or ny == 0:
+    if nx == 0 or ny == 0 or x.shape != y.shape:
         return None
-    return float(np.clip(x @ y / (nx * ny), -1.0, 1.0))
+    return float(np.clip(x.ravel() @ y.ravel() / (nx * ny), -1.0, 1.0))
 
 

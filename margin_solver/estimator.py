@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from margin_solver.gd import gradient_descent, token_scale
-from margin_solver.kernel import outputs
+from margin_solver.kernel import multihead_outputs, outputs
 from margin_solver.minnorm import solve_min_norm
+from margin_solver.multihead import solve_min_norm_heads
 from margin_solver.results import NO_FEASIBLE_POINT_FOUND, ConvergenceWarning
 from margin_solver.validation import InvalidInputError, check_labels, check_magnitude, check_tokens
 
@@ -66,6 +67,12 @@ class SingleHeadAttentionClassifier:
     solver_options : dict, optional
         Extra keyword arguments passed through to the solver (for ``"min-norm"``, the
         options of ``solve_min_norm``, e.g. its restarts and seed).
+    heads : int, default=1
+        Attention heads H of ``f(X) = sum_h v_h^T X^T softmax(X p_h)``; for H > 1 the
+        min-norm fit is :func:`margin_solver.multihead.solve_min_norm_heads` (never
+        certified) and GD runs with ``heads=H`` (from a random initialisation, pass
+        ``solver_options={"init": "random"}``, else the heads stay identical); ``v_`` and
+        ``p_`` then have shape (H, n_features).
 
     Attributes
     ----------
@@ -96,6 +103,7 @@ class SingleHeadAttentionClassifier:
         weight_decay: float = 0.0,
         random_state: int | None = None,
         solver_options: dict[str, Any] | None = None,
+        heads: int = 1,
     ):
         self.method = method
         self.R = R
@@ -105,6 +113,7 @@ class SingleHeadAttentionClassifier:
         self.weight_decay = weight_decay
         self.random_state = random_state
         self.solver_options = solver_options
+        self.heads = heads
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -168,8 +177,11 @@ class SingleHeadAttentionClassifier:
             if self.method == "gd":
                 result = gradient_descent(
                     Xc, yc, schedule=self.schedule, steps=self.steps, step_size=self.step_size,
-                    weight_decay=self.weight_decay, R=self.R, seed=self.random_state, **options,
+                    weight_decay=self.weight_decay, R=self.R, seed=self.random_state,
+                    heads=self.heads, **options,
                 )
+            elif self.heads != 1:
+                result = solve_min_norm_heads(Xc, yc, R, heads=self.heads, **options)
             else:
                 result = solve_min_norm(Xc, yc, R, **options)
         if self.method != "gd" and (result.v is None or result.status == NO_FEASIBLE_POINT_FOUND):
@@ -200,6 +212,8 @@ class SingleHeadAttentionClassifier:
                 f"X has {Xc.shape[2]} features per token but the classifier was fitted with "
                 f"{self.n_features_in_}."
             )
+        if self.v_.ndim == 2:  # H heads
+            return multihead_outputs(Xc, self.v_, self.p_)
         return outputs(Xc, self.v_, self.p_)
 
     def predict(self, X: Any) -> np.ndarray:
@@ -240,7 +254,7 @@ def _solver_options(solver: Callable[..., Any], options: dict[str, Any] | None) 
     """``options`` as keyword arguments of ``solver``; unknown or fixed names raise."""
     options = dict(options or {})
     params = inspect.signature(solver).parameters
-    fixed = {"X", "y", "R", "schedule", "steps", "step_size", "weight_decay", "seed"}
+    fixed = {"X", "y", "R", "schedule", "steps", "step_size", "weight_decay", "seed", "heads"}
     unknown = sorted(k for k in options if k not in params or k in fixed)
     if unknown:
         allowed = sorted(k for k in params if k not in fixed)

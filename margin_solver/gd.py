@@ -48,8 +48,9 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from margin_solver.data import Dataset, as_dataset
-from margin_solver.kernel import LossGrads, token_loss_and_grads
-from margin_solver.metrics import output_metrics, trusted_metrics
+from margin_solver.kernel import LossGrads, multihead_token_loss_and_grads, token_loss_and_grads
+from margin_solver.metrics import output_metrics
+from margin_solver.heads import head_metrics
 from margin_solver.results import (
     COMPLETED,
     CONVERGED,
@@ -169,6 +170,11 @@ class GDResult(ResultMixin):
         Argmax of each training sample's attention.
     solve_time : float
         Seconds spent in the loop (setup, e.g. the Gram matrix, included).
+    heads : int
+        Number of attention heads H. For H > 1, ``v`` and ``p`` have shape (H, d) (one row
+        per head), ``attention`` shape (H, n, T), ``norm`` and ``norm_p`` are the norms of the
+        concatenations ``(v_1, ..., v_H)`` and ``(p_1, ..., p_H)``, ``selected_token`` and the
+        attention metrics use the heads' mean attention.
     """
 
     v: np.ndarray
@@ -191,6 +197,7 @@ class GDResult(ResultMixin):
     attention: np.ndarray
     selected_token: np.ndarray
     solve_time: float = field(default=0.0)
+    heads: int = 1
 
     @property
     def interpolates(self) -> bool:
@@ -349,6 +356,65 @@ class _KernelGDState:
         return W @ self.basis
 
 
+class _MultiHeadDenseGDState(_DenseGDState):
+    """:class:`_DenseGDState` for H > 1 heads: ``W`` of shape (2H, d), rows ``v_1..v_H`` then
+    ``p_1..p_H``; X is read whole (no blocking: the multi-head model is for moderate sizes)."""
+
+    def __init__(self, X: np.ndarray, W0: np.ndarray, heads: int):
+        super().__init__(X, W0)
+        self.heads = heads
+
+    def evaluate(self, W: np.ndarray, y: np.ndarray, with_grads: bool = True) -> _Evaluation:
+        h = self.heads
+        products = (W @ self.flat.T).reshape(2, h, self.n, self.T)
+        lg = multihead_token_loss_and_grads(y, products[1], products[0])
+        grads = np.zeros_like(W)
+        if with_grads:
+            coef = np.concatenate([lg.grad_v, lg.grad_p]).reshape(2 * h, -1)
+            grads = coef @ self.flat
+        return _Evaluation(lg, grads, _peak(products[0], products[1]))
+
+
+class _MultiHeadKernelGDState(_KernelGDState):
+    """:class:`_KernelGDState` for H > 1 heads: ``W`` of shape (2H, nT [+ 2H]), rows ``v_1..v_H``
+    then ``p_1..p_H`` as coefficients; a random initialisation adds its 2H vectors to the basis."""
+
+    def __init__(self, X: np.ndarray, W0: np.ndarray, heads: int):
+        n, T, d = X.shape
+        self.heads = heads
+        self.shape = (n, T)
+        self.nT = n * T
+        flat = X.reshape(self.nT, d)
+        self.basis = np.concatenate([flat, W0]) if np.any(W0) else flat
+        self.G = self.basis @ self.basis.T
+        self.W0 = np.zeros((2 * heads, len(self.basis)))
+        if len(self.basis) > self.nT:
+            self.W0[:, self.nT :] = np.eye(2 * heads)
+        self._token_cols = np.ascontiguousarray(self.G[:, : self.nT])
+
+    def evaluate(self, W: np.ndarray, y: np.ndarray, with_grads: bool = True) -> _Evaluation:
+        h = self.heads
+        products = (W @ self._token_cols).reshape(2, h, *self.shape)
+        lg = multihead_token_loss_and_grads(y, products[1], products[0])
+        grads = np.zeros((2 * h, len(self.basis)))
+        grads[:h, : self.nT] = lg.grad_v.reshape(h, -1)
+        grads[h:, : self.nT] = lg.grad_p.reshape(h, -1)
+        return _Evaluation(lg, grads, _peak(products[0], products[1]))
+
+
+def _gd_state(form: str, X: np.ndarray, W0: np.ndarray, heads: int) -> Any:
+    """The iterate's state for ``form`` and the number of heads (one head: the original
+    classes, so that H = 1 runs exactly as before heads existed)."""
+    if heads == 1:
+        return (_KernelGDState if form == "kernel" else _DenseGDState)(X, W0)
+    return (_MultiHeadKernelGDState if form == "kernel" else _MultiHeadDenseGDState)(X, W0, heads)
+
+
+def _split_heads(W: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(v, p)`` from stacked rows: vectors of shape (d,) for one head, (H, d) for H."""
+    return (W[0], W[1]) if heads == 1 else (W[:heads], W[heads:])
+
+
 def gradient_descent(
     X: Any,
     y: Any = None,
@@ -371,6 +437,7 @@ def gradient_descent(
     callback: Callable[[dict[str, float]], None] | None = None,
     train: tuple[str, ...] = ("v", "p"),
     v0: Any = None,
+    heads: int = 1,
 ) -> GDResult:
     """Full-batch gradient descent on the mean logistic loss over ``(v, p)``.
 
@@ -423,14 +490,21 @@ def gradient_descent(
     callback : callable, optional
         Called with each recorded row (a dict) as soon as it is recorded, e.g. to
         write progress to disk.
+    heads : int, default=1
+        Number of attention heads H of ``f(X) = sum_h v_h^T X^T softmax(X p_h)``
+        (docs/theory.md, "Multi-head attention"); 1 is the single-head model, run exactly as
+        before. The cap ``R`` and the weight decay act on the concatenations
+        ``(v_1, ..., v_H)`` and ``(p_1, ..., p_H)``. From ``init="zero"`` every head gets the
+        same gradient, so the heads stay identical (the model is then one head with ``H``
+        times its value head); ``init="random"`` breaks that symmetry.
     train : tuple of {"v", "p"}, default=("v", "p")
         The blocks GD moves; the others keep their initial value exactly (their gradient,
         weight decay included, is zeroed). ``("p",)`` with a fixed ``v0`` is the setting of
         Sakamoto et al. (ICML 2025) and Tarzanagh et al. (max-margin token selection);
         ``("v",)`` keeps the attention fixed (uniform from zero initialisation).
-    v0 : array-like of shape (n_features,), optional
-        Initial value head, replacing the initialisation's ``v`` (``p`` still starts from
-        ``init``).
+    v0 : array-like of shape (n_features,), or (heads, n_features) for several heads, optional
+        Initial value head(s), replacing the initialisation's ``v`` (``p`` still starts
+        from ``init``).
 
     Returns
     -------
@@ -456,7 +530,8 @@ def gradient_descent(
     ('completed', 2, True)
     """
     start = time.perf_counter()
-    mask = _train_mask(train)  # before ``train`` names the training set below
+    heads = check_int(heads, "heads", 1)
+    mask = _train_mask(train, heads)  # before ``train`` names the training set below
     train = as_dataset(X, y)
     check_magnitude(train.X, "X")
     n, T, d = train.X.shape
@@ -481,22 +556,22 @@ def gradient_descent(
     seed = check_seed(seed)
     recorded = _record_set(schedule, steps, record_steps, record_every)
 
-    W0 = np.zeros((2, d))
+    W0 = np.zeros((2 * heads, d))
     if init == "random":
         scale = check_positive(init_scale, "init_scale") / math.sqrt(token_scale(Xtr))
-        W0 = np.random.default_rng(seed).normal(0.0, scale, size=(2, d))
+        W0 = np.random.default_rng(seed).normal(0.0, scale, size=(2 * heads, d))
     if v0 is not None:
-        W0[0] = _check_v0(v0, d)
+        W0[:heads] = _check_v0(v0, d, heads)
     chosen = _choose_form(form, n * T, d, steps)
-    state = (_KernelGDState if chosen == "kernel" else _DenseGDState)(Xtr, W0)
+    state = _gd_state(chosen, Xtr, W0, heads)
     W = state.W0.copy()
     if R is not None:
-        _cap(state, W, R)
+        _cap(state, W, R, heads)
 
     rows: list[dict[str, float]] = []
 
     def record(t: int, W: np.ndarray, lg: LossGrads) -> None:
-        rows.append(_record(t, state.dense(W), lg, state.sq_norms(W), lam, train, test))
+        rows.append(_record(t, state.dense(W), lg, state.sq_norms(W), lam, train, test, heads))
         if callback is not None:
             callback(rows[-1])
 
@@ -540,7 +615,7 @@ def gradient_descent(
             k = t if schedule == "two-step" else 0  # a constant step is settled at step 0
             W, ev, size, halved = _step(
                 state, W, ev, grads, yf, schedule, taken[k], lam, R,
-                guard=guarded[k] and k == t, last=t + 1 == steps,
+                guard=guarded[k] and k == t, last=t + 1 == steps, heads=heads,
             )
             if halved:
                 halvings[k] += halved
@@ -550,10 +625,10 @@ def gradient_descent(
     if lg is None:  # diverged at step 0: only possible with a non-finite random init
         raise InvalidInputError("The initial point is not finite; lower init_scale.")
     steps_done = t if status != DIVERGED else max(t - 1, 0)
-    v, p = state.dense(W)
+    v, p = _split_heads(state.dense(W), heads)
     sq = state.sq_norms(W)
     margin = float(np.min(lg.margins))
-    norm_v, norm_p = math.sqrt(sq[0]), math.sqrt(sq[1])
+    norm_v, norm_p = math.sqrt(sq[:heads].sum()), math.sqrt(sq[heads:].sum())
     final_objective = _objective(state, W, lg, lam)
     backtracked = _backtrack_note(schedule, halvings, sizes, taken)
     if status != DIVERGED and final_objective > start_objective:
@@ -597,8 +672,9 @@ def gradient_descent(
         norm_p=norm_p,
         normalized_margin=margin / norm_v if norm_v > 0 else float("nan"),
         attention=lg.attention,
-        selected_token=np.argmax(lg.attention, axis=1),
+        selected_token=np.argmax(_head_mean(lg.attention, heads), axis=1),
         solve_time=time.perf_counter() - start,
+        heads=heads,
     )
 
 
@@ -626,6 +702,7 @@ def _step(
     *,
     guard: bool,
     last: bool = False,
+    heads: int = 1,
 ) -> tuple[np.ndarray, _Evaluation, float, int]:
     """One step from ``W``; a guarded step is halved while it raises the objective.
 
@@ -640,7 +717,7 @@ def _step(
     for halved in range(MAX_HALVINGS + 1):
         W_new = _update(state, W, grads, schedule, size)
         if R is not None:
-            _cap(state, W_new, R)
+            _cap(state, W_new, R, heads)
         ev_new = state.evaluate(W_new, y, with_grads=not last)
         if not guard or (_finite(ev_new, W_new) and _objective(state, W_new, ev_new.lg, lam) <= before):
             return W_new, ev_new, size, halved
@@ -717,11 +794,12 @@ def _peak(values: np.ndarray, scores: np.ndarray) -> float:
     return float(np.max([np.max(np.abs(values)), np.max(np.abs(scores))]))
 
 
-def _cap(state: Any, W: np.ndarray, R: float) -> None:
-    """Project ``p`` (row 1 of ``W``) on the ball ``||p|| <= R`` in place."""
-    norm_p = math.sqrt(float(state.sq_norms(W[1:])[0]))
+def _cap(state: Any, W: np.ndarray, R: float, heads: int = 1) -> None:
+    """Project ``p`` (the last ``heads`` rows of ``W``; H heads: the concatenation
+    ``(p_1, ..., p_H)``) on the ball ``||p|| <= R`` in place."""
+    norm_p = math.sqrt(float(state.sq_norms(W[heads:]).sum()))
     if norm_p > R:
-        W[1] *= R / norm_p
+        W[heads:] *= R / norm_p
 
 
 def _record(
@@ -732,12 +810,13 @@ def _record(
     lam: float,
     train: Dataset,
     test: Dataset | None,
+    heads: int = 1,
 ) -> dict[str, float]:
-    v, p = dense  # finite: the loop stops at the first non-finite iterate
+    v, p = _split_heads(dense, heads)  # finite: the loop stops at the first non-finite iterate
     # The training outputs are those of the step's own evaluation: no second pass over X.
-    tr = output_metrics(train.y * lg.margins, lg.attention, train)
-    te = trusted_metrics(v, p, test) if test is not None else None
-    norm_v = math.sqrt(sq[0])
+    tr = output_metrics(train.y * lg.margins, _head_mean(lg.attention, heads), train)
+    te = head_metrics(v, p, test) if test is not None else None
+    norm_v = math.sqrt(sq[:heads].sum())
     return {
         "step": t,
         "loss": lg.loss,
@@ -749,27 +828,34 @@ def _record(
         "attn_signal_clean": _nan(tr.attn_signal_clean),
         "attn_signal_noisy": _nan(tr.attn_signal_noisy),
         "norm_v": norm_v,
-        "norm_p": math.sqrt(sq[1]),
+        "norm_p": math.sqrt(sq[heads:].sum()),
         "min_margin": tr.min_margin,
         "normalized_margin": tr.min_margin / norm_v if norm_v > 0 else float("nan"),
     }
 
 
-def _train_mask(train: Any) -> np.ndarray | None:
-    """Rows of W that move (a (2, 1) 0/1 column), or None when both do."""
+def _train_mask(train: Any, heads: int) -> np.ndarray | None:
+    """Rows of W that move (a (2 H, 1) 0/1 column: the H value rows, then the H
+    attention rows), or None when both blocks do."""
     blocks = (train,) if isinstance(train, str) else tuple(train)
     if not blocks or not set(blocks) <= {"v", "p"}:
         raise InvalidInputError(f"train must name some of 'v' and 'p', got {train!r}.")
     if set(blocks) == {"v", "p"}:
         return None
-    return np.array([["v" in blocks], ["p" in blocks]], dtype=np.float64)
+    return np.repeat(np.array([["v" in blocks], ["p" in blocks]], dtype=np.float64), heads, axis=0)
 
 
-def _check_v0(v0: Any, d: int) -> np.ndarray:
+def _check_v0(v0: Any, d: int, heads: int) -> np.ndarray:
     v0 = np.asarray(v0, dtype=np.float64)
-    if v0.shape != (d,) or not np.all(np.isfinite(v0)):
-        raise InvalidInputError(f"v0 must be a finite vector of shape ({d},), got shape {v0.shape}.")
-    return v0
+    shape = (d,) if heads == 1 else (heads, d)
+    if v0.shape != shape or not np.all(np.isfinite(v0)):
+        raise InvalidInputError(f"v0 must be a finite array of shape {shape}, got shape {v0.shape}.")
+    return v0.reshape(heads, d)
+
+
+def _head_mean(attention: np.ndarray, heads: int) -> np.ndarray:
+    """Attention (n, T) for the metrics: the heads' mean for H > 1 heads."""
+    return attention if heads == 1 else attention.mean(axis=0)
 
 
 def _nan(x: float | None) -> float:

@@ -35,6 +35,8 @@ __all__ = [
     "logistic_loss_derivative",
     "loss_and_grads",
     "margins",
+    "multihead_outputs",
+    "multihead_token_loss_and_grads",
     "output_grad_p",
     "outputs",
     "scores",
@@ -194,6 +196,47 @@ def token_loss_and_grads(y: np.ndarray, token_scores: np.ndarray, values: np.nda
     grad_v = s * w[:, None]
     grad_p = s * (values - f[:, None]) * w[:, None]
     return LossGrads(float(np.mean(logistic_loss(m))), grad_v, grad_p, m, s)
+
+
+def multihead_outputs(X: np.ndarray, V: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """Outputs ``f(X_i) = sum_h v_h^T X_i^T softmax(X_i p_h)`` of H heads, shape (n,).
+
+    ``V`` and ``P`` have shape (H, d), one row per head; one head is :func:`outputs` exactly
+    (same operations, same rounding).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> V = np.array([[2.0, 4.0], [1.0, 0.0]])
+    >>> float(multihead_outputs(X, V, np.zeros((2, 2)))[0])
+    3.5
+    """
+    f = outputs(X, V[0], P[0])
+    for h in range(1, len(V)):
+        f = f + outputs(X, V[h], P[h])
+    return f
+
+
+def multihead_token_loss_and_grads(
+    y: np.ndarray, token_scores: np.ndarray, values: np.ndarray
+) -> LossGrads:
+    """:func:`token_loss_and_grads` for H heads: scores and values of shape (H, n, T).
+
+    ``f_i = sum_h s_hi^T u_hi`` with ``s_hi = softmax(a_hi)``; the gradients are token
+    coefficients per head, ``df_i/du_hit = s_hit`` and ``df_i/da_hit = s_hit (u_hit - s_hi^T
+    u_hi)`` (each head's softmax sees only its own scores), weighted by ``l'(m_i) y_i / n``.
+
+    Returns
+    -------
+    LossGrads
+        ``grad_v``, ``grad_p`` and ``attention`` of shape (H, n, T); ``margins`` (n,).
+    """
+    s = softmax(token_scores)
+    per_head = np.sum(s * values, axis=2, keepdims=True)  # (H, n, 1)
+    f = per_head.sum(axis=0)[:, 0]
+    m = y * f
+    w = _loss_weights(y, m)[None, :, None]
+    return LossGrads(float(np.mean(logistic_loss(m))), s * w, s * (values - per_head) * w, m, s)
 
 
 def _exactly_symmetric(H: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ def test_init_only_stores_and_params_round_trip():
     params = clf.get_params()
     assert params["method"] == "bogus" and params["steps"] == -3
     assert set(params) == {"method", "R", "schedule", "steps", "step_size", "weight_decay",
-                           "random_state", "solver_options"}
+                           "random_state", "solver_options", "heads"}
     assert clf.set_params(method="gd", steps=None) is clf and clf.method == "gd"
     with pytest.raises(InvalidInputError, match="Invalid parameter 'alpha'"):
         clf.set_params(alpha=1.0)

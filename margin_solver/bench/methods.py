@@ -18,6 +18,12 @@ A method fits a model (v, p) on ``train`` and returns a dict of result columns
 - ``lower_bound`` / ``gap``: a certified lower bound on the min-norm value and
   ``norm - lower_bound`` when the method provides one.
 
+The cell's ``heads`` (:class:`margin_solver.bench.sweeps.Cell`) is the number of attention
+heads of the fitted model (``min-norm``: :func:`margin_solver.multihead.solve_min_norm_heads`,
+certified only for one head; GD methods: ``gradient_descent(heads=...)``, from a random
+initialisation unless ``init`` is given, since heads started at zero stay identical);
+``uniform-svm`` has no attention and refuses ``heads > 1``.
+
 Register a new method with :func:`register_method`.
 """
 
@@ -33,6 +39,8 @@ from margin_solver.data import Dataset
 from margin_solver.gd import gradient_descent, token_scale
 from margin_solver.metrics import evaluate
 from margin_solver.minnorm import solve_min_norm
+from margin_solver.heads import head_metrics
+from margin_solver.multihead import solve_min_norm_heads
 
 # Imported with this module, so that a cell's timing excludes imports.
 from margin_solver.vstep import solve_vstep
@@ -60,6 +68,11 @@ class MethodCall:
     init_seed: np.random.SeedSequence = field(default_factory=np.random.SeedSequence)
 
 
+def _heads(call: MethodCall) -> int:
+    """The cell's number of heads (1 for a call without a grid cell)."""
+    return getattr(call.cell, "heads", 1)
+
+
 def register_method(
     name: str,
 ) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
@@ -77,7 +90,8 @@ def model_fields(v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset) ->
 
     Parameters
     ----------
-    v, p : ndarray of shape (n_features,)
+    v, p : ndarray of shape (n_features,), or (H, n_features) for H heads
+        (:func:`margin_solver.heads.head_metrics`; attention columns use the heads' mean)
     train, test : Dataset
 
     Returns
@@ -86,8 +100,9 @@ def model_fields(v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset) ->
         ``train_error, train_error_clean, test_error_clean, test_error_noisy,
         attn_signal_clean, attn_signal_noisy, attn_signal_test, min_margin, norm, p_norm``.
     """
-    fit = evaluate(v, p, train)
-    held = evaluate(v, p, test)
+    metrics = evaluate if np.ndim(v) == 1 else head_metrics
+    fit = metrics(v, p, train)
+    held = metrics(v, p, test)
     v_norm = float(np.linalg.norm(v))
     return {
         "train_error": fit.error,
@@ -110,6 +125,8 @@ def uniform_svm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, An
     The baseline that ignores attention: ``f = v^T mean_t x_t``. Options: ``solver``
     (a :func:`margin_solver.vstep.solve_vstep` engine, default ``"ldp"``, exact and fast).
     """
+    if _heads(call) != 1:
+        raise ValueError("uniform-svm has no attention heads; run it with heads=1.")
     Z = train.X.mean(axis=1)
     res = solve_vstep(Z, train.y.astype(float), solver=call.options.get("solver", "ldp"))
     out: dict[str, Any] = {"status": res.status, "message": res.message, "R": 0.0}
@@ -129,7 +146,7 @@ CERTIFY_MAX_N = 16
 
 
 def min_norm_solution(
-    train: Dataset, options: dict[str, Any], init_seed: np.random.SeedSequence
+    train: Dataset, options: dict[str, Any], init_seed: np.random.SeedSequence, heads: int = 1
 ) -> tuple[Any, float]:
     """Solve P_R on ``train`` with the ``min-norm`` method's options; return (result, R).
 
@@ -137,7 +154,8 @@ def min_norm_solution(
     ``R_scale`` (default :data:`R_SCALE`), ``certify_max_n`` (default :data:`CERTIFY_MAX_N`:
     certify, i.e. compute the lower bound LB and the gap, when ``n`` is at most this); other
     options pass to :func:`margin_solver.minnorm.solve_min_norm`. Its random starts use
-    ``init_seed``.
+    ``init_seed``. ``heads > 1`` solves P_R^H (never certified; the single-head solve it
+    starts from is not certified either, to save the bound's time).
     """
     opts = dict(options)
     R = opts.pop("R", None)
@@ -146,6 +164,8 @@ def min_norm_solution(
     if R is None:
         R = R_scale / np.sqrt(token_scale(train.X))
     seed = int(init_seed.generate_state(1)[0])
+    if heads != 1:
+        return solve_min_norm_heads(train, R=R, heads=heads, seed=seed, **opts), float(R)
     return solve_min_norm(train, R=R, certify=certify, seed=seed, **opts), float(R)
 
 
@@ -153,7 +173,7 @@ def min_norm_solution(
 def min_norm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
     """The min-norm interpolator P_R (:func:`margin_solver.minnorm.solve_min_norm`), certified
     (``lower_bound``, relative ``gap``) for small n; options as in :func:`min_norm_solution`."""
-    res, R = min_norm_solution(train, call.options, call.init_seed)
+    res, R = min_norm_solution(train, call.options, call.init_seed, _heads(call))
     out: dict[str, Any] = {
         "status": res.status,
         "message": res.message,
@@ -185,6 +205,9 @@ GD_LONG_STEPS = 1000
 
 def _gd(train: Dataset, test: Dataset, call: MethodCall, **defaults: Any) -> dict[str, Any]:
     opts = {**defaults, **call.options}
+    if _heads(call) != 1:
+        opts["heads"] = _heads(call)
+        opts.setdefault("init", "random")
     if opts.get("init") == "random":
         opts.setdefault("seed", call.init_seed)
     # Only the endpoint is evaluated: recording every step would cost a pass over the data each.

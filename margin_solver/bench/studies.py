@@ -25,6 +25,7 @@ import numpy as np
 from margin_solver.bench import study_plots
 from margin_solver.bench.style import figure_target, saving_as
 from margin_solver.fileio import atomic_write_text
+from margin_solver.bench.heads_study import HEADS_METHODS, HEADS_SETTINGS, plot_heads
 from margin_solver.bench.realdata import digits_shape, load_mnist, mnist_shape
 from margin_solver.bench.sweeps import (
     SweepConfig,
@@ -174,7 +175,8 @@ def _eta_plot(csv: Path, png: Path) -> Path:
 # -- real data --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _ImageStudy:
-    """Sizes of a real-data study: images cut into patch tokens, ReLU-lifted to ``lifts``."""
+    """Sizes of a real-data study: images cut into patch tokens, ReLU-lifted to ``lifts``
+    (optionally over several attention ``heads``, with per-size method options)."""
 
     data: str
     shape: Callable[..., tuple[int, int]]
@@ -182,6 +184,10 @@ class _ImageStudy:
     lifts: tuple[int, int, int]
     ns: tuple[list[int], list[int], list[int]]
     n_test: int
+    heads: tuple[int, ...] = (1,)
+    seeds: tuple[int, int, int] = (1, 3, 5)
+    method_options: Callable[[str], dict[str, dict[str, Any]]] | None = None
+    check: bool = True
 
     def options(self, size: str) -> dict[str, Any]:
         return {
@@ -200,15 +206,20 @@ class _ImageStudy:
                 d=[d],
                 T=[T],
                 eta=[0.1],
-                seeds=_pick(size, 1, 3, 5),
+                seeds=_pick(size, *self.seeds),
                 methods=list(methods),
                 data=self.data,
+                heads=self.heads,
             )
         ]
 
     def config(self, size: str) -> SweepConfig:
         return SweepConfig(
-            sweep_seed=2410_07746, n_test=self.n_test, data_options=self.options(size)
+            sweep_seed=2410_07746,
+            n_test=self.n_test,
+            data_options=self.options(size),
+            method_options=self.method_options(size) if self.method_options else {},
+            check=self.check,
         )
 
 
@@ -227,6 +238,15 @@ _MNIST = _ImageStudy(
     lifts=(64, 512, 1024),
     ns=([10, 20], [25, 50, 100, 200, 400], [25, 50, 100, 200, 400, 800]),
     n_test=2000,
+)
+# The real-data study with 1, 2 and 4 heads (authors' reply, Q3; margin_solver.bench.heads_study).
+_HEADS_DIGITS = dataclasses.replace(
+    _DIGITS, lifts=(32, 256, 1024), ns=([8, 16], [10, 20, 40, 80, 160], [10, 20, 40, 80, 160, 320]),
+    **HEADS_SETTINGS,
+)
+_HEADS_MNIST = dataclasses.replace(
+    _MNIST, lifts=(32, 256, 1024), ns=([8, 16], [25, 50, 100, 200], [25, 50, 100, 200, 400]),
+    **HEADS_SETTINGS,
 )
 
 
@@ -370,6 +390,27 @@ STUDIES: dict[str, Study] = {
             ("n",),
             ("train_error", "test_error_clean", "test_error_noisy"),
             needs_path=True,
+        ),
+        Study(
+            "heads-digits",
+            "Real data with 1, 2 and 4 heads: digits (authors' reply, Q3)",
+            _HEADS_DIGITS.grids,
+            _HEADS_DIGITS.config,
+            plot_heads,
+            ("n", "heads"),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+            methods=HEADS_METHODS,
+        ),
+        Study(
+            "heads-mnist",
+            "Real data with 1, 2 and 4 heads: MNIST from a local file (authors' reply, Q3)",
+            _HEADS_MNIST.grids,
+            _HEADS_MNIST.config,
+            plot_heads,
+            ("n", "heads"),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+            needs_path=True,
+            methods=HEADS_METHODS,
         ),
         Study(
             "trajectories", "GD trajectories against the min-norm solution", custom=_trajectories

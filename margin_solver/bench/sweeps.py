@@ -48,7 +48,7 @@ from margin_solver.validation import MAX_MAGNITUDE, InvalidInputError, parse_jso
 logger = logging.getLogger("margin_solver")
 
 #: Columns that identify a row: the cell's parameters, its seed and its method.
-KEY_FIELDS = ("data", "n", "d", "T", "snr", "kappa", "eta", "seed", "method")
+KEY_FIELDS = ("data", "n", "d", "T", "snr", "kappa", "eta", "seed", "method", "heads")
 
 #: Columns a method may fill (see :mod:`margin_solver.bench.methods` for their meaning).
 METHOD_FIELDS = (
@@ -108,6 +108,9 @@ class Cell:
         A name in :data:`margin_solver.bench.methods.SWEEP_METHODS`.
     data : str, default="paper"
         A name in :data:`DATA_SOURCES`.
+    heads : int, default=1
+        Attention heads of the model the method fits (cells differing only in ``heads`` see
+        the same samples).
     """
 
     n: int
@@ -119,6 +122,7 @@ class Cell:
     seed: int
     method: str
     data: str = "paper"
+    heads: int = 1
 
     def __post_init__(self) -> None:
         if self.snr is not None and self.kappa is None:
@@ -131,8 +135,10 @@ class Cell:
         return tuple(canonical(getattr(self, name)) for name in KEY_FIELDS)
 
     def data_key(self) -> tuple[str, ...]:
-        """The key without the method: cells sharing it see the same samples."""
-        return tuple(canonical(getattr(self, name)) for name in KEY_FIELDS if name != "method")
+        """The key without the method and heads: cells sharing it see the same samples."""
+        return tuple(
+            canonical(getattr(self, name)) for name in KEY_FIELDS if name not in ("method", "heads")
+        )
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,8 @@ class SweepGrid:
     seeds : int or sequence of int, default=1
         A count (seeds 0..seeds-1) or explicit seed indices.
     data : str, default="paper"
+    heads : sequence of int, default=(1,)
+        Attention heads (:mod:`margin_solver.multihead`); varies with the methods, fastest.
 
     Examples
     --------
@@ -167,6 +175,7 @@ class SweepGrid:
     eta: Sequence[float] = (0.1,)
     seeds: int | Sequence[int] = 1
     data: str = "paper"
+    heads: Sequence[int] = (1,)
 
     def __post_init__(self) -> None:
         if self.data == "paper" and (self.snr is None) == (self.kappa is None):
@@ -178,6 +187,7 @@ class SweepGrid:
         _check_axis(self.n, "n", _is_int_at_least(2), "integers >= 2")
         _check_axis(self.d, "d", _is_int_at_least(1), "integers >= 1")
         _check_axis(self.T, "T", _is_int_at_least(1), "integers >= 1")
+        _check_axis(self.heads, "heads", _is_int_at_least(1), "integers >= 1")
         _check_axis(self.eta, "eta", lambda x: _is_real(x) and 0 <= x < 0.5, "numbers in [0, 0.5)")
         for name in ("snr", "kappa"):
             if getattr(self, name) is not None:
@@ -207,11 +217,12 @@ class SweepGrid:
         else:
             strength = [(None, None)]
         out = []
-        for n, (snr, kappa), d, T, eta, seed, method in itertools.product(
-            self.n, strength, self.d, self.T, self.eta, self.seed_list, self.methods
+        for n, (snr, kappa), d, T, eta, seed, method, heads in itertools.product(
+            self.n, strength, self.d, self.T, self.eta, self.seed_list, self.methods, self.heads
         ):
             out.append(
-                Cell(int(n), int(d), int(T), snr, kappa, float(eta), seed, str(method), self.data)
+                Cell(int(n), int(d), int(T), snr, kappa, float(eta), seed, str(method), self.data,
+                     int(heads))
             )
         return out
 
@@ -449,7 +460,7 @@ def _method_row(
         if config.check:
             # The prediction for this method at the setting it ran with (issue 20).
             setting = theory_setting(cell.method, fields, call.options)
-            report = check_conditions(train, **setting)
+            report = check_conditions(train, **setting, heads=cell.heads)
             row.update(predicted_regime=report.predicted_regime, snr_regime=report.snr_regime)
     except Exception as exc:  # noqa: BLE001 (a failed cell is a result row, not a crashed sweep)
         return _failed_row(job, exc, row)

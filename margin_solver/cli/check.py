@@ -43,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BETA0,BETA1",
         help="two-step GD's step sizes (default: the solution's, else the package defaults)",
     )
+    parser.add_argument(
+        "--heads", type=int, default=1,
+        help="attention heads H of the model (default 1); the theorems cover one head, so "
+        "H > 1 predicts 'outside the theory' and states the rows per head",
+    )
     names = ", ".join(f.name for f in dataclasses.fields(Constants))
     parser.add_argument(
         "--constant",
@@ -110,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
     train = load_dataset(args.data)
     test = None if args.test is None else load_dataset(args.test)
     report = check_conditions(
-        train, solution=args.solution, test=test, constants=constants, **method
+        train, solution=args.solution, test=test, constants=constants, heads=args.heads,
+        **method,
     )
     print(report)
     if args.json:

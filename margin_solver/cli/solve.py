@@ -83,6 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"MB of tokens on disk per block (default {DEFAULT_BLOCK_BYTES // 2**20})",
     )
     parser.add_argument(
+        "--heads",
+        type=int,
+        default=1,
+        help="attention heads H (default 1); H > 1 starts from the single-head solution and is "
+        "never certified (exit 4 with --certify)",
+    )
+    parser.add_argument(
         "--no-progress",
         action="store_true",
         help="hide the progress bars (shown on a terminal: lower bound, then the starts)",
@@ -130,8 +137,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _solve(args: argparse.Namespace, data, p0) -> MinNormResult:
     from margin_solver.minnorm import solve_min_norm
+    from margin_solver.multihead import solve_min_norm_heads
 
-    return solve_min_norm(
+    heads = {} if args.heads == 1 else {"heads": args.heads}
+    return (solve_min_norm_heads if heads else solve_min_norm)(
         data,
         R=args.R,
         certify=args.certify,
@@ -145,12 +154,15 @@ def _solve(args: argparse.Namespace, data, p0) -> MinNormResult:
         search_starts=args.search_starts,
         p0=p0,
         progress=not args.no_progress and sys.stderr.isatty(),
+        **heads,
     )
 
 
 def _summary(result: MinNormResult, data) -> str:
+    heads = getattr(result, "heads", 1)
     lines = [
-        f"P_R on {data!r}, R = {result.R:.6g} ({result.form} form)",
+        f"P_R on {data!r}, R = {result.R:.6g} ({result.form} form"
+        + (f", {heads} heads)" if heads > 1 else ")"),
         f"  status      {result.status}: {result.message}",
         f"  certified   {'yes' if result.certified else 'no'} (gap_tol {result.gap_tol:g}, "
         f"feas_tol {result.feas_tol:g}{', v rescaled' if result.repaired else ''})",
@@ -161,9 +173,9 @@ def _summary(result: MinNormResult, data) -> str:
         lines.append(f"  best attempt: ||p|| {result.p_norm:.6g}, min margin "
                      f"{result.min_margin:.9f} (start {result.start})")
         return "\n".join(lines)
-    from margin_solver.metrics import evaluate
+    from margin_solver.heads import head_metrics
 
-    metrics = evaluate(result.v, result.p, data)
+    metrics = head_metrics(result.v, result.p, data)  # the solver's own checked (v, p)
     lines += [
         f"  ||v||       {result.norm:.6g}   (margin 1/||v|| = {result.margin:.6g})",
         f"  ||p||       {result.p_norm:.6g}",

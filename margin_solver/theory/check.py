@@ -51,7 +51,7 @@ from margin_solver.theory.rules import (
     Regime,
     predict,
 )
-from margin_solver.validation import InvalidInputError
+from margin_solver.validation import InvalidInputError, check_int
 
 __all__ = ["METHODS", "check_conditions", "conflicting_pairs", "two_step_upper_kappa"]
 
@@ -109,6 +109,7 @@ def check_conditions(
     method: str | None = None,
     R: float | None = None,
     steps: Any = None,
+    heads: int = 1,
 ) -> ConditionReport:
     """Check the theorems' conditions on ``dataset`` for one method and compare with observation.
 
@@ -136,6 +137,13 @@ def check_conditions(
     steps : (float, float), optional
         Two-step GD's ``(beta0, beta1)`` (default: the solution's; else
         :func:`margin_solver.gd.default_step_sizes`).
+    heads : int, default=1
+        Attention heads H of the model the prediction is for. The theorems cover one head:
+        for H > 1 the rows are the conditions of each head's own single-head problem (the same
+        for every head, being properties of the tokens and labels) and the predicted regime
+        is "outside the theory", since no theorem covers a sum of heads (docs/theory.md,
+        "Multi-head attention"). A multi-head ``solution`` cannot be observed here
+        (:func:`margin_solver.compare.compare` reports it).
 
     Returns
     -------
@@ -165,6 +173,12 @@ def check_conditions(
     c = constants if constants is not None else Constants()
     if not isinstance(c, Constants):
         raise InvalidInputError(f"constants must be a Constants, got {type(c).__name__}.")
+    heads = check_int(heads, "heads", 1)
+    if heads > 1 and solution is not None:
+        raise InvalidInputError(
+            f"check_conditions observes single-head solutions only (heads={heads}); compare a "
+            "multi-head model with margin_solver.compare.compare."
+        )
     sol = None if solution is None else _read_solution(solution, dataset.d)
     setting = _setting(dataset, sol, method, R, steps)
 
@@ -175,6 +189,13 @@ def check_conditions(
     rows = _conditions(dataset, est, ci, geo, c, setting)
     conflicts = conflicting_pairs(dataset.X, dataset.y)
     regime, reason, snr_regime, _ = predict(rows, conflicts, c, setting.method)
+    if heads > 1 and not conflicts:  # identical samples with both labels: no heads can help
+        regime, reason = Regime.OUTSIDE, (
+            f"the theorems cover one attention head; with H = {heads} heads every row holds or "
+            f"fails for each head's own single-head problem alike (the rows are properties of "
+            f"the tokens and labels; single-head prediction: {regime}: {reason}), but no "
+            "theorem covers the sum of heads"
+        )
     warnings = [f"{r.name}: {r.note}" for r in rows if r.role == SOFT and r.holds is False]
     warnings += [f"{r.name}: {r.note}" for r in rows if r.role == SOFT and r.holds is None and r.note]
     if geo.subsampled:
@@ -190,7 +211,7 @@ def check_conditions(
         observed = _observe(dataset, est, sol, setting, test, _eta_value(dataset, est)[0], c)
     elif test is not None:
         warnings.append("a test set was given without a solution: nothing to observe on it.")
-    label = setting.label()
+    label = setting.label() + (f", {heads} heads" if heads > 1 else "")
     verdict = _verdict(regime, reason, snr_regime, observed, label)
     message = f"predicted regime for {label}: {regime}" + (
         f"; {verdict}" if observed is not None else ""
