@@ -50,3 +50,15 @@ def test_both_blocks_is_the_default(train):
 def test_bad_train_or_v0(train, kwargs, match):
     with pytest.raises(InvalidInputError, match=match):
         gradient_descent(train, schedule="constant", steps=2, **kwargs)
+
+
+@pytest.mark.parametrize("form", ["dense", "kernel"])
+def test_frozen_value_heads_with_several_heads(train, form):
+    # the mask covers all H value rows; v0 gives one row per head
+    v0 = np.random.default_rng(3).normal(size=(2, train.d))
+    res = gradient_descent(train, schedule="constant", steps=20, train=("p",), v0=v0,
+                           heads=2, init="random", seed=4, form=form)
+    assert np.array_equal(res.v, v0)
+    assert np.linalg.norm(res.p) > 0
+    with pytest.raises(InvalidInputError, match="shape"):
+        gradient_descent(train, steps=2, train=("p",), v0=v0[0], heads=2)
