@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from margin_solver.data import Dataset
+from margin_solver.data import Dataset, SampleStream
 from margin_solver.kernel import scores_and_values, softmax
 from margin_solver.results import to_jsonable
 from margin_solver.validation import InvalidInputError, check_vector
@@ -113,21 +113,55 @@ def output_metrics(
     evaluation of an iterate, which saves a pass over the tokens)."""
     clean_y = data.clean_y if data.clean_y is not None else clean_y
     signal_index = data.signal_index if data.signal_index is not None else signal_index
+    return _metrics(f, s, data.y, clean_y, signal_index)
+
+
+def evaluate_stream(v: np.ndarray, p: np.ndarray, stream: SampleStream) -> Metrics:
+    """:func:`evaluate` on samples drawn block by block (:class:`margin_solver.data.SampleStream`),
+    never holding more than one block of tokens.
+
+    Only the outputs ``f`` (n,) and attention (n, T) of all samples are kept; the metrics
+    are then computed from them as :func:`evaluate` computes them from the whole set.
+
+    Raises
+    ------
+    InvalidInputError
+        ``v`` / ``p`` are not finite vectors of length ``stream.d``.
+    """
+    v, p = check_vector(v, stream.d, "v"), check_vector(p, stream.d, "p")
+    outputs, weights = [], []
+    for block in stream.blocks():
+        a, u = scores_and_values(block.X, p, v)
+        s = softmax(a)
+        outputs.append(np.sum(s * u, axis=1))
+        weights.append(s)
+    return _metrics(np.concatenate(outputs), np.concatenate(weights), stream.y, stream.clean_y,
+                    stream.signal_index)
+
+
+def _metrics(
+    f: np.ndarray,
+    s: np.ndarray,
+    y: np.ndarray,
+    clean_y: np.ndarray | None,
+    signal_index: np.ndarray | None,
+) -> Metrics:
+    n = len(y)
     pred = np.sign(f)
     error_clean = None if clean_y is None else float(np.mean(pred != clean_y))
     attn_all = attn_clean = attn_noisy = None
     if signal_index is not None:
-        on_signal = s[np.arange(data.n), signal_index]
+        on_signal = s[np.arange(n), signal_index]
         attn_all = float(on_signal.mean())
         if clean_y is not None:
-            flipped = data.y != clean_y
+            flipped = y != clean_y
             attn_clean = _mean_or_none(on_signal[~flipped])
             attn_noisy = _mean_or_none(on_signal[flipped])
     return Metrics(
-        n=data.n,
-        error=float(np.mean(pred != data.y)),
+        n=n,
+        error=float(np.mean(pred != y)),
         error_clean=error_clean,
-        min_margin=float(np.min(data.y * f)),
+        min_margin=float(np.min(y * f)),
         attn_signal=attn_all,
         attn_signal_clean=attn_clean,
         attn_signal_noisy=attn_noisy,

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.data import Dataset
+from margin_solver.data import Dataset, SampleStream
 from margin_solver.gd import gradient_descent, token_scale
-from margin_solver.metrics import evaluate
+from margin_solver.metrics import evaluate, evaluate_stream
 from margin_solver.minnorm import solve_min_norm
 
 # Imported with this module, so that a cell's timing excludes imports.
@@ -72,13 +72,18 @@ def register_method(
     return decorate
 
 
-def model_fields(v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset) -> dict[str, Any]:
+def model_fields(
+    v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset | SampleStream
+) -> dict[str, Any]:
     """Result columns of a fitted (v, p) from :func:`margin_solver.metrics.evaluate`.
 
     Parameters
     ----------
     v, p : ndarray of shape (n_features,)
-    train, test : Dataset
+    train : Dataset
+    test : Dataset or SampleStream
+        A stream (a test set too large to hold, drawn block by block) is evaluated with
+        :func:`margin_solver.metrics.evaluate_stream`.
 
     Returns
     -------
@@ -87,7 +92,7 @@ def model_fields(v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset) ->
         attn_signal_clean, attn_signal_noisy, attn_signal_test, min_margin, norm, p_norm``.
     """
     fit = evaluate(v, p, train)
-    held = evaluate(v, p, test)
+    held = evaluate_stream(v, p, test) if isinstance(test, SampleStream) else evaluate(v, p, test)
     v_norm = float(np.linalg.norm(v))
     return {
         "train_error": fit.error,
