@@ -30,12 +30,17 @@ def _flaky(flag: Path):
     return method
 
 
-def test_retry_failed_reruns_only_the_failed_cells_and_keeps_the_other_lines(tmp_path, monkeypatch):
+@pytest.fixture
+def flaky(tmp_path, monkeypatch):
+    """A method ``flaky`` that fails while the returned flag file exists."""
     flag = tmp_path / "fail"
     flag.touch()
     monkeypatch.setitem(SWEEP_METHODS, "flaky", _flaky(flag))
-    out = tmp_path / "s.csv"
-    config = SweepConfig(n_test=20, check=False)
+    return flag
+
+
+def test_retry_failed_reruns_only_the_failed_cells_and_keeps_the_other_lines(tmp_path, flaky):
+    flag, out, config = flaky, tmp_path / "s.csv", SweepConfig(n_test=20, check=False)
     grid = SweepGrid(n=[8], d=[20], kappa=[1.0, 4.0], seeds=2, methods=["uniform-svm", "flaky"])
     first = run_sweep(grid, out, config, jobs=1)
     assert (first.n_run, first.n_failed) == (8, 4)
@@ -60,12 +65,8 @@ def test_retry_failed_reruns_only_the_failed_cells_and_keeps_the_other_lines(tmp
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".s.csv")]  # no temp left
 
 
-def test_retry_failed_leaves_failed_rows_outside_the_grid(tmp_path, monkeypatch):
-    flag = tmp_path / "fail"
-    flag.touch()
-    monkeypatch.setitem(SWEEP_METHODS, "flaky", _flaky(flag))
-    out = tmp_path / "s.csv"
-    config = SweepConfig(n_test=20, check=False)
+def test_retry_failed_leaves_failed_rows_outside_the_grid(tmp_path, flaky):
+    flag, out, config = flaky, tmp_path / "s.csv", SweepConfig(n_test=20, check=False)
     run_sweep(SweepGrid(n=[8], d=[20], kappa=[1.0, 4.0], methods=["flaky"]), out, config, jobs=1)
     flag.unlink()
     result = run_sweep(SweepGrid(n=[8], d=[20], kappa=[4.0], methods=["flaky"]), out, config,
@@ -219,3 +220,13 @@ def test_sigterm_stops_the_sweep_like_ctrl_c_with_a_summary(tmp_path):
     assert "Traceback" not in err
     last = json.loads(sweeps.sidecar_path(out).read_text())["runs"][-1]
     assert (last["state"], last["n_run"]) == ("interrupted", n_rows)
+
+
+def test_parallel_sweeps_start_with_the_largest_points():
+    grid = SweepGrid(n=[8, 32, 16], d=[20, 40], kappa=[1.0], seeds=2, methods=["uniform-svm"])
+    config = SweepConfig()
+    points = sweeps.point_jobs([sweeps.CellJob(c, uniform_svm, config) for c in grid.cells()])
+    ordered = sweeps.largest_first(points)
+    sizes = [p.jobs[0].cell.n * p.jobs[0].cell.d for p in ordered]
+    assert sizes == sorted(sizes, reverse=True) and len(ordered) == len(points) == 12
+    assert [p.jobs[0].cell.seed for p in ordered[:2]] == [0, 1]  # ties keep the grid order

@@ -11,7 +11,13 @@ Randomness: one sweep seed and the cell's parameters (through a hash of their ca
 text) give a :class:`numpy.random.SeedSequence` per cell, with separate children for the
 training set, the test set and the method's initialisation. The data depend on the cell but
 not on the method, so methods are compared on the same samples; nothing depends on which
-worker ran a cell or in what order.
+worker ran a cell or in what order. A synthetic test set too large to hold
+(:data:`TEST_STREAM_BYTES`) is drawn again in blocks from its stream for each evaluation:
+the same samples and the same rows.
+
+Local workers are processes of the sweep's own executor: they end with :func:`run_sweep`
+(killed when it did not complete) and exit by themselves within a second when the process
+running the sweep is killed.
 """
 
 from __future__ import annotations
@@ -230,7 +236,8 @@ class SweepConfig:
     sweep_seed : int, default=0
         Root of every random stream.
     n_test : int, default=1000
-        Test samples per cell (synthetic data; real data use their held-out images).
+        Test samples per cell (synthetic data; real data use their held-out images). Above
+        :data:`TEST_STREAM_BYTES` of tokens the test set is evaluated block by block.
     method_options : dict, default={}
         Per-method keyword options, e.g. ``{"gd-long": {"steps": 500}}``.
     data_options : dict, default={}
@@ -385,6 +392,17 @@ def point_jobs(jobs: Sequence[CellJob]) -> list[PointJob]:
     for job in jobs:
         groups.setdefault(job.cell.data_key(), []).append(job)
     return [PointJob(tuple(group)) for group in groups.values()]
+
+
+def largest_first(points: Sequence[PointJob]) -> list[PointJob]:
+    """The points, those with the most work first (samples x tokens x dimension x cells;
+    ties keep their order), so that parallel workers do not end on a long point while the
+    others idle. Rows do not depend on the order."""
+    def size(point: PointJob) -> int:
+        cell = point.jobs[0].cell
+        return cell.n * cell.T * cell.d * len(point.jobs)
+
+    return sorted(points, key=size, reverse=True)
 
 
 def run_point(point: PointJob) -> list[dict[str, Any]]:
@@ -618,6 +636,8 @@ def run_sweep(
             "repaired_torn_bytes": log.repaired_bytes,
         }
         points = point_jobs([CellJob(c, SWEEP_METHODS[c.method], config) for c in todo])
+        if scheduler or jobs != 1:
+            points = largest_first(points)
         batches = _dask_rows(points, scheduler) if scheduler else _joblib_rows(points, jobs)
         _write_sidecar(side, config, history + [run | {"state": "running"}])
         n_failed = 0
