@@ -33,6 +33,7 @@ and ``issue`` (the 24-cell grid of issue 18).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import tempfile
@@ -108,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dask-workers", type=int, default=2, help="its workers (for the share)")
     ap.add_argument("--local-dask", action="store_true",
                     help="also run on a local Dask cluster of --dask-workers one-thread workers")
+    ap.add_argument("--no-check", action="store_true",
+                    help="without the theorem checker's per-row prediction (SweepConfig.check)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ[RECORD_DIR] = tmp  # before any worker starts: they inherit it
@@ -126,11 +129,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, tmp: Path) -> int:
     grids, config = _grids(args.grid)
+    if args.no_check:
+        config = dataclasses.replace(config, check=False)
     backends: list[tuple[str, int, str | None]] = [(f"joblib --jobs {j}", j, None)
                                                    for j in args.jobs]
     if args.scheduler:
         backends.append((f"dask ({args.dask_workers} workers)", args.dask_workers, args.scheduler))
-    print(f"grid {args.grid}; {os.cpu_count()} cores; load average before: "
+    print(f"grid {args.grid}{' (no checker)' if args.no_check else ''}; {os.cpu_count()} cores; "
+          "load average before: "
           f"{os.getloadavg()[0]:.2f}")
     print("| backend | cells | wall s | cells/s | speed-up | method s | method CPU s | CPU/wall "
           "| total CPU s | overhead (CPU) | overhead (wall) | first cell s | threads (OS/BLAS) |")
