@@ -625,7 +625,7 @@ def run_sweep(
             failed = [log.key_of(r) for r in log.rows() if r["status"] == FAILED]
             n_retried = log.discard(k for k in failed if k in wanted)
         todo = [c for c in cells if c.key() not in log.done]
-        n_skipped, done_before = len(cells) - len(todo), len(log.done)
+        n_skipped = len(cells) - len(todo)
         run = {
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "grids": [g.to_dict() for g in grids],
@@ -640,21 +640,22 @@ def run_sweep(
             points = largest_first(points)
         batches = _dask_rows(points, scheduler) if scheduler else _joblib_rows(points, jobs)
         _write_sidecar(side, config, history + [run | {"state": "running"}])
-        n_failed = 0
         state = "interrupted"
         try:
             with ProgressBar(progress, total=len(todo), desc=Path(out).name, unit="cell",
                              smoothing=0.1) as bar:
                 for batch in batches:
                     log.extend(batch)  # a point's rows: one write, one fsync
-                    n_failed += sum(row.get("status") == FAILED for row in batch)
                     bar.update(len(batch))
             state = "complete"
         finally:
-            n_run = len(log.done) - done_before  # also when interrupted mid-batch
             close = getattr(batches, "close", None)
             if close is not None:
                 close()  # stops the workers now, also on an interruption
+            # Counted from the file: an interruption can fall between a write and its count.
+            todo_keys = {c.key() for c in todo}
+            new = [r for r in log.rows() if log.key_of(r) in todo_keys]
+            n_run, n_failed = len(new), sum(r["status"] == FAILED for r in new)
             seconds = time.perf_counter() - started
             run.update(state=state, n_run=n_run, n_failed=n_failed, seconds=round(seconds, 3))
             _write_sidecar(side, config, history + [run])
@@ -688,7 +689,7 @@ def _check_axis(values: Sequence[Any], name: str, valid: Callable[[Any], bool], 
         raise InvalidInputError(f"{name} must be {what}; got {bad[:5]}.")
 
 
-def _check_known(cells: Iterable[Cell], config: SweepConfig) -> None:
+def _check_known(cells: Sequence[Cell], config: SweepConfig) -> None:
     """Refuse unknown methods and data sources, and synthetic cells whose distribution (with
     the config's data options) is invalid, before any cell runs or anything is written."""
     checked: set[tuple[Any, ...]] = set()
@@ -712,7 +713,7 @@ def _check_known(cells: Iterable[Cell], config: SweepConfig) -> None:
     _check_image_data(cells, config)
 
 
-def _check_image_data(cells: Iterable[Cell], config: SweepConfig) -> None:
+def _check_image_data(cells: Sequence[Cell], config: SweepConfig) -> None:
     """Draw the largest cell of each token shape of an image source once, here, so that bad
     data options (an unknown option, a missing or unreadable file, classes absent from the
     images, a shape other than the grid's, n beyond the pool) stop the sweep before any cell
