@@ -24,8 +24,8 @@ and prints a table:
   threads allowed there.
 
 Grids: ``second`` (cells of about a second each: min-norm and 3000 GD steps at n = 120,
-d = 2000), ``phase`` (the ``quick`` phase-diagram study grid, min-norm and two-step GD)
-and ``issue`` (the 24-cell grid of issue 18).
+d = 2000, kappa 1 and 4, ``--seeds`` seeds), ``phase`` (the ``quick`` phase-diagram study
+grid, min-norm and two-step GD) and ``issue`` (the 24-cell grid of issue 18).
 
     .venv/bin/python benchmarks/sweep_speed.py --grid second --jobs 1 2 --local-dask
 """
@@ -50,7 +50,7 @@ from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run
 RECORD_DIR = "MARGIN_SOLVER_SWEEP_SPEED_RECORDS"
 
 
-def _grids(name: str) -> tuple[list[SweepGrid], SweepConfig]:
+def _grids(name: str, seeds: int = 16) -> tuple[list[SweepGrid], SweepConfig]:
     if name == "phase":
         study = STUDIES["phase"]
         return study.grids("quick", study.methods), study.config("quick")
@@ -58,7 +58,8 @@ def _grids(name: str) -> tuple[list[SweepGrid], SweepConfig]:
         grid = SweepGrid(n=[20, 40], kappa=[1.0, 4.0], d=[4000], seeds=2,
                          methods=["min-norm", "gd-two-step", "uniform-svm"])
         return [grid], SweepConfig()
-    grid = SweepGrid(n=[120], kappa=[1.0, 4.0], d=[2000], seeds=8, methods=["min-norm", "gd-long"])
+    grid = SweepGrid(n=[120], kappa=[1.0, 4.0], d=[2000], seeds=seeds,
+                     methods=["min-norm", "gd-long"])
     return [grid], SweepConfig(method_options={"gd-long": {"steps": 3000}})
 
 
@@ -109,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dask-workers", type=int, default=2, help="its workers (for the share)")
     ap.add_argument("--local-dask", action="store_true",
                     help="also run on a local Dask cluster of --dask-workers one-thread workers")
+    ap.add_argument("--seeds", type=int, default=16,
+                    help="seeds of the 'second' grid (4 cells each; default 16: 64 cells, which "
+                         "amortise the workers' start-up)")
     ap.add_argument("--no-check", action="store_true",
                     help="without the theorem checker's per-row prediction (SweepConfig.check)")
     args = ap.parse_args(argv)
@@ -128,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, tmp: Path) -> int:
-    grids, config = _grids(args.grid)
+    grids, config = _grids(args.grid, args.seeds)
     if args.no_check:
         config = dataclasses.replace(config, check=False)
     backends: list[tuple[str, int, str | None]] = [(f"joblib --jobs {j}", j, None)
