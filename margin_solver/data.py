@@ -10,12 +10,13 @@ observed label flipped with probability ``eta``. ``SNR = rho / (sigma sqrt(d))``
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
 import zipfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -230,6 +231,58 @@ class PaperDistribution:
         """Draw a training and a test set from separate random streams of one seed."""
         s_train, s_test = _seed_sequence(seed).spawn(2)
         return self.sample(n_train, s_train), self.sample(n_test, s_test)
+
+
+class SampleStream:
+    """The samples of ``dist.sample(n, seed)``, drawn again block by block on each pass.
+
+    For a test set too large to hold: labels, flips and signal positions are drawn once
+    (O(n)); the tokens of each block come from a fresh copy of the noise stream, so every
+    pass yields the same tokens as :meth:`PaperDistribution.sample`, bit for bit, with
+    ``block`` samples in memory at a time.
+
+    Parameters
+    ----------
+    dist : PaperDistribution
+    n : int
+        Samples (>= 2).
+    seed : int or numpy.random.SeedSequence, optional
+    block : int
+        Samples per block (>= 2); the last block takes the remainder.
+    """
+
+    def __init__(self, dist: PaperDistribution, n: int, seed: SeedLike, block: int):
+        check_int(block, "block", 2)
+        check_min_samples(check_int(n, "n", 1))
+        self.dist = dist
+        self.block = int(block)
+        draw = dist.draw_labels(n, seed)
+        self.y, self.clean_y, self.signal_index = draw.y, draw.clean_y, draw.signal_index
+        self.params = draw.params
+        self._rng = draw.noise_rng
+
+    @property
+    def n(self) -> int:
+        """Number of samples."""
+        return len(self.y)
+
+    @property
+    def d(self) -> int:
+        """Token dimension."""
+        return self.dist.d
+
+    def blocks(self) -> Iterator[Dataset]:
+        """The samples as consecutive datasets of at most ``block`` samples (a remainder of
+        one sample joins the block before it: a dataset has at least two)."""
+        rng = copy.deepcopy(self._rng)
+        starts = list(range(0, self.n, self.block))
+        if self.n - starts[-1] < 2 and len(starts) > 1:
+            starts.pop()
+        for start, stop in zip(starts, starts[1:] + [self.n]):
+            part = slice(start, stop)
+            X = self.dist.tokens(rng, self.clean_y[part], self.signal_index[part])
+            yield Dataset(X, self.y[part], self.clean_y[part], self.signal_index[part],
+                          {**self.params, "n": stop - start})
 
 
 @dataclass(frozen=True)

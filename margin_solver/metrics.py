@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from margin_solver.data import Dataset
-from margin_solver.kernel import scores_and_values, softmax
+from margin_solver.data import Dataset, SampleStream
+from margin_solver.kernel import multihead_outputs, scores_and_values, softmax
 from margin_solver.results import to_jsonable
 from margin_solver.validation import InvalidInputError, check_vector
 
@@ -113,21 +113,70 @@ def output_metrics(
     evaluation of an iterate, which saves a pass over the tokens)."""
     clean_y = data.clean_y if data.clean_y is not None else clean_y
     signal_index = data.signal_index if data.signal_index is not None else signal_index
+    return _metrics(f, s, data.y, clean_y, signal_index)
+
+
+def evaluate_stream(v: np.ndarray, p: np.ndarray, stream: SampleStream) -> Metrics:
+    """:func:`evaluate` on samples drawn block by block (:class:`margin_solver.data.SampleStream`),
+    never holding more than one block of tokens.
+
+    Only the outputs ``f`` (n,) and attention (n, T) of all samples are kept; the metrics
+    are then computed from them as :func:`evaluate` computes them from the whole set.
+    ``v`` and ``p`` of shape (H, d) are H heads (outputs summed over the heads, attention
+    metrics on the heads' mean attention, as :func:`margin_solver.heads.head_metrics`).
+
+    Raises
+    ------
+    InvalidInputError
+        ``v`` / ``p`` are not finite vectors of length ``stream.d`` (or finite arrays of
+        shape (H, ``stream.d``) for H heads).
+    """
+    if np.ndim(v) == 2 and np.ndim(p) == 2:
+        v, p = np.asarray(v, dtype=np.float64), np.asarray(p, dtype=np.float64)
+        if v.shape != p.shape or v.shape[1] != stream.d or not (
+                np.isfinite(v).all() and np.isfinite(p).all()):
+            raise InvalidInputError(
+                f"Expected finite heads v and p of one shape (H, {stream.d}), got {v.shape} "
+                f"and {p.shape}.")
+    else:
+        v, p = check_vector(v, stream.d, "v"), check_vector(p, stream.d, "p")
+    outputs, weights = [], []
+    for block in stream.blocks():
+        if v.ndim == 2:
+            outputs.append(multihead_outputs(block.X, v, p))
+            weights.append(np.mean([softmax(block.X @ ph) for ph in p], axis=0))
+        else:
+            a, u = scores_and_values(block.X, p, v)
+            s = softmax(a)
+            outputs.append(np.sum(s * u, axis=1))
+            weights.append(s)
+    return _metrics(np.concatenate(outputs), np.concatenate(weights), stream.y, stream.clean_y,
+                    stream.signal_index)
+
+
+def _metrics(
+    f: np.ndarray,
+    s: np.ndarray,
+    y: np.ndarray,
+    clean_y: np.ndarray | None,
+    signal_index: np.ndarray | None,
+) -> Metrics:
+    n = len(y)
     pred = np.sign(f)
     error_clean = None if clean_y is None else float(np.mean(pred != clean_y))
     attn_all = attn_clean = attn_noisy = None
     if signal_index is not None:
-        on_signal = s[np.arange(data.n), signal_index]
+        on_signal = s[np.arange(n), signal_index]
         attn_all = float(on_signal.mean())
         if clean_y is not None:
-            flipped = data.y != clean_y
+            flipped = y != clean_y
             attn_clean = _mean_or_none(on_signal[~flipped])
             attn_noisy = _mean_or_none(on_signal[flipped])
     return Metrics(
-        n=data.n,
-        error=float(np.mean(pred != data.y)),
+        n=n,
+        error=float(np.mean(pred != y)),
         error_clean=error_clean,
-        min_margin=float(np.min(data.y * f)),
+        min_margin=float(np.min(y * f)),
         attn_signal=attn_all,
         attn_signal_clean=attn_clean,
         attn_signal_noisy=attn_noisy,

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.data import Dataset
+from margin_solver.data import Dataset, SampleStream
 from margin_solver.gd import gradient_descent, token_scale
-from margin_solver.metrics import evaluate
+from margin_solver.metrics import evaluate, evaluate_stream
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.heads import head_metrics
 from margin_solver.multihead import solve_min_norm_heads
@@ -85,14 +85,19 @@ def register_method(
     return decorate
 
 
-def model_fields(v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset) -> dict[str, Any]:
+def model_fields(
+    v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset | SampleStream
+) -> dict[str, Any]:
     """Result columns of a fitted (v, p) from :func:`margin_solver.metrics.evaluate`.
 
     Parameters
     ----------
     v, p : ndarray of shape (n_features,), or (H, n_features) for H heads
         (:func:`margin_solver.heads.head_metrics`; attention columns use the heads' mean)
-    train, test : Dataset
+    train : Dataset
+    test : Dataset or SampleStream
+        A stream (a test set too large to hold, drawn block by block) is evaluated with
+        :func:`margin_solver.metrics.evaluate_stream`.
 
     Returns
     -------
@@ -102,7 +107,7 @@ def model_fields(v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset) ->
     """
     metrics = evaluate if np.ndim(v) == 1 else head_metrics
     fit = metrics(v, p, train)
-    held = metrics(v, p, test)
+    held = evaluate_stream(v, p, test) if isinstance(test, SampleStream) else metrics(v, p, test)
     v_norm = float(np.linalg.norm(v))
     return {
         "train_error": fit.error,

@@ -1,35 +1,56 @@
-"""Sweep throughput: cells per second and the harness's share of the time, per backend.
+"""Sweep throughput: cells per second, the harness's share of the time, and where time goes.
 
-Runs one grid with each ``--jobs`` value (and on a Dask scheduler when ``--scheduler`` is
-given), each into a fresh temporary file, side by side in one process, and prints a table:
+Runs one grid with each ``--jobs`` value (and on a Dask scheduler when ``--scheduler`` or
+``--local-dask`` is given), each into a fresh temporary file, side by side in one process,
+and prints a table:
 
-- ``cells/s``: cells of the grid over the wall-clock time of :func:`run_sweep`;
-- ``method s``: the rows' own ``seconds`` (the method calls alone) summed;
-- ``overhead share``: ``(workers * wall - method s) / method s``, everything that is not a
-  method call (data, the checker, scheduling, worker start-up, idle workers) relative to
-  the method time;
-- ``speed-up``: wall time of the first backend over this one's.
+- ``wall s``, ``cells/s``: :func:`run_sweep`'s wall-clock time and cells over it;
+- ``speed-up``: wall time of the first backend over this one's (the target of issue 18 is
+  ``--jobs 2`` >= 1.7x ``--jobs 1`` on an idle 2-core machine);
+- ``method s``: the rows' own ``seconds`` (the method calls, wall-clock) summed;
+- ``method CPU s``: the CPU time of the same calls, measured inside the workers;
+- ``CPU/wall``: ``method CPU s / method s``: 1 when a worker had a core to itself while
+  solving, 0.5 when it got half of one (other processes on the machine, or our own
+  workers oversubscribing it);
+- ``total CPU s``: CPU time of the sweep's processes (this one and its workers, which end
+  with the sweep; not measured for Dask, whose workers outlive it);
+- ``overhead (CPU)``: ``(total CPU s - method CPU s) / method CPU s``: the harness's work
+  (data, checker, log, pickling, worker start-up) relative to the methods', whatever the
+  load; ``overhead (wall)``: ``(workers x wall - method s) / method s``, which also
+  counts idle or descheduled workers and is what an idle machine gives;
+- ``first cell s``: from the start of the sweep to the start of its first method call
+  (worker start-up and the first point's data);
+- ``threads``: the most OS threads seen in a process while it ran a method, and the BLAS
+  threads allowed there.
 
 Grids: ``second`` (cells of about a second each: min-norm and 3000 GD steps at n = 120,
-d = 2000), ``phase`` (the ``quick`` phase-diagram study grid, min-norm and two-step GD)
-and ``issue`` (the 24-cell grid of issue 18).
+d = 2000, kappa 1 and 4, ``--seeds`` seeds), ``phase`` (the ``quick`` phase-diagram study
+grid, min-norm and two-step GD) and ``issue`` (the 24-cell grid of issue 18).
 
-    .venv/bin/python benchmarks/sweep_speed.py --grid second --jobs 1 2 [--local-dask]
+    .venv/bin/python benchmarks/sweep_speed.py --grid second --jobs 1 2 --local-dask
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import resource
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from margin_solver.bench.methods import SWEEP_METHODS
 from margin_solver.bench.studies import STUDIES
 from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run_sweep
 
+#: Environment variable naming the directory where timed method calls leave their records.
+RECORD_DIR = "MARGIN_SOLVER_SWEEP_SPEED_RECORDS"
 
-def _grids(name: str) -> tuple[list[SweepGrid], SweepConfig]:
+
+def _grids(name: str, seeds: int = 16) -> tuple[list[SweepGrid], SweepConfig]:
     if name == "phase":
         study = STUDIES["phase"]
         return study.grids("quick", study.methods), study.config("quick")
@@ -37,8 +58,45 @@ def _grids(name: str) -> tuple[list[SweepGrid], SweepConfig]:
         grid = SweepGrid(n=[20, 40], kappa=[1.0, 4.0], d=[4000], seeds=2,
                          methods=["min-norm", "gd-two-step", "uniform-svm"])
         return [grid], SweepConfig()
-    grid = SweepGrid(n=[120], kappa=[1.0, 4.0], d=[2000], seeds=4, methods=["min-norm", "gd-long"])
+    grid = SweepGrid(n=[120], kappa=[1.0, 4.0], d=[2000], seeds=seeds,
+                     methods=["min-norm", "gd-long"])
     return [grid], SweepConfig(method_options={"gd-long": {"steps": 3000}})
+
+
+@dataclass(frozen=True)
+class TimedMethod:
+    """A sweep method that also records, in the worker running it, its CPU and wall time,
+    its start (epoch seconds), the process's OS threads and its BLAS thread limit.
+
+    Picklable (the method function by reference), so that it runs in worker processes; each
+    record is one line appended to ``<RECORD_DIR>/<pid>.txt``.
+    """
+
+    name: str
+    method: Any
+
+    def __call__(self, train: Any, test: Any, call: Any) -> dict[str, Any]:
+        """Run the method, then append its record."""
+        from threadpoolctl import threadpool_info
+
+        started, cpu, wall = time.time(), time.process_time(), time.perf_counter()
+        fields = self.method(train, test, call)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        blas = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"),
+                   default=0)
+        record = f"{started!r} {cpu!r} {wall!r} {_os_threads()} {blas}\n"
+        with open(Path(os.environ[RECORD_DIR]) / f"{os.getpid()}.txt", "a") as fh:
+            fh.write(record)
+        return fields
+
+
+def _os_threads() -> int:
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines()
+                 if line.startswith("Threads:")), 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,37 +110,78 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dask-workers", type=int, default=2, help="its workers (for the share)")
     ap.add_argument("--local-dask", action="store_true",
                     help="also run on a local Dask cluster of --dask-workers one-thread workers")
+    ap.add_argument("--seeds", type=int, default=16,
+                    help="seeds of the 'second' grid (4 cells each; default 16: 64 cells, which "
+                         "amortise the workers' start-up)")
+    ap.add_argument("--no-check", action="store_true",
+                    help="without the theorem checker's per-row prediction (SweepConfig.check)")
     args = ap.parse_args(argv)
-    if args.local_dask:
-        from distributed import LocalCluster
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ[RECORD_DIR] = tmp  # before any worker starts: they inherit it
+        try:
+            if args.local_dask:
+                from distributed import LocalCluster
 
-        with LocalCluster(n_workers=args.dask_workers, threads_per_worker=1,
-                          dashboard_address=None) as cluster:
-            args.scheduler = cluster.scheduler_address
-            return _run(args)
-    return _run(args)
+                with LocalCluster(n_workers=args.dask_workers, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+                    args.scheduler = cluster.scheduler_address
+                    return _run(args, Path(tmp))
+            return _run(args, Path(tmp))
+        finally:
+            del os.environ[RECORD_DIR]
 
 
-def _run(args: argparse.Namespace) -> int:
-    grids, config = _grids(args.grid)
+def _run(args: argparse.Namespace, tmp: Path) -> int:
+    grids, config = _grids(args.grid, args.seeds)
+    if args.no_check:
+        config = dataclasses.replace(config, check=False)
     backends: list[tuple[str, int, str | None]] = [(f"joblib --jobs {j}", j, None)
                                                    for j in args.jobs]
     if args.scheduler:
         backends.append((f"dask ({args.dask_workers} workers)", args.dask_workers, args.scheduler))
-    print(f"grid {args.grid}; load average before: {os.getloadavg()[0]:.2f}")
-    print("| backend | cells | wall s | cells/s | method s | overhead share | speed-up |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"grid {args.grid}{' (no checker)' if args.no_check else ''}; {os.cpu_count()} cores; "
+          "load average before: "
+          f"{os.getloadavg()[0]:.2f}")
+    print("| backend | cells | wall s | cells/s | speed-up | method s | method CPU s | CPU/wall "
+          "| total CPU s | overhead (CPU) | overhead (wall) | first cell s | threads (OS/BLAS) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     first = None
-    with tempfile.TemporaryDirectory() as tmp:
+    originals = dict(SWEEP_METHODS)
+    try:
+        for name, method in originals.items():
+            SWEEP_METHODS[name] = TimedMethod(name, method)
         for label, workers, scheduler in backends:
-            out = Path(tmp) / f"{label.replace(' ', '_')}.csv"
+            for old in tmp.glob("*.txt"):
+                old.unlink()
+            out = tmp / f"{label.replace(' ', '_')}.csv"
+            start_epoch, cpu0 = time.time(), _cpu_seconds()
             start = time.perf_counter()
             result = run_sweep(grids, out, config, jobs=workers, scheduler=scheduler)
             wall = time.perf_counter() - start
+            total_cpu = None if scheduler else _cpu_seconds() - cpu0
             method = sum(row["seconds"] for row in load_results(out))
+            records = [line.split() for f in tmp.glob("*.txt")
+                       for line in f.read_text().splitlines()]
+            method_cpu = sum(float(r[1]) for r in records)
+            first_call = min(float(r[0]) for r in records) - start_epoch
+            threads = f"{max(int(r[3]) for r in records)}/{max(int(r[4]) for r in records)}"
             first = first or wall
+            cpu_share = "-" if total_cpu is None else \
+                f"{(total_cpu - method_cpu) / method_cpu:.0%}"
+            cpu_text = "-" if total_cpu is None else f"{total_cpu:.1f}"
             print(f"| {label} | {result.n_run} | {wall:.1f} | {result.n_run / wall:.2f} | "
-                  f"{method:.1f} | {(workers * wall - method) / method:.0%} | "
-                  f"{first / wall:.2f}x |", flush=True)
+                  f"{first / wall:.2f}x | {method:.1f} | {method_cpu:.1f} | "
+                  f"{method_cpu / method:.2f} | {cpu_text} | {cpu_share} | "
+                  f"{(workers * wall - method) / method:.0%} | {first_call:.2f} | "
+                  f"{threads} |", flush=True)
+    finally:
+        SWEEP_METHODS.update(originals)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended (the sweep's workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

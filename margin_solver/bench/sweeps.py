@@ -11,7 +11,13 @@ Randomness: one sweep seed and the cell's parameters (through a hash of their ca
 text) give a :class:`numpy.random.SeedSequence` per cell, with separate children for the
 training set, the test set and the method's initialisation. The data depend on the cell but
 not on the method, so methods are compared on the same samples; nothing depends on which
-worker ran a cell or in what order.
+worker ran a cell or in what order. A synthetic test set too large to hold
+(:data:`TEST_STREAM_BYTES`) is drawn again in blocks from its stream for each evaluation:
+the same samples and the same rows.
+
+Local workers are processes of the sweep's own executor: they end with :func:`run_sweep`
+(killed when it did not complete) and exit by themselves within a second when the process
+running the sweep is killed.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import json
 import logging
 import os
 import platform
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,7 +42,7 @@ import numpy as np
 
 from margin_solver._version import __version__
 from margin_solver.blas import single_threaded_blas
-from margin_solver.data import Dataset, PaperDistribution
+from margin_solver.data import Dataset, PaperDistribution, SampleStream
 from margin_solver.fileio import check_output_path, write_json
 from margin_solver.ooc import connect
 from margin_solver.bench.methods import SWEEP_METHODS, MethodCall, theory_setting
@@ -240,7 +247,8 @@ class SweepConfig:
     sweep_seed : int, default=0
         Root of every random stream.
     n_test : int, default=1000
-        Test samples per cell (synthetic data; real data use their held-out images).
+        Test samples per cell (synthetic data; real data use their held-out images). Above
+        :data:`TEST_STREAM_BYTES` of tokens the test set is evaluated block by block.
     method_options : dict, default={}
         Per-method keyword options, e.g. ``{"gd-long": {"steps": 500}}``.
     data_options : dict, default={}
@@ -322,11 +330,23 @@ def _hash_words(parts: Sequence[str]) -> tuple[int, ...]:
     return tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
 
 
+#: A synthetic test set whose tokens take more bytes than this is not held in memory: each
+#: evaluation draws it again in blocks of about :data:`TEST_BLOCK_BYTES` (the same samples,
+#: :class:`margin_solver.data.SampleStream`).
+TEST_STREAM_BYTES = 256 * 2**20
+TEST_BLOCK_BYTES = 16 * 2**20
+
+
 def _paper_data(
     cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]
-) -> tuple[Dataset, Dataset]:
+) -> tuple[Dataset, Dataset | SampleStream]:
     dist = PaperDistribution(d=cell.d, T=cell.T, snr=cell.snr, eta=cell.eta, **options)
-    return dist.sample(cell.n, seeds.train), dist.sample(n_test, seeds.test)
+    sample_bytes = 8 * cell.T * cell.d
+    if n_test * sample_bytes <= TEST_STREAM_BYTES:
+        test: Dataset | SampleStream = dist.sample(n_test, seeds.test)
+    else:
+        test = SampleStream(dist, n_test, seeds.test, max(2, TEST_BLOCK_BYTES // sample_bytes))
+    return dist.sample(cell.n, seeds.train), test
 
 
 def _image_data(source: str) -> Callable[..., tuple[Dataset, Dataset]]:
@@ -385,6 +405,17 @@ def point_jobs(jobs: Sequence[CellJob]) -> list[PointJob]:
     return [PointJob(tuple(group)) for group in groups.values()]
 
 
+def largest_first(points: Sequence[PointJob]) -> list[PointJob]:
+    """The points, those with the most work first (samples x tokens x dimension x heads
+    summed over the point's cells; ties keep their order), so that parallel workers do not end on a long point while the
+    others idle. Rows do not depend on the order."""
+    def size(point: PointJob) -> int:
+        cell = point.jobs[0].cell
+        return cell.n * cell.T * cell.d * sum(job.cell.heads for job in point.jobs)
+
+    return sorted(points, key=size, reverse=True)
+
+
 def run_point(point: PointJob) -> list[dict[str, Any]]:
     """Draw the point's data once and run each of its cells on it; one row per cell.
 
@@ -407,7 +438,8 @@ def _run_point(point: PointJob) -> list[dict[str, Any]]:
         seeds = cell_seeds(cell, config.sweep_seed)
         train, test = DATA_SOURCES[cell.data](cell, seeds, config.n_test, dict(config.data_options))
         for data in (train, test):
-            data.X.flags.writeable = False
+            if isinstance(data, Dataset):
+                data.X.flags.writeable = False
         shared: dict[str, Any] = {
             "n_test": test.n,
             "n_noisy": None if train.flipped is None else int(train.flipped.sum()),
@@ -495,6 +527,9 @@ class SweepResult(ResultMixin):
         Of those, rows with ``status="failed"``.
     seconds : float
         Wall-clock time of this call.
+    n_retried : int
+        Of ``n_run``, cells whose failed row was removed to run them again
+        (``retry_failed=True``).
     """
 
     status: str
@@ -505,6 +540,7 @@ class SweepResult(ResultMixin):
     n_run: int
     n_failed: int
     seconds: float
+    n_retried: int = 0
 
 
 def sidecar_path(out: str | os.PathLike) -> Path:
@@ -532,6 +568,7 @@ def run_sweep(
     jobs: int | None = None,
     scheduler: str | None = None,
     progress: bool = False,
+    retry_failed: bool = False,
 ) -> SweepResult:
     """Run every cell of ``grids`` not yet in ``out``, appending one row per finished cell.
 
@@ -551,6 +588,10 @@ def run_sweep(
         when given, cells run there instead of joblib. Needs ``margin-solver[dask]``.
     progress : bool, default=False
         Show a tqdm progress bar (cells done, rate, time left) on stderr.
+    retry_failed : bool, default=False
+        Run again the cells of ``grids`` whose row in ``out`` has ``status="failed"``: their
+        rows are removed first (:meth:`ResultLog.discard`: the file is replaced atomically,
+        every other row kept byte for byte) and the new rows appended.
 
     Returns
     -------
@@ -559,14 +600,17 @@ def run_sweep(
     Raises
     ------
     InvalidInputError
-        Unknown method or data source, an output written with another config or format,
-        or a scheduler address given without dask installed.
+        Unknown method or data source, data options that do not give the grid's data (for
+        image sources: unknown option, missing file, another token shape), an output
+        written with another config or format, or a scheduler address given without dask
+        installed. All checked before any cell runs.
 
     Notes
     -----
-    A row with ``status="failed"`` is a result like any other and is not re-run on resume;
-    delete its line from the CSV to run that cell again. Extending a grid (new values on an
-    axis) with the same output runs only the new cells.
+    A row with ``status="failed"`` is a result like any other and is not re-run on resume
+    unless ``retry_failed`` is set. Extending a grid (new values on an axis) with the same
+    output runs only the new cells. Local worker processes end with the sweep: when it
+    returns or raises, and within a second when the process running it is killed.
 
     Examples
     --------
@@ -586,43 +630,59 @@ def run_sweep(
     side = sidecar_path(out)
     history = _check_sidecar(side, config)
     with ResultLog(out, FIELDS, KEY_FIELDS) as log:
+        n_retried = 0
+        if retry_failed:
+            wanted = {c.key() for c in cells}
+            failed = [log.key_of(r) for r in log.rows() if r["status"] == FAILED]
+            n_retried = log.discard(k for k in failed if k in wanted)
         todo = [c for c in cells if c.key() not in log.done]
+        n_skipped = len(cells) - len(todo)
         run = {
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "grids": [g.to_dict() for g in grids],
             "n_cells": len(cells),
-            "n_skipped": len(cells) - len(todo),
+            "n_skipped": n_skipped,
+            "n_retried": n_retried,
             "backend": f"dask:{scheduler}" if scheduler else f"joblib:{jobs or 'all'}",
             "repaired_torn_bytes": log.repaired_bytes,
         }
         points = point_jobs([CellJob(c, SWEEP_METHODS[c.method], config) for c in todo])
-        rows = _dask_rows(points, scheduler) if scheduler else _joblib_rows(points, jobs)
+        if scheduler or jobs != 1:
+            points = largest_first(points)
+        batches = _dask_rows(points, scheduler) if scheduler else _joblib_rows(points, jobs)
         _write_sidecar(side, config, history + [run | {"state": "running"}])
-        n_run = n_failed = 0
         state = "interrupted"
         try:
             with ProgressBar(progress, total=len(todo), desc=Path(out).name, unit="cell",
                              smoothing=0.1) as bar:
-                for row in rows:
-                    log.append(row)
-                    n_run += 1
-                    n_failed += row.get("status") == FAILED
-                    bar.update(1)
+                for batch in batches:
+                    log.extend(batch)  # a point's rows: one write, one fsync
+                    bar.update(len(batch))
             state = "complete"
         finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # stops the workers now, also on an interruption
+            # Counted from the file: an interruption can fall between a write and its count.
+            todo_keys = {c.key() for c in todo}
+            new = [r for r in log.rows() if log.key_of(r) in todo_keys]
+            n_run, n_failed = len(new), sum(r["status"] == FAILED for r in new)
             seconds = time.perf_counter() - started
             run.update(state=state, n_run=n_run, n_failed=n_failed, seconds=round(seconds, 3))
             _write_sidecar(side, config, history + [run])
-    message = progress_message("cell", "run", n_run, len(cells) - len(todo), n_failed)
+    message = progress_message("cell", "run", n_run, n_skipped, n_failed)
+    if n_retried:
+        message += f", {n_retried} of them retried after failing"
     return SweepResult(
         status=COMPLETED if n_failed == 0 else FAILED,
         message=message,
         path=str(out),
         n_cells=len(cells),
-        n_skipped=len(cells) - len(todo),
+        n_skipped=n_skipped,
         n_run=n_run,
         n_failed=n_failed,
         seconds=seconds,
+        n_retried=n_retried,
     )
 
 
@@ -640,7 +700,7 @@ def _check_axis(values: Sequence[Any], name: str, valid: Callable[[Any], bool], 
         raise InvalidInputError(f"{name} must be {what}; got {bad[:5]}.")
 
 
-def _check_known(cells: Iterable[Cell], config: SweepConfig) -> None:
+def _check_known(cells: Sequence[Cell], config: SweepConfig) -> None:
     """Refuse unknown methods and data sources, and synthetic cells whose distribution (with
     the config's data options) is invalid, before any cell runs or anything is written."""
     checked: set[tuple[Any, ...]] = set()
@@ -661,6 +721,29 @@ def _check_known(cells: Iterable[Cell], config: SweepConfig) -> None:
                                   **config.data_options)
             except TypeError as exc:  # an option PaperDistribution does not take
                 raise InvalidInputError(f"data_options for paper data: {exc}") from None
+    _check_image_data(cells, config)
+
+
+def _check_image_data(cells: Sequence[Cell], config: SweepConfig) -> None:
+    """Draw the largest cell of each token shape of an image source once, here, so that bad
+    data options (an unknown option, a missing or unreadable file, classes absent from the
+    images, a shape other than the grid's, n beyond the pool) stop the sweep before any cell
+    runs instead of failing every cell."""
+    largest: dict[tuple[str, int, int], Cell] = {}
+    for cell in cells:
+        if cell.data != "paper":
+            group = (cell.data, cell.T, cell.d)
+            if group not in largest or cell.n > largest[group].n:
+                largest[group] = cell
+    for cell in largest.values():
+        options = dict(config.data_options)
+        try:
+            DATA_SOURCES[cell.data](cell, cell_seeds(cell, config.sweep_seed), config.n_test,
+                                    options)
+        except TypeError as exc:  # an option the loader does not take
+            raise InvalidInputError(f"data options for {cell.data} data: {exc}") from None
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{cell.data} data with options {options}: {exc}") from None
 
 
 def check_scheduler_address(address: str) -> str:
@@ -734,30 +817,93 @@ def _write_sidecar(side: Path, config: SweepConfig, runs: list[dict[str, Any]]) 
     )
 
 
-def _joblib_rows(points: list[PointJob], n_jobs: int | None) -> Iterator[dict[str, Any]]:
-    if not points:
-        return iter(())
+def _joblib_rows(points: list[PointJob], n_jobs: int | None) -> Iterator[list[dict[str, Any]]]:
+    """Each point's rows, as its worker finishes it (in this process when ``n_jobs == 1``).
+
+    The workers are joblib's loky processes, in an executor of this sweep's own: closing the
+    generator (:func:`run_sweep` does when it ends) stops them, killing them mid-cell when
+    the sweep did not complete, instead of leaving them to wait minutes for more work as
+    joblib's shared executor does. Their BLAS and OpenMP pools get ``cores // n_jobs``
+    threads (joblib's default), and each point runs with one BLAS thread anyway
+    (:func:`run_point`).
+    """
     n_jobs = n_jobs or -1
-    if n_jobs == 1:
-        return (row for point in points for row in run_point(point))
-    from joblib import Parallel, delayed
+    if n_jobs < 0:
+        n_jobs = max((os.cpu_count() or 1) + 1 + n_jobs, 1)
+    if n_jobs == 1 or not points:
+        yield from (run_point(point) for point in points)
+        return
+    from concurrent.futures import FIRST_COMPLETED, wait
 
-    batches = Parallel(n_jobs=n_jobs, return_as="generator_unordered")(
-        delayed(run_point)(point) for point in points
+    from joblib.externals.loky import ProcessPoolExecutor
+
+    workers = min(n_jobs, len(points))
+    threads = str(max((os.cpu_count() or 1) // n_jobs, 1))
+    executor = ProcessPoolExecutor(
+        max_workers=workers,
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
+        env={name: threads for name in _THREAD_VARIABLES},
     )
-    return (row for batch in batches for row in batch)
+    queue = iter(points)
+    # Two points per worker in flight: a worker never waits for the next, and an interrupted
+    # sweep has little queued work to cancel.
+    running = {executor.submit(run_point, p) for p in itertools.islice(queue, 2 * workers)}
+    completed = False
+    try:
+        while running:
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            running |= {executor.submit(run_point, p) for p in itertools.islice(queue, len(done))}
+            for future in done:
+                yield future.result()
+        completed = True
+    finally:
+        for future in running:
+            future.cancel()
+        executor.shutdown(wait=True, kill_workers=not completed)
 
 
-def _dask_rows(points: list[PointJob], address: str) -> Iterator[dict[str, Any]]:
+#: Environment variables sizing the thread pools of BLAS and OpenMP libraries in a worker.
+_THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+#: Seconds between a worker's checks that the process that started it is alive.
+PARENT_POLL_SECONDS = 0.5
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Worker initializer: end this worker when ``parent`` (the sweep) is gone.
+
+    A sweep killed with SIGKILL runs no cleanup; its workers would otherwise finish their
+    cell and then wait for work for minutes. An orphan is adopted by another process, so a
+    changed parent pid means the sweep is gone.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="margin-solver-parent-watch", daemon=True).start()
+
+
+def _dask_rows(points: list[PointJob], address: str) -> Iterator[list[dict[str, Any]]]:
     """Connect first (so a bad address or a missing dask fails before any work), then stream."""
     client = connect(address, timeout=DASK_CONNECT_TIMEOUT)
     from distributed import as_completed
 
-    def stream() -> Iterator[dict[str, Any]]:
+    def stream() -> Iterator[list[dict[str, Any]]]:
         futures = client.map(run_point, points, pure=False)
         try:
             for future in as_completed(futures, loop=client.loop):
-                yield from future.result()
+                yield future.result()
         finally:
             client.cancel(futures)
             client.close()

@@ -25,9 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     strength.add_argument(
         "--kappa", type=float, nargs="+", help="kappa = n SNR^2 values (SNR = sqrt(kappa / n))"
     )
-    parser.add_argument("--d", type=int, nargs="+", required=True, help="token dimensions")
     parser.add_argument(
-        "--T", type=int, nargs="+", default=[2], help="tokens per sample (default 2)"
+        "--d", type=int, nargs="+", help="token dimensions (image data: from --data-options)"
+    )
+    parser.add_argument(
+        "--T",
+        type=int,
+        nargs="+",
+        help="tokens per sample (default 2; image data: from --data-options)",
     )
     parser.add_argument(
         "--eta", type=float, nargs="+", default=[0.1], help="label-flip rates (default 0.1)"
@@ -62,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", required=True, help="results CSV (resumed if it exists; JSON sidecar beside it)"
     )
+    parser.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="run again the grid's cells whose row in --out failed (their rows are replaced)",
+    )
     add_backend_arguments(parser)
 
 
@@ -86,35 +96,104 @@ def _json_option(text: str, name: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the grid, run it and print one summary line."""
+    """Build the grid, check the data options, run it and print one summary line.
+
+    SIGTERM (``kill``) stops the sweep as Ctrl-C does: the rows written stay, the workers
+    end, the sidecar records the run as interrupted and a summary goes to stderr.
+    """
+    import signal
+    import threading
+
     from margin_solver.bench.sweeps import SweepConfig, SweepGrid, run_sweep
 
-    if args.data == "paper" and args.snr is None and args.kappa is None:
-        raise CLIError("give --snr or --kappa for synthetic data")
-    grid = SweepGrid(
-        n=args.n,
-        d=args.d,
-        methods=args.methods,
-        snr=args.snr,
-        kappa=args.kappa,
-        T=args.T,
-        eta=args.eta,
-        seeds=args.seeds,
-        data=args.data,
-    )
     config = SweepConfig(
         sweep_seed=args.sweep_seed,
         n_test=args.n_test,
         method_options=_json_option(args.method_options, "--method-options"),
         data_options=_json_option(args.data_options, "--data-options"),
     )
-    result = run_sweep(
-        grid,
-        args.out,
-        config,
-        jobs=args.jobs,
-        scheduler=args.scheduler,
-        progress=not args.no_progress,
+    T, d = _token_shape(args, config.data_options)
+    grid = SweepGrid(
+        n=args.n,
+        d=d,
+        methods=args.methods,
+        snr=args.snr,
+        kappa=args.kappa,
+        T=T,
+        eta=args.eta,
+        seeds=args.seeds,
+        data=args.data,
     )
+    started = _now()
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
+    try:
+        result = run_sweep(
+            grid,
+            args.out,
+            config,
+            jobs=args.jobs,
+            scheduler=args.scheduler,
+            progress=not args.no_progress,
+            retry_failed=args.retry_failed,
+        )
+    except KeyboardInterrupt:
+        _print_interrupted(args.out, started)
+        raise
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     print(f"{result.path}: {result.message} ({result.seconds:.1f} s)")
     return EXIT_OK if result.success else EXIT_CAVEAT  # some cells failed: rows say which
+
+
+def _token_shape(args: argparse.Namespace, options: dict) -> tuple[list[int], list[int]]:
+    """``(T, d)`` axes: as given, else 2 tokens for paper data, else the image options' shape."""
+    if args.data == "paper":
+        if args.snr is None and args.kappa is None:
+            raise CLIError("give --snr or --kappa for synthetic data")
+        if args.d is None:
+            raise CLIError("give --d for synthetic data")
+        return args.T or [2], args.d
+    if args.snr is not None or args.kappa is not None:
+        raise CLIError(f"--snr and --kappa are for synthetic data, not --data {args.data}")
+    from margin_solver.bench import realdata
+
+    try:
+        T, d = getattr(realdata, f"{args.data}_shape")(**options)
+    except (TypeError, ValueError, ZeroDivisionError) as exc:
+        raise CLIError(f"--data-options do not give a token shape for {args.data}: {exc}") from None
+    return args.T or [T], args.d or [d]
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _print_interrupted(out: str, started: str) -> None:
+    """One line on stderr with what the interrupted run (started at ``started`` or later)
+    did, from its record in the sidecar."""
+    import json
+    import sys
+
+    from margin_solver.bench.sweeps import sidecar_path
+
+    try:
+        runs = json.loads(sidecar_path(out).read_text(encoding="utf-8"))["runs"]
+        last = runs[-1]
+        if last["state"] != "interrupted" or last["started"] < started:
+            return  # interrupted before this run was recorded
+        print(
+            f"{out}: interrupted after {last['n_run']} cells run ({last['n_failed']} failed), "
+            f"{last['n_skipped']} already done ({last['seconds']:.1f} s); every finished row "
+            "is in the file: run the same command again to resume",
+            file=sys.stderr,
+        )
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        pass  # interrupted before the sidecar recorded the run: nothing to summarise
