@@ -59,6 +59,7 @@ from margin_solver.results import (
     ConvergenceWarning,
     ResultMixin,
 )
+from margin_solver.results import Renamed, renamed
 from margin_solver.validation import (
     InvalidInputError,
     check_int,
@@ -120,6 +121,9 @@ TRAJECTORY_COLUMNS = (
 )
 
 
+@renamed(
+    Renamed("margin", "min_margin"), Renamed("norm_p", "p_norm"), Renamed("steps", "nit")
+)
 @dataclass(repr=False)
 class GDResult(ResultMixin):
     """Endpoint and trajectory of :func:`gradient_descent`.
@@ -147,28 +151,31 @@ class GDResult(ResultMixin):
     step_sizes : list of float
         ``[beta0, beta1]`` for ``"two-step"``, ``[step]`` otherwise: the sizes taken, after
         any halving of a default step (passing them back reproduces the run).
-    steps : int
-        Steps taken.
+    nit : int
+        Steps taken (scipy's name).
     weight_decay : float
     R : float or None
     init : str
     form : {"dense", "kernel"}
     loss : float
         Final mean logistic loss on the training set.
-    margin : float
+    min_margin : float
         Final ``min_i y_i f_i``.
     norm : float
         Final ``||v||``.
-    norm_p : float
+    p_norm : float
         Final ``||p||``.
     normalized_margin : float
-        ``margin / norm``.
+        ``min_margin / norm``.
     attention : ndarray of shape (n_samples, n_tokens)
         Final training attention.
     selected_token : ndarray of shape (n_samples,)
         Argmax of each training sample's attention.
     solve_time : float
         Seconds spent in the loop (setup, e.g. the Gram matrix, included).
+
+    Deprecated names (one release; docs/usage.md, "Result vocabulary"): ``margin`` (use
+    ``min_margin``), ``norm_p`` (use ``p_norm``), ``steps`` (use ``nit``).
     """
 
     v: np.ndarray
@@ -178,15 +185,15 @@ class GDResult(ResultMixin):
     message: str
     schedule: str
     step_sizes: list[float]
-    steps: int
+    nit: int
     weight_decay: float
     R: float | None
     init: str
     form: str
     loss: float
-    margin: float
+    min_margin: float
     norm: float
-    norm_p: float
+    p_norm: float
     normalized_margin: float
     attention: np.ndarray
     selected_token: np.ndarray
@@ -195,7 +202,7 @@ class GDResult(ResultMixin):
     @property
     def interpolates(self) -> bool:
         """True when every training sample has a positive margin."""
-        return self.margin > 0
+        return self.min_margin > 0
 
 
 def token_scale(X: np.ndarray) -> float:
@@ -442,7 +449,7 @@ def gradient_descent(
     >>> from margin_solver.data import PaperDistribution
     >>> train = PaperDistribution(d=2000, snr=0.35, eta=0.1).sample(20, seed=0)
     >>> res = gradient_descent(train)
-    >>> res.status, res.steps, bool(res.interpolates)
+    >>> res.status, res.nit, bool(res.interpolates)
     ('completed', 2, True)
     """
     start = time.perf_counter()

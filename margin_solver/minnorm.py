@@ -93,6 +93,7 @@ from margin_solver.results import (
     ConvergenceWarning,
     ResultMixin,
 )
+from margin_solver.results import Renamed, renamed
 from margin_solver.search import search_starts as _search_starts
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
@@ -144,6 +145,10 @@ AUTO_SEARCH_STARTS = 8
 SEARCH_BOUND_TIME_LIMIT = 3.0
 
 
+@renamed(
+    Renamed("margin", "normalized_margin", value=lambda r: 1.0 / r.norm),
+    Renamed("n_iter", "nit"),
+)
 @dataclass(repr=False)
 class MinNormResult(ResultMixin):
     """Approximate solution of P_R with its certificate.
@@ -156,8 +161,6 @@ class MinNormResult(ResultMixin):
     norm : float
         ``||v||`` (an upper bound on the optimal value of P_R when ``solution_present``); inf
         when no feasible point is attached.
-    margin : float
-        ``1 / norm``, the margin of the equivalent max-margin problem (``||v|| <= 1``).
     lower_bound : float or None
         The proven lower bound on the optimal value of P_R at this R (``bound.value``, the
         finite-R bound), else None.
@@ -204,8 +207,8 @@ class MinNormResult(ResultMixin):
     start_norms : dict
         Final ``||v||`` of every start run (inf when infeasible there); starts the time
         limit left unrun are missing.
-    n_iter : int
-        Accepted p-steps of the winning start.
+    nit : int
+        Accepted p-steps of the winning start (scipy's name).
     history : dict
         Per iteration of the winning start: ``"norm"`` (``||v*(p)||``) and ``"pg_norm"``
         (projected gradient norm of phi).
@@ -228,12 +231,17 @@ class MinNormResult(ResultMixin):
         True when the descent's v fell short of ``min_margin >= 1 - feas_tol`` in the dense
         recomputation and was rescaled by ``1 / min_margin`` (a feasible point with a
         proportionally larger norm; the message gives both norms).
+    normalized_margin : float
+        ``min_margin / norm`` (property): the geometric margin of the max-margin problem
+        (``||v|| <= 1``), ``1 / norm`` up to ``feas_tol`` when ``solution_present``.
+
+    Deprecated names (one release; docs/usage.md, "Result vocabulary"): ``margin`` (was
+    ``1 / norm``; use ``normalized_margin``), ``n_iter`` (use ``nit``).
     """
 
     v: np.ndarray | None
     p: np.ndarray | None
     norm: float
-    margin: float
     lower_bound: float | None
     gap: float
     status: str
@@ -245,7 +253,7 @@ class MinNormResult(ResultMixin):
     selected_token: np.ndarray | None
     start: str | None
     start_norms: dict[str, float]
-    n_iter: int
+    nit: int
     history: dict[str, list[float]] = field(default_factory=dict)
     form: str = "kernel"
     solve_time: float = 0.0
@@ -255,6 +263,11 @@ class MinNormResult(ResultMixin):
     gap_tol: float = DEFAULT_GAP_TOL
     feas_tol: float = FEAS_TOL
     repaired: bool = False
+
+    @property
+    def normalized_margin(self) -> float:
+        """``min_margin / norm``, as :attr:`GDResult.normalized_margin`."""
+        return self.min_margin / self.norm if self.norm > 0 else math.nan
 
 
 def solve_min_norm(

@@ -165,7 +165,7 @@ def _summary(result: MinNormResult, data) -> str:
 
     metrics = evaluate(result.v, result.p, data)
     lines += [
-        f"  ||v||       {result.norm:.6g}   (margin 1/||v|| = {result.margin:.6g})",
+        f"  ||v||       {result.norm:.6g}   (margin 1/||v|| = {1 / result.norm:.6g})",
         f"  ||p||       {result.p_norm:.6g}",
         f"  min margin  {result.min_margin:.9f}",
     ]
