@@ -72,6 +72,7 @@ from margin_solver.validation import (
     check_positive,
     check_tokens,
 )
+from margin_solver.progress import verbose_switch
 
 __all__ = [
     "BOUND_METHODS",
@@ -174,6 +175,7 @@ def first_step_margins(H: np.ndarray, y: np.ndarray, T: int) -> np.ndarray:
     return y[:, None] * values
 
 
+@verbose_switch
 def global_lower_bound(
     X,
     y,

@@ -216,8 +216,8 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
         solver = _SOLVERS[self.method]
         options = {name: getattr(self, param) for param, name in _SOLVER_KEYWORDS[self.method].items()}
         options.update(_solver_options(solver, self.solver_options, set(options)))
+        options["verbose"] = bool(self.verbose)
         if self.method == "min-norm":
-            options.setdefault("progress", bool(self.verbose))
             R = self.R if self.R is not None else _default_radius(X)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
@@ -229,7 +229,7 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
                 return gradient_descent(X, y, schedule="constant", steps=FALLBACK_GD_STEPS, R=R,
-                                        seed=seed), reason
+                                        seed=seed, verbose=options["verbose"]), reason
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
             return gradient_descent(X, y, seed=seed, **options), None
@@ -333,7 +333,7 @@ def _solver_options(solver: Any, options: dict[str, Any] | None, fixed: set[str]
 
     options = dict(options or {})
     params = inspect.signature(solver).parameters
-    fixed = fixed | {"X", "y", "R", "seed"}
+    fixed = fixed | {"X", "y", "R", "seed", "verbose"}
     unknown = sorted(k for k in options if k not in params or k in fixed)
     if unknown:
         allowed = sorted(k for k in params if k not in fixed)

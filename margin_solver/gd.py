@@ -69,6 +69,7 @@ from margin_solver.validation import (
     check_radius,
     check_seed,
 )
+from margin_solver.progress import verbose_switch
 
 __all__ = [
     "FIRST_STEP_SCALE",
@@ -356,6 +357,7 @@ class _KernelGDState:
         return W @ self.basis
 
 
+@verbose_switch
 def gradient_descent(
     X: Any,
     y: Any = None,

@@ -107,6 +107,7 @@ from margin_solver.validation import (
     check_tokens,
     check_vector,
 )
+from margin_solver.progress import verbose_switch
 
 __all__ = ["DEFAULT_GAP_TOL", "FEAS_TOL", "FORMS", "MinNormResult", "solve_min_norm"]
 
@@ -270,6 +271,7 @@ class MinNormResult(ResultMixin):
         return self.min_margin / self.norm if self.norm > 0 else math.nan
 
 
+@verbose_switch
 def solve_min_norm(
     X: Any,
     y: Any = None,
