@@ -254,7 +254,7 @@ def global_lower_bound(
                                  gap_tol=gap_tol)
     if not result.success:
         warnings.warn(f"global_lower_bound returned status {result.status!r}: {result.message}",
-                      ConvergenceWarning, stacklevel=2)
+                      ConvergenceWarning, stacklevel=3)  # 3: past the verbose_switch wrapper
     return result
 
 

@@ -570,7 +570,7 @@ def gradient_descent(
         logger.info("gradient_descent: %s", message)
     else:
         warnings.warn(
-            f"gradient_descent ended with status {status!r}: {message}", ConvergenceWarning, stacklevel=2
+            f"gradient_descent ended with status {status!r}: {message}", ConvergenceWarning, stacklevel=3  # 3: past verbose_switch
         )
     return GDResult(
         v=v,

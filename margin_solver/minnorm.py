@@ -515,7 +515,7 @@ def _warn(result: MinNormResult) -> MinNormResult:
     """Warn (at solve_min_norm's caller) when the status is a failure."""
     if not result.success:
         warnings.warn(f"solve_min_norm returned status {result.status!r}: {result.message}",
-                      ConvergenceWarning, stacklevel=3)
+                      ConvergenceWarning, stacklevel=4)  # 4: past the verbose_switch wrapper
     return result
 
 

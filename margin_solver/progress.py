@@ -71,6 +71,9 @@ def verbose_switch(func: Callable[..., Any]) -> Callable[..., Any]:
     ``margin_solver`` logger's INFO lines, with the call's duration at the end, to stderr for
     the length of the call (to the caller's own handlers when logging is configured).
     ``verbose=False`` (the default) changes nothing.
+
+    The wrapper is one more frame between the caller and the function: a warning the function
+    issues at its caller's line needs ``stacklevel`` one higher than without it.
     """
     signature = inspect.signature(func)
     has_bars = "progress" in signature.parameters

@@ -62,3 +62,18 @@ def test_cli_accepts_v_after_the_verb(tmp_path):
     quiet = subprocess.run([sys.executable, "-m", "margin_solver", "gd", str(path)],
                            capture_output=True, text=True)
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_failure_warnings_still_point_at_the_callers_line():
+    import numpy as np
+    import warnings
+
+    X = np.ones((4, 2, 3))  # identical samples, opposite labels
+    y = np.array([1.0, -1.0, 1.0, -1.0])
+    for call in (lambda: margin_solver.gradient_descent(X, y, beta0=1e300, beta1=1e300),
+                 lambda: margin_solver.solve_min_norm(X, y, 1.0)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        mine = [w for w in caught if "status" in str(w.message)]
+        assert mine and all(w.filename == __file__ for w in mine), [(w.filename, str(w.message)[:60]) for w in caught]
