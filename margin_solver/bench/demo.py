@@ -187,7 +187,8 @@ def summary_table(settings: dict[str, dict[str, Any]]) -> str:
 
 def format_report(report: dict[str, Any]) -> str:
     """Readable text of the whole demo report."""
-    parts = ["margin_solver demo: benign vs harmful overfitting in single-head attention", ""]
+    parts = ["margin_solver demo: benign vs harmful overfitting in single-head attention",
+             "(every term printed below is defined in docs/usage.md, \"Terms in the output\")", ""]
     for name, rep in report["settings"].items():
         parts += [format_setting(name, rep), ""]
     parts += [
