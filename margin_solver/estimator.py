@@ -243,15 +243,14 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
                 if len(y) != len(Xc):
                     raise ValueError(f"X has {len(Xc)} samples but y has {len(y)} labels.")
             if reset:
-                self.n_features_in_, self.n_tokens_ = Xc.shape[2], Xc.shape[1]
+                self.n_features_in_, self.n_tokens_, self._two_d = Xc.shape[2], Xc.shape[1], False
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
-            elif Xc.shape[2] != self.n_features_in_ or getattr(self, "_two_d", False):
+            elif Xc.shape[2] != self.n_features_in_ or self._two_d:
                 raise InvalidInputError(
                     f"X has tokens of {Xc.shape[2]} features but {type(self).__name__} was "
                     f"fitted on {self._fitted_shape()}."
                 )
-            self._two_d = False if reset else self._two_d
         else:
             if y is None:
                 X2 = validate_data(self, X, reset=reset, dtype=np.float64)

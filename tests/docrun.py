@@ -85,6 +85,37 @@ def run_python(code: str, namespace: dict, where: str) -> str:
     return buffer.getvalue()
 
 
+# ``margin-solver ARGS`` alone, optionally with ``> /dev/null`` and ``; echo "exit $?"``: run
+# in this process (the same ``main`` the script calls), sparing an interpreter start per command.
+_SIMPLE = re.compile(r'^margin-solver ([^|;&<>$`"\'\\]*?)( > /dev/null)?(; echo "exit \$\?")?$')
+
+
+def run_command(command: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Run one documented command: a plain ``margin-solver`` call in this process (from
+    ``cwd``), anything else in bash (:func:`run_shell`)."""
+    match = _SIMPLE.match(command)
+    if not match:
+        return run_shell(command, cwd)
+    from margin_solver.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(match.group(1).split())
+            except SystemExit as exc:  # argparse's usage errors and --help
+                status = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.chdir(here)
+    stdout = "" if match.group(2) else out.getvalue()
+    if match.group(3):
+        stdout += f"exit {status}\n"
+        status = 0
+    return subprocess.CompletedProcess(command, status, stdout, err.getvalue())
+
+
 def run_shell(command: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run one documented command in bash, with this interpreter's ``margin-solver`` first on
     PATH (a command ending in ``&`` runs in the background and is waited for by bash)."""

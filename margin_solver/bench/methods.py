@@ -158,7 +158,7 @@ def min_norm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
         "status": res.status,
         "message": res.message,
         "R": R,
-        "iterations": res.n_iter,
+        "iterations": res.nit,
         "lower_bound": res.lower_bound,
         "gap": res.gap,
     }
