@@ -177,15 +177,15 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         Xc, yc = self._tokens(X, y, reset=True)
-        check_classification_targets(yc)
-        kind = type_of_target(yc)
+        _wrapped(check_classification_targets, yc)
+        kind = _wrapped(type_of_target, yc)
         if kind != "binary":
-            raise ValueError(
+            raise InvalidInputError(
                 f"Only binary classification is supported. The type of the target is {kind}."
             )
         self.classes_, encoded = np.unique(yc, return_inverse=True)
         if len(self.classes_) != 2:
-            raise ValueError(
+            raise InvalidInputError(
                 f"{type(self).__name__} is a binary classifier: y must hold exactly 2 classes, "
                 f"got {len(self.classes_)} class(es) {self.classes_[:5].tolist()}."
             )
@@ -235,33 +235,40 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
             return gradient_descent(X, y, seed=seed, **options), None
 
     def _tokens(self, X: Any, y: Any = None, *, reset: bool) -> Any:
-        """``X`` as float64 tokens (n, T, d) (and ``y`` as a 1-D array when given)."""
-        if (X if isinstance(X, np.ndarray) else np.asarray(X)).ndim == 3:
+        """``X`` as float64 tokens (n, T, d) (and ``y`` as a 1-D array when given).
+
+        2-D (and 1-D, sparse) input goes through scikit-learn's ``validate_data`` (feature
+        names, ``n_features_in_``, its messages); anything else through the package's token
+        check. Data errors are :class:`InvalidInputError` (a ValueError) either way.
+        """
+        n_y, n_x = _length(y), _length(X)
+        if y is not None and None not in (n_y, n_x) and n_y != n_x:
+            raise InvalidInputError(f"y has {n_y} labels but X has {n_x} samples.")
+        if not _tabular(X):
             Xc = check_tokens(X)
             if y is not None:
-                y = column_or_1d(y, warn=True)
-                if len(y) != len(Xc):
-                    raise ValueError(f"X has {len(Xc)} samples but y has {len(y)} labels.")
+                y = _wrapped(column_or_1d, y, warn=True)
             if reset:
                 self.n_features_in_, self.n_tokens_, self._two_d = Xc.shape[2], Xc.shape[1], False
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
             elif Xc.shape[2] != self.n_features_in_ or self._two_d:
                 raise InvalidInputError(
-                    f"X has tokens of {Xc.shape[2]} features but {type(self).__name__} was "
-                    f"fitted on {self._fitted_shape()}."
+                    f"X has shape {Xc.shape} but {type(self).__name__} was fitted on "
+                    f"{self._fitted_shape()}."
                 )
         else:
             if y is None:
-                X2 = validate_data(self, X, reset=reset, dtype=np.float64)
+                X2 = _wrapped(validate_data, self, X, reset=reset, dtype=np.float64)
             else:
-                X2, y = validate_data(self, X, y, reset=reset, dtype=np.float64)
+                X2, y = _wrapped(validate_data, self, X, y, reset=reset, dtype=np.float64)
             if reset:
                 self.n_tokens_ = self._check_n_tokens(X2.shape[1])
                 self._two_d = True
             elif not self._two_d:
                 raise InvalidInputError(
-                    f"X is 2-D but {type(self).__name__} was fitted on {self._fitted_shape()}."
+                    f"X has shape {X2.shape} (2-D) but {type(self).__name__} was fitted on "
+                    f"{self._fitted_shape()}."
                 )
             Xc = X2.reshape(X2.shape[0], self.n_tokens_, -1)
         check_magnitude(Xc, "X")
@@ -293,6 +300,14 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
         positive = self.decision_function(X) >= 0  # first: raises NotFittedError before fit
         return self.classes_[positive.astype(int)]
 
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Accuracy of :meth:`predict` against ``y`` (scikit-learn's ``ClassifierMixin.score``;
+        bad ``y`` raises :class:`InvalidInputError`)."""
+        y = _wrapped(column_or_1d, y)
+        if None not in (_length(X), len(y)) and len(y) != _length(X):
+            raise InvalidInputError(f"y has {len(y)} labels but X has {_length(X)} samples.")
+        return float(_wrapped(super().score, X, y, sample_weight=sample_weight))
+
     def predict_proba(self, X: Any) -> np.ndarray:
         """``[1 - s, s]`` with ``s = 1 / (1 + exp(-f))`` per sample (columns as ``classes_``;
         see Notes: scores, not calibrated probabilities)."""
@@ -307,6 +322,34 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         f = self.decision_function(X)
         return np.column_stack([log_expit(-f), log_expit(f)])
+
+
+def _tabular(X: Any) -> bool:
+    """True for input scikit-learn validates: 1-D or 2-D arrays, sparse matrices, frames."""
+    if hasattr(X, "tocsr") or hasattr(X, "columns"):
+        return True
+    try:
+        return (X if isinstance(X, np.ndarray) else np.asarray(X)).ndim in (1, 2)
+    except (TypeError, ValueError):  # ragged: the token check names the problem
+        return False
+
+
+def _length(X: Any) -> int | None:
+    """Samples in ``X`` (or labels in ``y``); None when it has no length."""
+    try:
+        return int(X.shape[0]) if hasattr(X, "shape") else len(X)
+    except (TypeError, IndexError):
+        return None
+
+
+def _wrapped(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)`` with scikit-learn's ValueErrors as InvalidInputError (same message)."""
+    try:
+        return func(*args, **kwargs)
+    except InvalidInputError:
+        raise
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
 
 
 def _seed(random_state: Any) -> Any:

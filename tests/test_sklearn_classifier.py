@@ -141,3 +141,17 @@ def test_generators_are_accepted_as_seeds_across_the_library():
     m1 = solve_min_norm(a, R=1.0, n_random_starts=1, seed=np.random.default_rng(3), search_starts=0)
     m2 = solve_min_norm(a, R=1.0, n_random_starts=1, seed=np.random.default_rng(3), search_starts=0)
     assert m1.start_norms == m2.start_norms
+
+
+def test_scikit_learn_is_loaded_only_by_the_classifier():
+    import subprocess
+    import sys
+
+    code = ("import sys, margin_solver\n"
+            "d = margin_solver.PaperDistribution(d=40, snr=0.5).sample(6, seed=0)\n"
+            "margin_solver.solve_min_norm(d, R=1.0, search_starts=0)\n"
+            "print('sklearn' in sys.modules)\n"
+            "margin_solver.SingleHeadAttentionClassifier\n"
+            "print('sklearn' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
