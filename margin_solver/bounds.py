@@ -76,6 +76,7 @@ from margin_solver.validation import (
     check_positive,
     check_tokens,
 )
+from margin_solver.progress import verbose_switch
 
 __all__ = [
     "BOUND_METHODS",
@@ -178,6 +179,7 @@ def first_step_margins(H: np.ndarray, y: np.ndarray, T: int) -> np.ndarray:
     return y[:, None] * values
 
 
+@verbose_switch
 def global_lower_bound(
     X,
     y,
@@ -256,7 +258,7 @@ def global_lower_bound(
                                  gap_tol=gap_tol)
     if not result.success:
         warnings.warn(f"global_lower_bound returned status {result.status!r}: {result.message}",
-                      ConvergenceWarning, stacklevel=2)
+                      ConvergenceWarning, stacklevel=3)  # 3: past the verbose_switch wrapper
     return result
 
 

@@ -1,28 +1,37 @@
-"""A scikit-learn-style classifier around the min-norm solver and gradient descent.
+"""A scikit-learn classifier around the min-norm solver and gradient descent.
 
-scikit-learn is not a dependency: :class:`SingleHeadAttentionClassifier` follows its
-conventions by hand (``__init__`` stores arguments, ``fit`` validates and returns ``self``,
-fitted attributes end in ``_``, ``get_params``/``set_params`` from the ``__init__``
-signature) so :func:`sklearn.base.clone` and :func:`sklearn.model_selection.cross_val_score`
-work when scikit-learn is installed.
+:class:`SingleHeadAttentionClassifier` subclasses scikit-learn's ``BaseEstimator`` and
+``ClassifierMixin``, so parameters, cloning, ``Pipeline``, ``GridSearchCV``, tags and the
+HTML repr are scikit-learn's own rather than a copy of them. scikit-learn is therefore needed
+by this module only (the extra ``margin-solver[sklearn]``); ``import margin_solver`` and the
+solvers do not load it (the package resolves this class on first use).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.exceptions import ConvergenceWarning, NotFittedError
+    from sklearn.utils.multiclass import check_classification_targets, type_of_target
+    from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+except ImportError as exc:  # pragma: no cover -- the test extra installs scikit-learn
+    raise ImportError(
+        "SingleHeadAttentionClassifier needs scikit-learn >= 1.6: "
+        "pip install 'margin-solver[sklearn]'. The solvers (solve_min_norm, "
+        "gradient_descent) work without it."
+    ) from exc
+
 from margin_solver.gd import gradient_descent, token_scale
 from margin_solver.kernel import multihead_outputs, outputs
-from margin_solver.minnorm import solve_min_norm
 from margin_solver.multihead import solve_min_norm_heads
-from margin_solver.results import NO_FEASIBLE_POINT_FOUND, ConvergenceWarning
-from margin_solver.validation import InvalidInputError, check_labels, check_magnitude, check_tokens
+from margin_solver.results import ConvergenceWarning as SolverConvergenceWarning
+from margin_solver.validation import InvalidInputError, check_magnitude, check_tokens
 
 __all__ = ["FIT_METHODS", "NotFittedError", "SingleHeadAttentionClassifier"]
 
@@ -31,18 +40,23 @@ FIT_METHODS = ("min-norm", "gd")
 #: Default ``R`` of min-norm is this over ``nu`` (root mean squared token norm): scores
 #: ``<x, p>`` then reach about 10, close to hard token selection.
 DEFAULT_SCORE_RANGE = 10.0
+#: Steps of the gradient-descent fit that stands in when min-norm finds no interpolator.
+FALLBACK_GD_STEPS = 500
+
+#: Keyword arguments each solver receives from the classifier's own parameters (parameter
+#: name -> solver keyword); every other solver keyword goes through ``solver_options``.
+#: A new constructor parameter that a solver takes is one entry here.
+_SOLVER_KEYWORDS = {
+    "gd": {"schedule": "schedule", "steps": "steps", "step_size": "step_size",
+           "weight_decay": "weight_decay", "R": "R", "heads": "heads"},
+    "min-norm": {"heads": "heads"},
+}
+# solve_min_norm_heads is solve_min_norm itself for one head
+_SOLVERS = {"gd": gradient_descent, "min-norm": solve_min_norm_heads}
 
 
-class NotFittedError(ValueError, AttributeError):
-    """Raised when ``predict``/``decision_function``/``score`` runs before ``fit``.
-
-    Like scikit-learn's exception of the same name it subclasses both ValueError and
-    AttributeError.
-    """
-
-
-class SingleHeadAttentionClassifier:
-    """Binary classifier ``sign(v^T X^T softmax(X p))`` fitted by min-norm or by GD.
+class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
+    """Binary classifier ``f(X) = v^T X^T softmax(X p)`` fitted by min-norm or by GD.
 
     Parameters
     ----------
@@ -50,6 +64,11 @@ class SingleHeadAttentionClassifier:
         ``"min-norm"`` calls :func:`margin_solver.minnorm.solve_min_norm` (the
         min-norm interpolator with ``||p|| <= R``); ``"gd"`` calls
         :func:`margin_solver.gd.gradient_descent`.
+    n_tokens : int, optional
+        Tokens per sample of 2-D input: a row of ``T * d`` numbers is read as ``T`` tokens of
+        ``d`` (``X.reshape(n, T, d)``), so that ``StandardScaler`` and other transformers
+        can come first in a ``Pipeline``. Without it a 2-D row is one token (the model is then
+        linear, ``v^T x``). 3-D input ``(n, T, d)`` is read as it is.
     R : float, optional
         Norm cap on ``p``. For ``"min-norm"`` it defaults to ``10 / nu`` (``nu^2`` the mean
         squared training token norm), so attention scores reach about 10; GD has no cap
@@ -62,11 +81,16 @@ class SingleHeadAttentionClassifier:
         GD step of the ``"constant"``/``"normalized"`` schedules.
     weight_decay : float, default=0.0
         GD weight decay.
-    random_state : int, optional
-        Seed of GD's random initialisation (with ``solver_options={"init": "random"}``).
+    random_state : int, numpy Generator, RandomState or SeedSequence, optional
+        Seeds every random choice: min-norm's random starts and search, GD's random
+        initialisation (``solver_options={"init": "random"}``), and the GD fit that stands in
+        for a failed min-norm fit. None: fresh randomness at every fit (scikit-learn's
+        convention).
     solver_options : dict, optional
-        Extra keyword arguments passed through to the solver (for ``"min-norm"``, the
-        options of ``solve_min_norm``, e.g. its restarts and seed).
+        Extra keyword arguments of the solver (e.g. ``{"n_random_starts": 4}`` for
+        min-norm, ``{"init": "random"}`` for GD).
+    verbose : bool, default=False
+        The solver's progress: bars when stderr is a terminal, else log lines.
     heads : int, default=1
         Attention heads H of ``f(X) = sum_h v_h^T X^T softmax(X p_h)``; for H > 1 the
         min-norm fit is :func:`margin_solver.multihead.solve_min_norm_heads` (never
@@ -76,13 +100,32 @@ class SingleHeadAttentionClassifier:
 
     Attributes
     ----------
-    v_, p_ : ndarray of shape (n_features,)
+    classes_ : ndarray of shape (2,)
+        The two labels seen in ``fit``, sorted; ``classes_[1]`` is the positive class
+        (``f > 0``).
+    v_, p_ : ndarray of shape (d,)
         Fitted value head and attention vector.
-    result_ : object
-        The solver's full result (GDResult or the min-norm result).
-    classes_ : ndarray, ``[-1, 1]``
+    result_ : MinNormResult or GDResult
+        The solver's full result (of the stand-in GD fit when min-norm failed).
     n_features_in_ : int
-        Token dimension seen in ``fit``.
+        Columns of 2-D input (``T * d``), or the token dimension ``d`` of 3-D input.
+    n_tokens_ : int
+        Tokens per sample ``T``.
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame given to ``fit`` (only then).
+
+    Notes
+    -----
+    ``predict_proba`` is the logistic link of the model output,
+    ``P(classes_[1] | X) = 1 / (1 + exp(-f(X)))``: the link of the logistic loss gradient
+    descent minimises. The min-norm interpolator is not fitted to probabilities, and any
+    interpolator's outputs can be scaled up without changing a prediction, so read these
+    as scores (they are not calibrated).
+
+    A min-norm fit that finds no interpolator (infeasible data, or no start found a feasible
+    point) warns with scikit-learn's ``ConvergenceWarning`` and keeps the gradient-descent
+    fit of ``FALLBACK_GD_STEPS`` constant steps instead (``fallback_`` holds the reason), so
+    that cross-validation goes on with a usable model.
 
     Examples
     --------
@@ -96,150 +139,237 @@ class SingleHeadAttentionClassifier:
     def __init__(
         self,
         method: str = "min-norm",
+        *,
+        n_tokens: int | None = None,
         R: float | None = None,
         schedule: str = "two-step",
         steps: int | None = None,
         step_size: float | None = None,
         weight_decay: float = 0.0,
-        random_state: int | None = None,
+        random_state: Any = None,
         solver_options: dict[str, Any] | None = None,
+        verbose: bool = False,
         heads: int = 1,
     ):
-        self.method = method
-        self.R = R
-        self.schedule = schedule
-        self.steps = steps
-        self.step_size = step_size
-        self.weight_decay = weight_decay
-        self.random_state = random_state
-        self.solver_options = solver_options
-        self.heads = heads
-
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self"]
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """Constructor arguments as a dict (``deep`` is accepted for scikit-learn; no nesting)."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params: Any) -> SingleHeadAttentionClassifier:
-        """Set constructor arguments; unknown names raise :class:`InvalidInputError`."""
-        valid = set(self._param_names())
-        for name, value in params.items():
-            if name not in valid:
-                raise InvalidInputError(
-                    f"Invalid parameter {name!r} for {type(self).__name__}; valid: {sorted(valid)}."
-                )
-            setattr(self, name, value)
-        return self
+        # scikit-learn's contract: store every argument unchanged, validate in fit.
+        for name, value in locals().items():
+            if name not in ("self", "__class__"):
+                setattr(self, name, value)
 
     def __sklearn_tags__(self) -> Any:
-        """Estimator tags for scikit-learn >= 1.6 (only scikit-learn calls this)."""
-        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
-
-        return Tags(
-            estimator_type="classifier",
-            target_tags=TargetTags(required=True),
-            classifier_tags=ClassifierTags(multi_class=False),
-            input_tags=InputTags(two_d_array=False, three_d_array=True),
-        )
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.classifier_tags.multi_class = False
+        return tags
 
     def fit(self, X: Any, y: Any) -> SingleHeadAttentionClassifier:
-        """Fit on tokens ``X`` of shape (n_samples, n_tokens, n_features) and labels in {-1, +1}.
+        """Fit on ``X`` (2-D ``(n, T*d)`` with ``n_tokens=T``, or 3-D ``(n, T, d)``) and ``y``
+        (any two labels).
 
         Raises
         ------
         InvalidInputError
-            Bad shapes or labels, an unknown ``method``, or (min-norm) no interpolator
-            exists with ``||p|| <= R``.
+            Bad shapes, non-finite values, an unknown ``method`` or solver option.
+        ValueError
+            ``y`` does not hold exactly two classes.
 
         Warns
         -----
         ConvergenceWarning
-            The solver's status has ``success`` False (GD diverged, or its two steps did not
-            fit the training set; the last finite iterate is kept). scikit-learn's
-            ``sklearn.exceptions.ConvergenceWarning`` when scikit-learn is importable (so
-            scikit-learn's tools filter it as usual), else
-            :class:`margin_solver.results.ConvergenceWarning`; the solver's own warning is
-            not repeated.
+            scikit-learn's: the solver's status has ``success`` False (GD diverged or did not
+            fit; the last finite iterate is kept), or min-norm found no interpolator and the
+            GD fallback was used. The solvers' own warnings are not repeated.
         """
         if self.method not in FIT_METHODS:
             raise InvalidInputError(f"method must be one of {FIT_METHODS}, got {self.method!r}.")
-        Xc = check_magnitude(check_tokens(X), "X")
-        yc = check_labels(y, Xc.shape[0])
-        solver = gradient_descent if self.method == "gd" else solve_min_norm
-        options = _solver_options(solver, self.solver_options)
-        R = None if self.method == "gd" else (self.R if self.R is not None else _default_radius(Xc))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)  # re-emitted below, once
-            if self.method == "gd":
-                result = gradient_descent(
-                    Xc, yc, schedule=self.schedule, steps=self.steps, step_size=self.step_size,
-                    weight_decay=self.weight_decay, R=self.R, seed=self.random_state,
-                    heads=self.heads, **options,
-                )
-            elif self.heads != 1:
-                result = solve_min_norm_heads(Xc, yc, R, heads=self.heads, **options)
-            else:
-                result = solve_min_norm(Xc, yc, R, **options)
-        if self.method != "gd" and (result.v is None or result.status == NO_FEASIBLE_POINT_FOUND):
-            # v may be a best attempt that does not interpolate: no model to keep
-            raise InvalidInputError(f"No interpolator with ||p|| <= {R:.4g}: {result.message}")
-        if not result.success:
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+        Xc, yc = self._tokens(X, y, reset=True)
+        _wrapped(check_classification_targets, yc)
+        kind = _wrapped(type_of_target, yc)
+        if kind != "binary":
+            raise InvalidInputError(
+                f"Only binary classification is supported. The type of the target is {kind}."
+            )
+        self.classes_, encoded = np.unique(yc, return_inverse=True)
+        if len(self.classes_) != 2:
+            raise InvalidInputError(
+                f"{type(self).__name__} is a binary classifier: y must hold exactly 2 classes, "
+                f"got {len(self.classes_)} class(es) {self.classes_[:5].tolist()}."
+            )
+        signs = np.where(encoded == 1, 1.0, -1.0)
+        seed = _seed(self.random_state)
+        result, self.fallback_ = self._solve(Xc, signs, seed)
+        if self.fallback_ is not None:
+            warnings.warn(
+                f"{self.fallback_}; fitted {FALLBACK_GD_STEPS} steps of gradient descent "
+                f"(constant schedule) instead, which ended with status {result.status!r}: "
+                f"{result.message}",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        elif not result.success:
             warnings.warn(
                 f"{self.method} ended with status {result.status!r}: {result.message}",
-                _failure_warning(),
+                ConvergenceWarning,
                 stacklevel=2,
             )
         self.result_ = result
         self.v_ = np.asarray(result.v, dtype=np.float64)
         self.p_ = np.asarray(result.p, dtype=np.float64)
-        self.classes_ = np.array([-1, 1])
-        self.n_features_in_ = Xc.shape[2]
         return self
 
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Model outputs ``f(X_i; v_, p_)``, shape (n_samples,)."""
-        if not hasattr(self, "v_"):
-            raise NotFittedError(
-                f"This {type(self).__name__} instance is not fitted yet; call fit(X, y) first."
-            )
-        Xc = check_tokens(X)
-        if Xc.shape[2] != self.n_features_in_:
+    def _solve(self, X: np.ndarray, y: np.ndarray, seed: Any) -> tuple[Any, str | None]:
+        """The solver's result, or the GD stand-in's with the reason min-norm failed."""
+        solver = _SOLVERS[self.method]
+        options = {name: getattr(self, param) for param, name in _SOLVER_KEYWORDS[self.method].items()}
+        options.update(_solver_options(solver, self.solver_options, set(options)))
+        options["verbose"] = bool(self.verbose)
+        if self.method == "min-norm":
+            R = self.R if self.R is not None else _default_radius(X)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
+                result = solve_min_norm_heads(X, y, R, seed=seed, **options)
+            if result.solution_present:
+                return result, None
+            reason = (f"min-norm found no interpolator with ||p|| <= {R:.4g} ({result.status}: "
+                      f"{result.message})")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
+                return gradient_descent(X, y, schedule="constant", steps=FALLBACK_GD_STEPS, R=R,
+                                        seed=seed, heads=self.heads,
+                                        verbose=options["verbose"]), reason
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
+            return gradient_descent(X, y, seed=seed, **options), None
+
+    def _tokens(self, X: Any, y: Any = None, *, reset: bool) -> Any:
+        """``X`` as float64 tokens (n, T, d) (and ``y`` as a 1-D array when given).
+
+        2-D (and 1-D, sparse) input goes through scikit-learn's ``validate_data`` (feature
+        names, ``n_features_in_``, its messages); anything else through the package's token
+        check. Data errors are :class:`InvalidInputError` (a ValueError) either way.
+        """
+        n_y, n_x = _length(y), _length(X)
+        if y is not None and None not in (n_y, n_x) and n_y != n_x:
+            raise InvalidInputError(f"y has {n_y} labels but X has {n_x} samples.")
+        if not _tabular(X):
+            Xc = check_tokens(X)
+            if y is not None:
+                y = _wrapped(column_or_1d, y, warn=True)
+            if reset:
+                self.n_features_in_, self.n_tokens_, self._two_d = Xc.shape[2], Xc.shape[1], False
+                if hasattr(self, "feature_names_in_"):
+                    del self.feature_names_in_
+            elif Xc.shape[2] != self.n_features_in_ or self._two_d:
+                raise InvalidInputError(
+                    f"X has shape {Xc.shape} but {type(self).__name__} was fitted on "
+                    f"{self._fitted_shape()}."
+                )
+        else:
+            if y is None:
+                X2 = _wrapped(validate_data, self, X, reset=reset, dtype=np.float64)
+            else:
+                X2, y = _wrapped(validate_data, self, X, y, reset=reset, dtype=np.float64)
+            if reset:
+                self.n_tokens_ = self._check_n_tokens(X2.shape[1])
+                self._two_d = True
+            elif not self._two_d:
+                raise InvalidInputError(
+                    f"X has shape {X2.shape} (2-D) but {type(self).__name__} was fitted on "
+                    f"{self._fitted_shape()}."
+                )
+            Xc = X2.reshape(X2.shape[0], self.n_tokens_, -1)
+        check_magnitude(Xc, "X")
+        return (Xc, y) if y is not None else Xc
+
+    def _check_n_tokens(self, columns: int) -> int:
+        T = 1 if self.n_tokens is None else self.n_tokens
+        if not isinstance(T, (int, np.integer)) or isinstance(T, bool) or T < 1:
+            raise InvalidInputError(f"n_tokens must be a positive integer, got {self.n_tokens!r}.")
+        if columns % T:
             raise InvalidInputError(
-                f"X has {Xc.shape[2]} features per token but the classifier was fitted with "
-                f"{self.n_features_in_}."
+                f"X has {columns} columns, not a multiple of n_tokens={T}: a 2-D row must hold "
+                "n_tokens tokens of equal dimension."
             )
+        return int(T)
+
+    def _fitted_shape(self) -> str:
+        if self._two_d:
+            return f"2-D X of {self.n_features_in_} columns ({self.n_tokens_} tokens)"
+        return f"3-D X of {self.n_tokens_}-token samples with {self.n_features_in_} features each"
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Model outputs ``f(X_i; v_, p_)``, shape (n_samples,): positive for ``classes_[1]``."""
+        check_is_fitted(self)
+        X = self._tokens(X, reset=False)
         if self.v_.ndim == 2:  # H heads
-            return multihead_outputs(Xc, self.v_, self.p_)
-        return outputs(Xc, self.v_, self.p_)
+            return multihead_outputs(X, self.v_, self.p_)
+        return outputs(X, self.v_, self.p_)
 
     def predict(self, X: Any) -> np.ndarray:
-        """Labels in {-1, +1} (an output of exactly 0 maps to +1), shape (n_samples,)."""
-        return np.where(self.decision_function(X) >= 0, 1, -1)
+        """``classes_[1]`` where ``f >= 0`` (an output of exactly 0 included), else ``classes_[0]``."""
+        positive = self.decision_function(X) >= 0  # first: raises NotFittedError before fit
+        return self.classes_[positive.astype(int)]
 
-    def score(self, X: Any, y: Any) -> float:
-        """Accuracy of :meth:`predict` against ``y``."""
-        pred = self.predict(X)
-        return float(np.mean(pred == check_labels(y, pred.shape[0])))
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Accuracy of :meth:`predict` against ``y`` (scikit-learn's ``ClassifierMixin.score``;
+        bad ``y`` raises :class:`InvalidInputError`)."""
+        y = _wrapped(column_or_1d, y)
+        if None not in (_length(X), len(y)) and len(y) != _length(X):
+            raise InvalidInputError(f"y has {len(y)} labels but X has {_length(X)} samples.")
+        return float(_wrapped(super().score, X, y, sample_weight=sample_weight))
 
-    def __repr__(self) -> str:
-        defaults = {
-            name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()
-        }
-        shown = [f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults.get(k)]
-        return f"{type(self).__name__}({', '.join(shown)})"
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """``[1 - s, s]`` with ``s = 1 / (1 + exp(-f))`` per sample (columns as ``classes_``;
+        see Notes: scores, not calibrated probabilities)."""
+        from scipy.special import expit
+
+        f = self.decision_function(X)
+        return np.column_stack([expit(-f), expit(f)])  # 1 - s without cancellation
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`, computed stably (``log_expit``)."""
+        from scipy.special import log_expit
+
+        f = self.decision_function(X)
+        return np.column_stack([log_expit(-f), log_expit(f)])
 
 
-def _failure_warning() -> type[Warning]:
-    """scikit-learn's ConvergenceWarning when scikit-learn is importable (not a dependency)."""
+def _tabular(X: Any) -> bool:
+    """True for input scikit-learn validates: 1-D or 2-D arrays, sparse matrices, frames."""
+    if hasattr(X, "tocsr") or hasattr(X, "columns"):
+        return True
     try:
-        from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
-    except ImportError:
-        return ConvergenceWarning
-    return SklearnConvergenceWarning
+        return (X if isinstance(X, np.ndarray) else np.asarray(X)).ndim in (1, 2)
+    except (TypeError, ValueError):  # ragged: the token check names the problem
+        return False
+
+
+def _length(X: Any) -> int | None:
+    """Samples in ``X`` (or labels in ``y``); None when it has no length."""
+    try:
+        return int(X.shape[0]) if hasattr(X, "shape") else len(X)
+    except (TypeError, IndexError):
+        return None
+
+
+def _wrapped(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)`` with scikit-learn's ValueErrors as InvalidInputError (same message)."""
+    try:
+        return func(*args, **kwargs)
+    except InvalidInputError:
+        raise
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
+
+
+def _seed(random_state: Any) -> Any:
+    """``random_state`` as a seed the solvers accept: a RandomState gives an integer drawn from
+    it (scikit-learn's habit); None, integers, SeedSequences and Generators pass through."""
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(np.iinfo(np.int32).max))
+    return random_state
 
 
 def _default_radius(X: np.ndarray) -> float:
@@ -250,11 +380,14 @@ def _default_radius(X: np.ndarray) -> float:
     return DEFAULT_SCORE_RANGE / math.sqrt(nu2)
 
 
-def _solver_options(solver: Callable[..., Any], options: dict[str, Any] | None) -> dict[str, Any]:
-    """``options`` as keyword arguments of ``solver``; unknown or fixed names raise."""
+def _solver_options(solver: Any, options: dict[str, Any] | None, fixed: set[str]) -> dict[str, Any]:
+    """``options`` as keyword arguments of ``solver``; unknown names, and names the
+    classifier's own parameters set, raise."""
+    import inspect
+
     options = dict(options or {})
     params = inspect.signature(solver).parameters
-    fixed = {"X", "y", "R", "schedule", "steps", "step_size", "weight_decay", "seed", "heads"}
+    fixed = fixed | {"X", "y", "R", "seed", "verbose"}
     unknown = sorted(k for k in options if k not in params or k in fixed)
     if unknown:
         allowed = sorted(k for k in params if k not in fixed)

@@ -60,6 +60,7 @@ from margin_solver.results import (
     ConvergenceWarning,
     ResultMixin,
 )
+from margin_solver.results import Renamed, renamed
 from margin_solver.validation import (
     InvalidInputError,
     check_int,
@@ -69,6 +70,7 @@ from margin_solver.validation import (
     check_radius,
     check_seed,
 )
+from margin_solver.progress import verbose_switch
 
 __all__ = [
     "FIRST_STEP_SCALE",
@@ -121,6 +123,9 @@ TRAJECTORY_COLUMNS = (
 )
 
 
+@renamed(
+    Renamed("margin", "min_margin"), Renamed("norm_p", "p_norm"), Renamed("steps", "nit")
+)
 @dataclass(repr=False)
 class GDResult(ResultMixin):
     """Endpoint and trajectory of :func:`gradient_descent`.
@@ -148,22 +153,22 @@ class GDResult(ResultMixin):
     step_sizes : list of float
         ``[beta0, beta1]`` for ``"two-step"``, ``[step]`` otherwise: the sizes taken, after
         any halving of a default step (passing them back reproduces the run).
-    steps : int
-        Steps taken.
+    nit : int
+        Steps taken (scipy's name).
     weight_decay : float
     R : float or None
     init : str
     form : {"dense", "kernel"}
     loss : float
         Final mean logistic loss on the training set.
-    margin : float
+    min_margin : float
         Final ``min_i y_i f_i``.
     norm : float
         Final ``||v||``.
-    norm_p : float
+    p_norm : float
         Final ``||p||``.
     normalized_margin : float
-        ``margin / norm``.
+        ``min_margin / norm``.
     attention : ndarray of shape (n_samples, n_tokens)
         Final training attention.
     selected_token : ndarray of shape (n_samples,)
@@ -172,9 +177,12 @@ class GDResult(ResultMixin):
         Seconds spent in the loop (setup, e.g. the Gram matrix, included).
     heads : int
         Number of attention heads H. For H > 1, ``v`` and ``p`` have shape (H, d) (one row
-        per head), ``attention`` shape (H, n, T), ``norm`` and ``norm_p`` are the norms of the
+        per head), ``attention`` shape (H, n, T), ``norm`` and ``p_norm`` are the norms of the
         concatenations ``(v_1, ..., v_H)`` and ``(p_1, ..., p_H)``, ``selected_token`` and the
         attention metrics use the heads' mean attention.
+
+    Deprecated names (one release; docs/usage.md, "Result vocabulary"): ``margin`` (use
+    ``min_margin``), ``norm_p`` (use ``p_norm``), ``steps`` (use ``nit``).
     """
 
     v: np.ndarray
@@ -184,15 +192,15 @@ class GDResult(ResultMixin):
     message: str
     schedule: str
     step_sizes: list[float]
-    steps: int
+    nit: int
     weight_decay: float
     R: float | None
     init: str
     form: str
     loss: float
-    margin: float
+    min_margin: float
     norm: float
-    norm_p: float
+    p_norm: float
     normalized_margin: float
     attention: np.ndarray
     selected_token: np.ndarray
@@ -202,7 +210,7 @@ class GDResult(ResultMixin):
     @property
     def interpolates(self) -> bool:
         """True when every training sample has a positive margin."""
-        return self.margin > 0
+        return self.min_margin > 0
 
 
 def token_scale(X: np.ndarray) -> float:
@@ -415,6 +423,7 @@ def _split_heads(W: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
     return (W[0], W[1]) if heads == 1 else (W[:heads], W[heads:])
 
 
+@verbose_switch
 def gradient_descent(
     X: Any,
     y: Any = None,
@@ -526,7 +535,7 @@ def gradient_descent(
     >>> from margin_solver.data import PaperDistribution
     >>> train = PaperDistribution(d=2000, snr=0.35, eta=0.1).sample(20, seed=0)
     >>> res = gradient_descent(train)
-    >>> res.status, res.steps, bool(res.interpolates)
+    >>> res.status, res.nit, bool(res.interpolates)
     ('completed', 2, True)
     """
     start = time.perf_counter()
@@ -651,7 +660,7 @@ def gradient_descent(
         logger.info("gradient_descent: %s", message)
     else:
         warnings.warn(
-            f"gradient_descent ended with status {status!r}: {message}", ConvergenceWarning, stacklevel=2
+            f"gradient_descent ended with status {status!r}: {message}", ConvergenceWarning, stacklevel=3  # 3: past verbose_switch
         )
     return GDResult(
         v=v,

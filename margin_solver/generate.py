@@ -19,10 +19,12 @@ from margin_solver.data import Dataset, PaperDistribution, SeedLike, _json_defau
 from margin_solver.ondisk import TokenDirWriter
 from margin_solver.ooc import DEFAULT_BLOCK_BYTES
 from margin_solver.validation import InvalidInputError, check_int
+from margin_solver.progress import verbose_switch
 
 __all__ = ["save_on_disk", "write_paper_dataset"]
 
 
+@verbose_switch
 def write_paper_dataset(
     path: str | os.PathLike,
     dist: PaperDistribution,
@@ -79,6 +81,7 @@ def write_paper_dataset(
         return writer.finish(_labels(draw.y, draw.clean_y, draw.signal_index, draw.params))
 
 
+@verbose_switch
 def save_on_disk(data: Dataset, path: str | os.PathLike, *, block: int | None = None) -> Path:
     """Write ``data`` as a dataset directory (tokens in ``X.npy``), ``block`` samples at a time.
 

@@ -9,12 +9,12 @@ import numpy as np
 
 from margin_solver.data import Dataset, SampleStream
 from margin_solver.kernel import multihead_outputs, scores_and_values, softmax
-from margin_solver.results import to_jsonable
+from margin_solver.results import RecordMixin, to_jsonable
 from margin_solver.validation import InvalidInputError, check_vector
 
 
-@dataclass(frozen=True)
-class Metrics:
+@dataclass(frozen=True, repr=False)
+class Metrics(RecordMixin):
     """What a model (v, p) does on one dataset.
 
     Attributes
@@ -44,10 +44,6 @@ class Metrics:
     attn_signal_clean: float | None
     attn_signal_noisy: float | None
     selected_token: np.ndarray
-
-    def to_dict(self) -> dict:
-        """JSON-ready dictionary."""
-        return {k: to_jsonable(v) for k, v in self.__dict__.items()}
 
 
 def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:

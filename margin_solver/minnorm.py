@@ -95,6 +95,7 @@ from margin_solver.results import (
     ConvergenceWarning,
     ResultMixin,
 )
+from margin_solver.results import Renamed, renamed
 from margin_solver.search import search_starts as _search_starts
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
@@ -108,6 +109,7 @@ from margin_solver.validation import (
     check_tokens,
     check_vector,
 )
+from margin_solver.progress import verbose_switch
 
 __all__ = ["DEFAULT_GAP_TOL", "FEAS_TOL", "FORMS", "MinNormResult", "solve_min_norm"]
 
@@ -146,6 +148,10 @@ AUTO_SEARCH_STARTS = 8
 SEARCH_BOUND_NODES = 3000
 
 
+@renamed(
+    Renamed("margin", "normalized_margin", value=lambda r: 1.0 / r.norm),
+    Renamed("n_iter", "nit"),
+)
 @dataclass(repr=False)
 class MinNormResult(ResultMixin):
     """Approximate solution of P_R with its certificate.
@@ -158,8 +164,6 @@ class MinNormResult(ResultMixin):
     norm : float
         ``||v||`` (an upper bound on the optimal value of P_R when ``solution_present``); inf
         when no feasible point is attached.
-    margin : float
-        ``1 / norm``, the margin of the equivalent max-margin problem (``||v|| <= 1``).
     lower_bound : float or None
         The proven lower bound on the optimal value of P_R at this R (``bound.value``, the
         finite-R bound), else None.
@@ -206,8 +210,8 @@ class MinNormResult(ResultMixin):
     start_norms : dict
         Final ``||v||`` of every start run (inf when infeasible there); starts the time
         limit left unrun are missing.
-    n_iter : int
-        Accepted p-steps of the winning start.
+    nit : int
+        Accepted p-steps of the winning start (scipy's name).
     history : dict
         Per iteration of the winning start: ``"norm"`` (``||v*(p)||``) and ``"pg_norm"``
         (projected gradient norm of phi).
@@ -230,12 +234,17 @@ class MinNormResult(ResultMixin):
         True when the descent's v fell short of ``min_margin >= 1 - feas_tol`` in the dense
         recomputation and was rescaled by ``1 / min_margin`` (a feasible point with a
         proportionally larger norm; the message gives both norms).
+    normalized_margin : float
+        ``min_margin / norm`` (property): the geometric margin of the max-margin problem
+        (``||v|| <= 1``), ``1 / norm`` up to ``feas_tol`` when ``solution_present``.
+
+    Deprecated names (one release; docs/usage.md, "Result vocabulary"): ``margin`` (was
+    ``1 / norm``; use ``normalized_margin``), ``n_iter`` (use ``nit``).
     """
 
     v: np.ndarray | None
     p: np.ndarray | None
     norm: float
-    margin: float
     lower_bound: float | None
     gap: float
     status: str
@@ -247,7 +256,7 @@ class MinNormResult(ResultMixin):
     selected_token: np.ndarray | None
     start: str | None
     start_norms: dict[str, float]
-    n_iter: int
+    nit: int
     history: dict[str, list[float]] = field(default_factory=dict)
     form: str = "kernel"
     solve_time: float = 0.0
@@ -258,7 +267,13 @@ class MinNormResult(ResultMixin):
     feas_tol: float = FEAS_TOL
     repaired: bool = False
 
+    @property
+    def normalized_margin(self) -> float:
+        """``min_margin / norm``, as :attr:`GDResult.normalized_margin`."""
+        return self.min_margin / self.norm if self.norm > 0 else math.nan
 
+
+@verbose_switch
 def solve_min_norm(
     X: Any,
     y: Any = None,
@@ -518,7 +533,7 @@ def _warn(result: MinNormResult) -> MinNormResult:
     """Warn (at solve_min_norm's caller) when the status is a failure."""
     if not result.success:
         warnings.warn(f"solve_min_norm returned status {result.status!r}: {result.message}",
-                      ConvergenceWarning, stacklevel=3)
+                      ConvergenceWarning, stacklevel=4)  # 4: past the verbose_switch wrapper
     return result
 
 

@@ -11,8 +11,11 @@ are not the outcome of a solve (the theorem checker's) are plain records
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
+import warnings
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
@@ -121,8 +124,12 @@ class RecordMixin:
     that reads well in a terminal. Solver results add a status (:class:`ResultMixin`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dictionary of every field."""
-        return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """Return a JSON-ready dictionary of every field (and, for one release, the deprecated
+        names of :func:`renamed`, so that readers of older JSON keep working)."""
+        out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        for old, alias in getattr(type(self), "_deprecated_names", {}).items():
+            out.setdefault(old, to_jsonable(alias.old_value(self)))
+        return out
 
     def to_json(self, **kwargs: Any) -> str:
         """Serialise :meth:`to_dict` with :func:`json.dumps` (``kwargs`` pass through)."""
@@ -170,3 +177,72 @@ class ResultMixin(RecordMixin):
 
     def __repr__(self) -> str:
         return self._repr_lines({"message": self.message, "success": self.success})
+
+
+@dataclasses.dataclass(frozen=True)
+class Renamed:
+    """One deprecated attribute name of a result class (see :func:`renamed`).
+
+    Parameters
+    ----------
+    old : str
+        The deprecated name.
+    new : str
+        The attribute that replaces it.
+    value : callable, optional
+        The old attribute's value computed from the result, when it is not simply ``new``'s
+        (e.g. ``MinNormResult.margin``, which was ``1 / norm``). Such an old name is dropped
+        from the constructor's keywords (it is derived).
+    """
+
+    old: str
+    new: str
+    value: Callable[[Any], Any] | None = None
+
+    def old_value(self, result: Any) -> Any:
+        """The value the deprecated name had."""
+        return getattr(result, self.new) if self.value is None else self.value(result)
+
+    def __get__(self, result: Any, owner: type | None = None) -> Any:
+        if result is None:
+            return self
+        cls = type(result).__name__
+        hint = "" if self.value is None else " (its old value is returned; the meanings differ)"
+        warnings.warn(
+            f"{cls}.{self.old} is deprecated and will be removed in the next release; use "
+            f"{cls}.{self.new}{hint}. docs/usage.md, 'Result vocabulary', lists every rename.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return self.old_value(result)
+
+
+def renamed(*aliases: Renamed) -> Callable[[type], type]:
+    """Class decorator (put it above ``@dataclass``) keeping deprecated attribute names.
+
+    Reading an old name warns with :class:`FutureWarning` (shown to users by default, as
+    scikit-learn does for its deprecations) and returns the old value; the constructor still
+    accepts the old keyword (without warning: results are built by this package), so code
+    that builds a result keeps working while it moves to the new name.
+    """
+
+    def decorate(cls: type) -> type:
+        init = cls.__init__
+        table = {a.old: a for a in aliases}
+
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            for old, alias in table.items():
+                if old in kwargs:
+                    value = kwargs.pop(old)
+                    if alias.value is None:
+                        kwargs.setdefault(alias.new, value)
+            init(self, *args, **kwargs)
+
+        cls.__init__ = __init__  # type: ignore[misc]
+        for old, alias in table.items():
+            setattr(cls, old, alias)
+        cls._deprecated_names = {**getattr(cls, "_deprecated_names", {}), **table}  # type: ignore[attr-defined]
+        return cls
+
+    return decorate

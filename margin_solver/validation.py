@@ -403,17 +403,25 @@ def check_options(options: Any, defaults: Mapping[str, Any], name: str = "option
 def check_seed(seed: Any, name: str = "seed") -> int | np.random.SeedSequence | None:
     """Validate a seed for :func:`numpy.random.default_rng` / ``SeedSequence``; return it.
 
+    A ``numpy.random.Generator`` is accepted too and returns a SeedSequence drawn from it (so
+    the Generator advances: two calls with one Generator give different streams, as in
+    scikit-learn).
+
     Raises
     ------
     InvalidInputError
-        Unless ``seed`` is None, a non-negative integer or a ``numpy.random.SeedSequence``.
+        Unless ``seed`` is None, a non-negative integer, a ``numpy.random.SeedSequence`` or a
+        ``numpy.random.Generator``.
     """
     if seed is None or isinstance(seed, np.random.SeedSequence):
         return seed
+    if isinstance(seed, np.random.Generator):
+        return np.random.SeedSequence(seed.integers(2**63, size=4).tolist())
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
         return int(seed)
     raise InvalidInputError(
-        f"{name} must be None, a non-negative integer or a numpy SeedSequence, got {seed!r}."
+        f"{name} must be None, a non-negative integer, a numpy SeedSequence or a numpy "
+        f"Generator, got {seed!r}."
     )
 
 

@@ -52,6 +52,7 @@ from margin_solver.results import (
     OPTIMAL_INACCURATE,
     ResultMixin,
 )
+from margin_solver.results import Renamed, renamed
 from margin_solver.validation import (
     InvalidInputError,
     check_labels,
@@ -105,6 +106,7 @@ _NOT_PSD_RTOL = 1e-8
 # root-mean-square feature norm: beyond what float64 can certify.
 _LDP_INFEASIBLE_RNORM = 1e-8
 
+@renamed(Renamed("n_iter", "nit"))
 @dataclasses.dataclass(repr=False)
 class VStepResult(ResultMixin):
     """Outcome of :func:`solve_vstep`.
@@ -142,8 +144,9 @@ class VStepResult(ResultMixin):
         ``"engine: reason"`` for every engine that was tried and failed before ``solver``.
     solve_time : float
         Wall-clock seconds for the whole call, including the Gram product when it was computed.
-    n_iter : int or None
-        Iterations reported by the engine (None when it does not report them).
+    nit : int or None
+        Iterations reported by the engine (None when it does not report them; scipy's
+        name, ``n_iter`` is a deprecated alias for one release).
     rescale : float
         The factor 1 / min_margin applied to the primal point so that the returned v is
         exactly feasible with smallest margin 1 (1.0 means no change; nan without a solution).
@@ -165,7 +168,7 @@ class VStepResult(ResultMixin):
     solver: str | None
     fallbacks: list[str]
     solve_time: float
-    n_iter: int | None = None
+    nit: int | None = None
     rescale: float = float("nan")
     refined: bool = False
     infeasible_samples: list[int] = dataclasses.field(default_factory=list)

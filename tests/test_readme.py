@@ -3,11 +3,13 @@
 import re
 from pathlib import Path
 
+from docrun import python_blocks
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_readme_python_example_runs(capsys):
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    blocks = python_blocks(README)
     assert len(blocks) == 1
     assert len(blocks[0].strip().splitlines()) <= 12
     exec(compile(blocks[0], "README.md", "exec"), {})

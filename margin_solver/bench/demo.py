@@ -28,6 +28,7 @@ from margin_solver.bench.plots import plot_attention_allocation
 from margin_solver.bench.study_plots import plot_phase_diagram, regime_map
 from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run_sweep, sidecar_path
 from margin_solver.theory import Regime, check_conditions
+from margin_solver.progress import verbose_switch
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,8 @@ def summary_table(settings: dict[str, dict[str, Any]]) -> str:
 
 def format_report(report: dict[str, Any]) -> str:
     """Readable text of the whole demo report."""
-    parts = ["margin_solver demo: benign vs harmful overfitting in single-head attention", ""]
+    parts = ["margin_solver demo: benign vs harmful overfitting in single-head attention",
+             "(every term printed below is defined in docs/usage.md, \"Terms in the output\")", ""]
     for name, rep in report["settings"].items():
         parts += [format_setting(name, rep), ""]
     parts += [
@@ -219,6 +221,7 @@ def _conclusion(settings: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+@verbose_switch
 def run_demo(out_dir: str | Path = "results", seed: int = 0) -> dict[str, Any]:
     """Run the demo, write its JSON and figures under ``out_dir`` and return the report.
 

@@ -183,7 +183,7 @@ def min_norm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
         "status": res.status,
         "message": res.message,
         "R": R,
-        "iterations": res.n_iter,
+        "iterations": res.nit,
         "lower_bound": res.lower_bound,
         "gap": res.gap,
     }
@@ -218,7 +218,7 @@ def _gd(train: Dataset, test: Dataset, call: MethodCall, **defaults: Any) -> dic
     # Only the endpoint is evaluated: recording every step would cost a pass over the data each.
     last = 2 if opts["schedule"] == "two-step" else int(opts.setdefault("steps", GD_LONG_STEPS))
     res = gradient_descent(train, record_steps=[last], **opts)
-    out: dict[str, Any] = {"status": res.status, "message": res.message, "iterations": res.steps}
+    out: dict[str, Any] = {"status": res.status, "message": res.message, "iterations": res.nit}
     out.update(model_fields(res.v, res.p, train, test))
     out["R"] = out["p_norm"]
     return out

@@ -47,6 +47,6 @@ def main(argv: list[str] | None = None) -> int:
             res = solve_min_norm(data, R=R, certify=certify, options=options)
             elapsed = time.perf_counter() - t0
             lb = "-" if res.lower_bound is None else f"{res.lower_bound:.10g}"
-            print(f"| {label} | {name} | {res.status} | {res.n_iter} | {res.norm:.10g} | {lb} "
+            print(f"| {label} | {name} | {res.status} | {res.nit} | {res.norm:.10g} | {lb} "
                   f"| {elapsed:.2f} |", flush=True)
     return 0

@@ -100,7 +100,7 @@ def whole_solve(
         "norm": res.norm,
         "status": res.status,
         "start": res.start,
-        "n_iter": res.n_iter,
+        "n_iter": res.nit,
         "starts": len(res.start_norms),
     }
 

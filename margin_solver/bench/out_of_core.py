@@ -118,7 +118,7 @@ def _solve(data, args: argparse.Namespace) -> dict[str, Any]:
         "start": result.start,
         "norm": result.norm,
         "min_margin": result.min_margin,
-        "n_iter": result.n_iter,
+        "n_iter": result.nit,
         "train_error": metrics.error,
         "attn_signal_clean": metrics.attn_signal_clean,
         "v_head": result.v[:4].tolist(),

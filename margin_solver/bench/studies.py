@@ -36,6 +36,7 @@ from margin_solver.bench.sweeps import (
     sidecar_path,
 )
 from margin_solver.validation import InvalidInputError
+from margin_solver.progress import verbose_switch
 
 SIZES = ("tiny", "quick", "full")
 
@@ -468,6 +469,7 @@ def _sort_key(key: tuple) -> tuple:
     return tuple((0, 0.0) if isinstance(x, float) and np.isnan(x) else (1, x) for x in key)
 
 
+@verbose_switch
 def run_study(
     name: str,
     out_dir: str | os.PathLike = "results",
@@ -569,6 +571,7 @@ def machine_description() -> str:
     return f"{os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}"
 
 
+@verbose_switch
 def run_bench(
     out_dir: str | os.PathLike = "results",
     size: str = "quick",

@@ -51,6 +51,7 @@ from margin_solver.bench.resultlog import ResultLog, canonical, progress_message
 from margin_solver.results import COMPLETED, FAILED, ConvergenceWarning, ResultMixin, to_jsonable
 from margin_solver.theory import check_conditions
 from margin_solver.validation import MAX_MAGNITUDE, InvalidInputError, parse_json
+from margin_solver.progress import verbose_switch
 
 logger = logging.getLogger("margin_solver")
 
@@ -560,6 +561,7 @@ def sidecar_path(out: str | os.PathLike) -> Path:
     return out.with_suffix(".json")
 
 
+@verbose_switch
 def run_sweep(
     grids: SweepGrid | Sequence[SweepGrid],
     out: str | os.PathLike,

@@ -31,7 +31,7 @@ from margin_solver._version import __version__
 from margin_solver.validation import InvalidInputError
 
 #: Verb modules, in the order ``--help`` lists them.
-VERB_MODULES: tuple[str, ...] = ("demo", "check", "solve", "gd", "sweep", "bench")
+VERB_MODULES: tuple[str, ...] = ("demo", "make_data", "check", "solve", "gd", "sweep", "bench")
 
 EXIT_OK = 0
 EXIT_INPUT_ERROR = 2
@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
             add_arguments=module.add_arguments,
         )
         p.set_defaults(_run=module.run)
+        # -v also after the verb; SUPPRESS keeps a -v given before the verb when absent here
+        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="log diagnostics to stderr (as before the verb)")
     return parser
 
 

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"margin-solver gd: {warning.category.__name__}: {warning.message}", file=sys.stderr)
     print(f"{result.status}: {result.message}")
     sizes = ", ".join(f"{s:.4g}" for s in result.step_sizes)
-    print(f"schedule={result.schedule} steps={result.steps} step sizes=[{sizes}] form={result.form}")
+    print(f"schedule={result.schedule} steps={result.nit} step sizes=[{sizes}] form={result.form}")
     print(_table(result.trajectory))
     if args.json:
         write_json(args.json, result)

@@ -177,7 +177,7 @@ def _summary(result: MinNormResult, data) -> str:
 
     metrics = head_metrics(result.v, result.p, data)  # the solver's own checked (v, p)
     lines += [
-        f"  ||v||       {result.norm:.6g}   (margin 1/||v|| = {result.margin:.6g})",
+        f"  ||v||       {result.norm:.6g}   (margin 1/||v|| = {1 / result.norm:.6g})",
         f"  ||p||       {result.p_norm:.6g}",
         f"  min margin  {result.min_margin:.9f}",
     ]

@@ -51,6 +51,7 @@ from margin_solver.theory.rules import (
     Regime,
     predict,
 )
+from margin_solver.progress import verbose_switch
 from margin_solver.validation import InvalidInputError, check_int
 
 __all__ = ["METHODS", "check_conditions", "conflicting_pairs", "two_step_upper_kappa"]
@@ -100,6 +101,7 @@ class _Solution:
     certified: bool | None
 
 
+@verbose_switch
 def check_conditions(
     dataset: Dataset,
     solution: Any = None,

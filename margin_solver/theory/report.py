@@ -8,6 +8,7 @@ from typing import Any
 
 from margin_solver.estimation import EstimateIntervals, NoiseGeometry, SignalNoiseEstimate
 from margin_solver.results import RecordMixin, format_cell
+from margin_solver.results import Renamed, renamed
 from margin_solver.theory.constants import DISCLAIMER, Constants
 from margin_solver.theory.rules import Condition, Regime
 
@@ -65,6 +66,7 @@ class ObservedBehaviour:
     trust: str = "unknown"
 
 
+@renamed(Renamed("steps", "step_sizes"))
 @dataclass(repr=False)
 class ConditionReport(RecordMixin):
     """What :func:`~margin_solver.theory.check_conditions` found (a record, not a solver result:
@@ -102,8 +104,9 @@ class ConditionReport(RecordMixin):
         The method with its setting, e.g. "two-step GD at beta0 = 2, beta1 = 70".
     R : float or None
         Min-norm's radius (None: the hard-selection limit or not min-norm).
-    steps : (float, float) or None
-        Two-step GD's ``(beta0, beta1)``.
+    step_sizes : (float, float) or None
+        Two-step GD's ``(beta0, beta1)``, as :attr:`GDResult.step_sizes` (``steps`` is a
+        deprecated alias for one release).
     intervals : EstimateIntervals or None
         Bootstrap intervals of the estimated SNR and eta.
     """
@@ -127,7 +130,7 @@ class ConditionReport(RecordMixin):
     method: str = "min-norm"
     method_label: str = ""
     R: float | None = None
-    steps: tuple[float, float] | None = None
+    step_sizes: tuple[float, float] | None = None
     intervals: EstimateIntervals | None = None
 
     def condition(self, name: str) -> Condition:
