@@ -29,6 +29,7 @@ except ImportError as exc:  # pragma: no cover -- the test extra installs scikit
 
 from margin_solver.gd import gradient_descent, token_scale
 from margin_solver.kernel import multihead_outputs, outputs
+from margin_solver.minnorm import solve_min_norm
 from margin_solver.multihead import solve_min_norm_heads
 from margin_solver.results import ConvergenceWarning as SolverConvergenceWarning
 from margin_solver.validation import InvalidInputError, check_magnitude, check_tokens
@@ -51,8 +52,9 @@ _SOLVER_KEYWORDS = {
            "weight_decay": "weight_decay", "R": "R", "heads": "heads"},
     "min-norm": {"heads": "heads"},
 }
-# solve_min_norm_heads is solve_min_norm itself for one head
-_SOLVERS = {"gd": gradient_descent, "min-norm": solve_min_norm_heads}
+# The signatures solver_options are checked against; min-norm is fitted by
+# solve_min_norm_heads, which is solve_min_norm itself for one head and takes its options.
+_SOLVERS = {"gd": gradient_descent, "min-norm": solve_min_norm}
 
 
 class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):

@@ -252,7 +252,7 @@ def solve_min_norm_heads(
         result = _as_heads(single, heads)
         result.status = NO_FEASIBLE_POINT_FOUND
         result.v = result.p = result.attention = result.selected_token = None
-        result.norm, result.margin, result.lower_bound, result.certified = math.inf, 0.0, None, False
+        result.norm, result.lower_bound, result.certified = math.inf, None, False
         result.message = (f"no feasible point found for {heads} heads: the v-step is infeasible "
                           f"at the final p of every start ({len(runs)} run); infeasibility is "
                           "not proven")
@@ -289,7 +289,6 @@ def solve_min_norm_heads(
         v=V,
         p=P,
         norm=result_norm,
-        margin=1.0 / result_norm,
         lower_bound=None,
         gap=math.nan,
         status=status,
@@ -301,7 +300,7 @@ def solve_min_norm_heads(
         selected_token=np.argmax(point.attention.mean(axis=0), axis=1),
         start=name,
         start_norms=start_norms,
-        n_iter=run.n_iter,
+        nit=run.n_iter,
         history={"norm": run.norm_history, "pg_norm": run.pg_history},
         form=base.name,
         solve_time=time.perf_counter() - start_time,

@@ -69,7 +69,7 @@ def sakamoto_cell(train: Any, test: Any, init: np.random.SeedSequence, *, steps:
         fit, held = evaluate(res.v, res.p, train), evaluate(res.v, res.p, test)
         rows.append({"method": method, "status": res.status, "train_error": fit.error,
                      "test_error_clean": held.error_clean, "attn_signal_clean": fit.attn_signal_clean,
-                     "attn_signal_noisy": fit.attn_signal_noisy, "norm_p": res.norm_p})
+                     "attn_signal_noisy": fit.attn_signal_noisy, "norm_p": res.p_norm})
     return rows
 
 
@@ -94,7 +94,7 @@ def tarzanagh_cell(train: Any, test: Any, init: np.random.SeedSequence, *, steps
     rows = []
     for k, res in ends.items():
         sel = np.argmax(attention(train.X, res.p), axis=1)
-        rows.append({"step": k, "norm_p": res.norm_p,
+        rows.append({"step": k, "norm_p": res.p_norm,
                      "cos_current": _cos(solve_attention_svm(train.X, sel), res.p),
                      "cos_final": _cos(p_final, res.p), "cos_opt": _cos(p_opt, res.p),
                      "same_as_final": float(np.mean(sel == final_sel)),

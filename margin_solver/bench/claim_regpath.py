@@ -68,7 +68,7 @@ def regpath_cell(
         res = gradient_descent(
             train, schedule="constant", steps=gd_steps, weight_decay=lam, R=R, record_steps=[gd_steps]
         )
-        rows.append(_row("gd-wd", lam, res.v, res.p, res.status, res.steps,
+        rows.append(_row("gd-wd", lam, res.v, res.p, res.status, res.nit,
                          time.perf_counter() - t0, ref, ref_test, train, test, R))
     return rows
 
