@@ -41,7 +41,7 @@ def test_two_step_endpoint_matches_manual_gradient_steps(small):
     np.testing.assert_allclose(res.v, v1 - b1 * g1.grad_v, rtol=1e-10)
     np.testing.assert_allclose(res.p, p1 - b1 * g1.grad_p, rtol=1e-10)
     assert np.linalg.norm(res.p) > 0
-    assert res.steps == 2 and res.step_sizes == [b0, b1]
+    assert res.nit == 2 and res.step_sizes == [b0, b1]
 
 
 def test_default_step_sizes_follow_the_documented_scaling(small):
@@ -169,7 +169,7 @@ def test_long_weight_decay_gd_approaches_the_min_norm_solution(weight_decay_runs
     from margin_solver.minnorm import solve_min_norm
 
     train, runs = weight_decay_runs
-    ref = solve_min_norm(train, R=runs[-1].norm_p, certify=True, gap_tol=0.1)
+    ref = solve_min_norm(train, R=runs[-1].p_norm, certify=True, gap_tol=0.1)
     assert ref.status == "optimal" and ref.certified  # gap <= 0.1
     cos_v = [_cos(r.v, ref.v) for r in runs]
     cos_p = [_cos(r.p, ref.p) for r in runs]
@@ -185,7 +185,7 @@ def test_huge_steps_diverge_with_a_status(small):
     assert res.status == "diverged" and not res.success
     assert "diverged at step" in res.message
     assert np.all(np.isfinite(res.v)) and np.all(np.isfinite(res.p))
-    assert res.steps < 2
+    assert res.nit < 2
 
 
 def test_normalized_steps_have_the_requested_length(small):
@@ -198,13 +198,13 @@ def test_normalized_steps_have_the_requested_length(small):
 def test_norm_cap_and_tolerance(small):
     train, _ = small
     capped = gradient_descent(train, schedule="constant", steps=200, R=0.01)
-    assert capped.norm_p <= 0.01 * (1 + 1e-12)
+    assert capped.p_norm <= 0.01 * (1 + 1e-12)
     seen = []
     early = gradient_descent(
         train, schedule="constant", steps=100_000, weight_decay=0.5, tol=1e-6, callback=seen.append
     )
-    assert early.status == "converged" and early.steps < 100_000
-    assert early.trajectory["step"][-1] == early.steps
+    assert early.status == "converged" and early.nit < 100_000
+    assert early.trajectory["step"][-1] == early.nit
     assert [row["step"] for row in seen] == list(early.trajectory["step"])
 
 

@@ -34,7 +34,7 @@ def test_recorded_training_metrics_match_a_fresh_evaluation(train, form, init):
         assert res.trajectory["attn_signal_noisy"][t] == pytest.approx(
             fresh.attn_signal_noisy, rel=1e-9)
         if t == 6:
-            assert res.margin == pytest.approx(fresh.min_margin, rel=1e-9)
+            assert res.min_margin == pytest.approx(fresh.min_margin, rel=1e-9)
 
 
 def test_output_metrics_equals_trusted_metrics_on_the_same_outputs(train):
@@ -74,4 +74,4 @@ def test_blocked_dense_form_skips_gradients_only_at_the_end(monkeypatch, train):
     lean = gradient_descent(train, schedule="constant", steps=4, form="dense")
     np.testing.assert_array_equal(full.v, lean.v)
     np.testing.assert_array_equal(full.p, lean.p)
-    assert full.loss == lean.loss and full.margin == lean.margin
+    assert full.loss == lean.loss and full.min_margin == lean.min_margin

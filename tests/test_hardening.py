@@ -348,7 +348,7 @@ def verify_gradient_descent(X, y, case):
     res = gradient_descent(X, y)
     assert np.all(np.isfinite(res.v)) and np.all(np.isfinite(res.p)) and math.isfinite(res.loss)
     assert not _nan_fields(res)
-    assert res.margin == pytest.approx(margins(X, y.astype(float), res.v, res.p).min(), rel=1e-9)
+    assert res.min_margin == pytest.approx(margins(X, y.astype(float), res.v, res.p).min(), rel=1e-9)
     if case in NOT_INTERPOLABLE:
         assert not res.interpolates
     assert res.trajectory["loss"][-1] <= res.trajectory["loss"][0]  # default steps never raise it

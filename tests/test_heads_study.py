@@ -104,7 +104,7 @@ def test_compare_multi_head_and_single_head(paper):
     one = gradient_descent(train, schedule="constant", steps=30)
     cmp = compare(two, one, train, test, names=("H=2", "H=1"))
     assert cmp.cos_v is None and cmp.a.norm_v == pytest.approx(two.norm)
-    assert cmp.a.min_margin == pytest.approx(two.margin)
+    assert cmp.a.min_margin == pytest.approx(two.min_margin)
     same = compare(two, two, train)
     assert same.cos_v == pytest.approx(1.0) and same.same_token_train == 1.0
     bad = type("M", (), {"v": two.v, "p": two.p[0]})()

@@ -33,10 +33,10 @@ def test_answer_is_feasible(kappa, R_scale):
     assert res.min_margin == pytest.approx(m.min(), rel=1e-12)
     assert np.linalg.norm(res.p) <= R * (1 + 1e-12)
     assert np.linalg.norm(res.v) == pytest.approx(res.norm, rel=1e-9)
-    assert res.margin == pytest.approx(1 / res.norm)
+    assert res.normalized_margin == pytest.approx(res.min_margin / res.norm)
     assert res.attention.shape == (16, 2)
     assert np.array_equal(res.selected_token, np.argmax(ds.X @ res.p, axis=1))
-    assert len(res.history["norm"]) == len(res.history["pg_norm"]) == res.n_iter + 1
+    assert len(res.history["norm"]) == len(res.history["pg_norm"]) == res.nit + 1
     assert res.history["norm"][-1] == pytest.approx(res.norm)
     assert np.all(np.diff(res.history["norm"]) <= 1e-12)  # accepted steps only decrease phi
     assert res.norm == min(res.start_norms.values())
@@ -190,7 +190,7 @@ def test_digits_instance_converges_within_the_cap_and_beats_plain_gradient_steps
     train, _ = digits_train_test(20, 0.1, 0, 1000, lift=256, lift_seed=0)
     R = 100 / math.sqrt(token_scale(train.X))
     res = solve_min_norm(train, R=R, n_random_starts=0)
-    assert res.status == "local_optimal" and res.n_iter < 500
+    assert res.status == "local_optimal" and res.nit < 500
     assert res.min_margin >= 1 - 1e-7 and res.p_norm <= R * (1 + 1e-9)
 
     X, y, T = train.X, train.y.astype(float), train.T

@@ -113,8 +113,8 @@ def test_gd_kernel_and_dense_forms_agree_for_three_heads(tiny, kwargs):
     np.testing.assert_allclose(a.p, b.p, rtol=1e-8, atol=1e-10)
     assert a.loss == pytest.approx(_loss(X, y, a.v, a.p), rel=1e-10)
     if "R" in kwargs:
-        assert a.norm_p <= kwargs["R"] * (1 + 1e-12)
-        assert math.sqrt(np.sum(a.p**2)) == pytest.approx(a.norm_p, rel=1e-12)
+        assert a.p_norm <= kwargs["R"] * (1 + 1e-12)
+        assert math.sqrt(np.sum(a.p**2)) == pytest.approx(a.p_norm, rel=1e-12)
 
 
 def test_gd_heads_lower_the_loss_and_record_head_mean_attention(tiny):
