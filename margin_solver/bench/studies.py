@@ -263,7 +263,7 @@ def _image_plot(csv: Path, png: Path) -> Path:
         "n",
         ["train_error", "test_error_clean", "test_error_noisy"],
         title=f"{r['data']}: {a} (-1) vs {b} (+1) as T={r['T']:g} tokens of {opts['patch']}x{opts['patch']} "
-        f"patches{position}{lift}, eta={r['eta']:g}",
+        f"patches{position}{lift}, $\\eta$={r['eta']:g}",
         xlabel="n (training images)",
         logx=True,
     )

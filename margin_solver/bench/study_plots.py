@@ -51,16 +51,6 @@ _PREDICTION_COLOURS = ("#F7D08A", "#F2F2F2", "#9CC9E8")
 _SNR_LABEL = r"$\mathrm{SNR} = \rho\,/\,(\sigma\sqrt{d})$"
 
 
-def agg_pyplot():
-    """``matplotlib.pyplot`` on the Agg canvas (no display needed), imported on first use."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def aggregate(
     rows: Iterable[dict[str, Any]], by: Sequence[str], value: str | Callable[[dict], float]
 ) -> dict[tuple, tuple[float, float, int]]:
@@ -388,18 +378,3 @@ def _constant(agg: dict[tuple, tuple[float, float, int]]) -> float | None:
     means = np.array([v[0] for v in agg.values()], dtype=float)
     means = means[np.isfinite(means)]
     return float(means[0]) if means.size and np.all(means == means[0]) else None
-
-
-def save_pyplot_figure(
-    fig, png: str | os.PathLike, rect: tuple[float, float, float, float] = (0, 0, 1, 1)
-) -> Path:
-    """Lay out a pyplot figure inside ``rect`` (room kept for a figure legend) unless it has a
-    layout engine already (figures made under :func:`margin_solver.bench.style.figure_style`
-    use constrained layout), save it with :func:`margin_solver.bench.plots.save_figure` and
-    release it from pyplot."""
-    if fig.get_layout_engine() is None:
-        fig.tight_layout(rect=rect)
-    try:
-        return save_figure(fig, png)
-    finally:
-        agg_pyplot().close(fig)
