@@ -39,7 +39,8 @@ def test_answer_is_feasible(kappa, R_scale):
     assert len(res.history["norm"]) == len(res.history["pg_norm"]) == res.nit + 1
     assert res.history["norm"][-1] == pytest.approx(res.norm)
     assert np.all(np.diff(res.history["norm"]) <= 1e-12)  # accepted steps only decrease phi
-    assert res.norm == min(res.start_norms.values())
+    assert res.norm == pytest.approx(min(res.start_norms.values()), rel=1e-12)
+    assert res.norm == np.linalg.norm(res.v)
     assert res.lower_bound is None and math.isnan(res.gap)
 
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from margin_solver import conic, vstep
-from margin_solver.results import INFEASIBLE, OPTIMAL_INACCURATE
+from margin_solver.results import FAILED, INFEASIBLE, OPTIMAL_INACCURATE
 from margin_solver.validation import InvalidInputError
 from margin_solver.vstep import ENGINES, solve_vstep
 
@@ -367,6 +367,11 @@ def test_nearly_infeasible_ldp_divides_by_the_residual_not_a_cancelled_sum():
                 Z[1] = Z[0] + gap * rng.standard_normal(5)
                 res = solve_vstep(Z, [1, -1, 1, -1, 1, -1], solver="ldp", fallback=False)
                 if res.status == INFEASIBLE:
+                    continue
+                if res.status == FAILED:
+                    # below what float64 resolves on some CPUs (seed 8, gap 4.7e-7 here): an
+                    # honest failure, with no point, rather than a wrong one
+                    assert res.v is None and "does not separate the samples" in res.message
                     continue
                 assert np.isfinite(res.alpha).all() and np.isfinite(res.norm)
                 assert res.min_margin == pytest.approx(1.0, rel=1e-12)
