@@ -36,9 +36,9 @@ or by ``r``, and a constrained point reports ``mu`` as its ``lam``. Its stopping
 weight-decay test with ``lam`` the multiplier ``mu / L`` of ``log L``, estimated as
 ``max(0, -<grad_v log L, v>) / ||v||^2``; inside the sphere the multiplier is 0 and the test
 cannot pass: for data that no attention in the ball separates, the large radii end
-``"max_iter"``. Once ``L`` falls below float64's normal range (margins above about 708)
-``grad L / L`` loses its digits; such points are refused, and a radius that leaves no other
-gives ``"failed"``.
+``"max_iter"``. Below float64's normal range for ``L`` (margins above about 708) ``grad L / L``
+loses its digits: a step that reaches such a point stops the solve with ``"failed"`` (the ball
+is too large to test stationarity in float64), keeping the last point before it.
 """
 
 from __future__ import annotations
@@ -437,7 +437,7 @@ class _Problem:
             grad[1, : self.n * self.T] = lg.grad_p.reshape(-1)
         if math.isfinite(radius):
             # Below float64's normal range (margins above ~708) grad / L loses its digits:
-            # such points are refused by the line search and reported as "failed".
+            # the solve stops there with status "failed".
             if lg.loss < _TINY:
                 return -math.inf, lg, grad
             return math.log(lg.loss), lg, grad / lg.loss
@@ -474,9 +474,6 @@ class _Problem:
         status, it, gnorm, mu = MAX_ITER, 0, math.inf, 0.0
         with np.errstate(over="ignore", invalid="ignore"):
             for it in range(max_iter + 1):
-                if lg.loss < _TINY:
-                    status = FAILED
-                    break
                 gap = W - self.project(W - grad, radius)
                 gnorm = math.hypot(self.norm(gap[0]), self.norm(gap[1]))
                 if not math.isfinite(F) or not math.isfinite(gnorm):
@@ -491,6 +488,9 @@ class _Problem:
                 if it == max_iter:
                     break
                 W_new, F_new, lg_new, grad_new = self._line_search(W, F, grad, step, lam, radius)
+                if F_new == -math.inf:
+                    status = FAILED
+                    break
                 S, Yd = W_new - W, grad_new - grad
                 sy = float(np.sum((S @ self.G) * Yd))
                 ss = float(np.sum((S @ self.G) * S))
@@ -507,9 +507,9 @@ class _Problem:
             message = f"max_iter = {max_iter} reached with projected gradient norm {gnorm:.3g}."
         elif status == FAILED:
             message = (
-                f"the mean logistic loss fell below float64's normal range after {it} "
-                "iterations (margins above about 708: use smaller radii); stationarity cannot "
-                "be tested."
+                f"after {it} iterations a step reached a point of the ball whose mean logistic "
+                "loss is below float64's normal range (margins above about 708: use smaller "
+                "radii); stationarity cannot be tested there."
             )
         else:
             message = f"non-finite objective or gradient after {it} iterations."
@@ -532,6 +532,8 @@ class _Problem:
         for _ in range(60):
             W_new = self.project(W - step * grad, radius)
             F_new, lg_new, grad_new = self.value(W_new, lam, radius)
+            if F_new == -math.inf:  # log L of a loss below float64's normal range
+                break
             D = W_new - W
             if math.isfinite(F_new) and F_new <= F + _ARMIJO * float(np.sum((grad @ self.G) * D)):
                 return W_new, F_new, lg_new, grad_new
