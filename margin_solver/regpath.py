@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -330,7 +330,9 @@ def constrained_path(
     return _run(X, y, R, train, p0, tol, max_iter, settings, "constraint", start)
 
 
-def _grid(values: Any, name: str, item: str, check: Any, descending: bool) -> list[float]:
+def _grid(
+    values: Any, name: str, item: str, check: Callable[[Any, str], float], descending: bool
+) -> list[float]:
     """The validated, sorted values of a path's grid."""
     if isinstance(values, str) or not isinstance(values, Iterable):
         raise InvalidInputError(f"{name} must be a sequence of numbers, got {values!r}.")
@@ -450,11 +452,10 @@ class _Problem:
 
     def project(self, W: np.ndarray, radius: float) -> np.ndarray:
         """Scale ``v`` back to ``||v|| <= radius`` and ``p`` to ``||p|| <= R``."""
-        out = W
+        out = W.copy()
         for row, bound in ((0, radius), (1, self.R if self.train_p else math.inf)):
-            length = self.norm(W[row])
+            length = self.norm(W[row]) if math.isfinite(bound) else 0.0
             if length > bound:
-                out = out.copy() if out is W else out
                 out[row] *= bound / length
         return out
 
