@@ -35,11 +35,17 @@ def test_each_claim_study_writes_csv_figure_table_and_resumes(tiny):
 def test_regpath_rows_compare_with_pr(tiny):
     out, _ = tiny
     rows = read_claim_rows(out / "claim_regpath.csv", claim_regpath.FIELDS, claim_regpath.TEXT)
+    assert {r["method"] for r in rows} == {"path", "constrained", "gd-wd"}
     path = [r for r in rows if r["method"] == "path"]
-    assert {r["lam"] for r in path} == {1e-1, 1e-3} and {r["method"] for r in rows} == {"path", "gd-wd"}
-    assert all(r["status"] == "converged" and -1 <= r["cos_v"] <= 1 + 1e-12 for r in path)
+    assert {r["lam"] for r in path} == {1e-1, 1e-3}
+    constrained = sorted((r for r in rows if r["method"] == "constrained"), key=lambda r: r["r_scale"])
+    assert [r["r_scale"] for r in constrained] == [1.0, 8.0]
+    assert all(math.isnan(r["lam"]) for r in constrained) and all(math.isnan(r["mu"]) for r in path)
+    assert constrained[0]["mu"] > constrained[1]["mu"] > 0
+    both = path + constrained
+    assert all(r["status"] == "converged" and -1 <= r["cos_v"] <= 1 + 1e-12 for r in both)
     # No interpolator at radius R is cheaper than P_R's solution, certified at this n.
-    assert all(r["ref_status"] == "optimal" and r["norm_ratio"] >= 1 - 1e-6 for r in path)
+    assert all(r["ref_status"] == "optimal" and r["norm_ratio"] >= 1 - 1e-6 for r in both)
 
 
 @pytest.mark.slow
