@@ -83,11 +83,14 @@ __all__ = [
     "norm",
     "project",
     "projected_gradient",
+    "score_hessian",
 ]
 
 #: The descent's knobs and their defaults (the ``options`` of
 #: :func:`margin_solver.minnorm.solve_min_norm`; see :func:`descend`).
-DESCENT_OPTIONS: dict[str, Any] = {"memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp"}
+DESCENT_OPTIONS: dict[str, Any] = {
+    "memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp", "newton": True
+}
 
 #: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
 _DESCENT_ENGINES = ("ldp", "ecos", "clarabel")
@@ -96,6 +99,11 @@ _DESCENT_ENGINES = ("ldp", "ecos", "clarabel")
 _ARMIJO = 1e-4
 # Shortest trial step, relative to R, before declaring that no descent step exists.
 _MIN_STEP = 1e-12
+# Newton steps are tried once the support has not changed over this many accepted steps
+# (phi is smooth only at a fixed support), and not again for this many steps after one
+# fails its line search (docs/benchmarks.md, "Newton steps in the score space").
+_NEWTON_STABLE = 1
+_NEWTON_COOLDOWN = 3
 
 
 class DenseForm:
@@ -140,6 +148,10 @@ class DenseForm:
         """p as a vector of R^d."""
         return p
 
+    def token_gram_matrix(self) -> np.ndarray | None:
+        """None: p is not a token combination here, so the descent takes no Newton step."""
+        return None
+
 
 class KernelForm:
     """p as token coefficients c (p = X^T c); per-iteration cost O((nT)^2), independent of d."""
@@ -182,6 +194,10 @@ class KernelForm:
     def dense(self, c: np.ndarray) -> np.ndarray:
         """p = X^T c as a vector of R^d (one O(nTd) product)."""
         return TokenGram.materialize(self.X, c)
+
+    def token_gram_matrix(self) -> np.ndarray | None:
+        """The token Gram matrix H (nT x nT), for the descent's Newton step."""
+        return self.gram.H
 
 
 Form = DenseForm | KernelForm
@@ -324,6 +340,100 @@ def _line_search(
     return None, step, False
 
 
+def _block_diagonal(blocks: np.ndarray) -> np.ndarray:
+    """The (nT x nT) matrix with the (T x T) ``blocks`` (shape (n, T, T)) on its diagonal."""
+    n, T, _ = blocks.shape
+    out = np.zeros((n, T, n, T))
+    out[np.arange(n), :, np.arange(n), :] = blocks
+    return out.reshape(n * T, n * T)
+
+
+def score_hessian(form: Form, point: PhiPoint, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hessian of phi in the scores of the support samples, at a fixed support.
+
+    With S the support (alpha_i > 0), Q = Y K_SS Y (K the form's feature Gram matrix, so a
+    penalised form's ``+ eps I`` is included), D_i = diag(s_i) - s_i s_i^T the softmax
+    Jacobian, e_it = alpha_i y_i and g_it = -e_it (D_i u_i)_t the gradient
+    (:func:`gradient_coefficients`), differentiating g with alpha = Q^{-1} 1 gives
+    (docs/theory.md, "Newton steps in the score space")
+
+        J = W^T Y Q^{-1} Y W - E F D - E D H_SS E D,
+        W = (U^T + S^T H_SS E) D,   F_i = diag(u_i - f_i) - s_i u_i^T,
+
+    with U^T (|S| x m) holding u_i^T in block i, S^T holding s_i^T in block i, E = diag(e)
+    and D, F block-diagonal. Checked against finite differences of the gradient
+    (tests/test_descent_convergence.py).
+
+    Returns
+    -------
+    (J, tokens)
+        J of shape (m, m), m = |S| T, symmetric up to round-off, and the flat indices of
+        the support tokens in the nT token order.
+    """
+    support = point.vstep.alpha > 0
+    s = point.attention[support]
+    y = point.y[support]
+    e = (point.vstep.alpha * point.y)[support]
+    n_s, T = s.shape
+    m = n_s * T
+    u = form.token_values(point.value_coefficients)[support]
+    f = np.sum(s * u, axis=1, keepdims=True)
+    tokens = (np.flatnonzero(support)[:, None] * T + np.arange(T)).reshape(-1)
+    H_s = H[np.ix_(tokens, tokens)]
+    D = np.einsum("it,tu->itu", s, np.eye(T)) - s[:, :, None] * s[:, None, :]
+    # rows of (U^T + S^T H E): u_i in block i, plus s_i^T H_{i., jr} e_jr
+    rows = np.einsum("it,itk->ik", s, H_s.reshape(n_s, T, m)) * np.repeat(e, T)[None, :]
+    rows.reshape(n_s, n_s, T)[np.arange(n_s), np.arange(n_s)] += u
+    W = np.einsum("kit,itu->kiu", rows.reshape(n_s, n_s, T), D).reshape(n_s, m)
+    K = form.feature_gram(point.attention)[np.ix_(support, support)]
+    YW = y[:, None] * W
+    first = YW.T @ np.linalg.solve(y[:, None] * K * y[None, :], YW)
+    F = np.einsum("it,tu->itu", u - f, np.eye(T)) - s[:, :, None] * u[:, None, :]
+    EFD = e[:, None, None] * np.einsum("itu,iuv->itv", F, D)
+    ED = e[:, None, None] * D
+    EDH = np.einsum("itu,iujv->itjv", ED, H_s.reshape(n_s, T, n_s, T))
+    EDHED = np.einsum("itjv,jvw->itjw", EDH, ED).reshape(m, m)
+    return first - _block_diagonal(EFD) - EDHED, tokens
+
+
+def _newton_step(form: Form, point: PhiPoint, R: float) -> np.ndarray | None:
+    """The Newton step (token coefficients) of phi on the ball, or None.
+
+    Inside the ball: the support tokens' coefficients solve ``J H_SS dc = -G_S``. On the
+    sphere with multiplier ``mu = -<grad phi, p> / R^2 > 0``: the Newton step of the
+    Lagrangian phi + mu/2 (||p||^2 - R^2) in the sphere's tangent space, from the bordered
+    system ``(J H + mu I) dc + lambda c = -(G + mu c)``, ``c^T H dc = 0`` (J zero outside
+    the support tokens). None when the form has no token Gram matrix, the system is
+    singular, or the step is not a descent direction (phi not convex there).
+    """
+    H = form.token_gram_matrix()
+    if H is None:
+        return None
+    c = point.p.reshape(-1)
+    G = point.gradient.reshape(-1)
+    Hc = H @ c
+    mu = -float(G @ Hc) / R**2
+    try:
+        J, tokens = score_hessian(form, point, H)
+        if float(c @ Hc) >= (R * (1 - 1e-9)) ** 2 and mu > 0:
+            N = c.size
+            system = np.zeros((N + 1, N + 1))
+            system[:N, :N] = mu * np.eye(N)
+            system[tokens, :N] += J @ H[tokens, :]
+            system[:N, N] = c
+            system[N, :N] = Hc
+            rhs = np.concatenate([-(G + mu * c), [0.0]])
+            step = np.linalg.solve(system, rhs)[:N]
+        else:
+            step = np.zeros_like(c)
+            step[tokens] = np.linalg.solve(J @ H[np.ix_(tokens, tokens)], -G[tokens])
+    except np.linalg.LinAlgError:
+        return None
+    if not np.all(np.isfinite(step)) or float(G @ (H @ step)) >= 0:
+        return None
+    return step.reshape(point.p.shape)
+
+
 def _remember(form: Form, pairs: list, move: np.ndarray, change: np.ndarray, memory: int) -> None:
     """Keep the pair (step, change of projected gradient) when its curvature is positive.
 
@@ -372,8 +482,9 @@ def check_descent_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     out = check_options(options, DESCENT_OPTIONS)
     check_int(out["memory"], "options['memory']", 0)
     check_int(out["window"], "options['window']", 1)
-    if not isinstance(out["use_bb"], bool):
-        raise InvalidInputError(f"options['use_bb'] must be True or False, got {out['use_bb']!r}.")
+    for key in ("use_bb", "newton"):
+        if not isinstance(out[key], bool):
+            raise InvalidInputError(f"options[{key!r}] must be True or False, got {out[key]!r}.")
     if out["vstep_solver"] not in _DESCENT_ENGINES:
         raise InvalidInputError(
             f"options['vstep_solver'] must be one of {list(_DESCENT_ENGINES)}, "
@@ -404,6 +515,7 @@ class DescentRun:
     pg_history: list[float] = field(default_factory=list)
     fallbacks: int = 0
     last_fallback: str = ""
+    n_newton: int = 0
 
     def count_solve(self, point: PhiPoint) -> None:
         """Count a trial point's v-step solve and whether it needed a fallback engine."""
@@ -442,6 +554,7 @@ def descend(
     vstep_solver: str = "ldp",
     use_bb: bool = True,
     memory: int = 30,
+    newton: bool = True,
     deadline: float = math.inf,
 ) -> DescentRun:
     """Projected quasi-Newton descent on phi(p) over ``||p|| <= R`` from ``p0``.
@@ -469,6 +582,8 @@ def descend(
         return run
     point = _with_gradient(form, point)
     step = R
+    radius = 2 * R  # longest Newton step tried
+    stable, cooldown = 0, 0
     bb_lambda = None
     pairs: list[tuple] = []  # quasi-Newton (s, r, metric s, metric r, 1 / <s, r>)
     last_move, last_pg = None, None
@@ -487,7 +602,19 @@ def descend(
         if last_move is not None:
             _remember(form, pairs, last_move, pg - last_pg, memory)
         trial, first_trial = None, False
-        quasi = _quasi_newton(form, pairs, pg) if pairs else None
+        try_newton = newton and stable >= _NEWTON_STABLE and it >= cooldown
+        newton_step = _newton_step(form, point, R) if try_newton else None
+        if newton_step is not None:
+            length = norm(form, newton_step)
+            step0 = min(length, radius)
+            trial, taken, at_once = _line_search(form, y, point, -newton_step / length, step0,
+                                                 0.1 * step0, R, run, vstep_solver)
+            run.n_newton += trial is not None
+            # trust radius: doubled after a step accepted at once, else the length that passed
+            radius = 2 * step0 if at_once else taken if trial is not None else 0.1 * step0
+            if trial is None:
+                cooldown = it + _NEWTON_COOLDOWN
+        quasi = _quasi_newton(form, pairs, pg) if pairs and trial is None else None
         if quasi is not None:
             length = norm(form, quasi)
             # a quasi-Newton step that must shrink 10-fold is a bad model: restart instead
@@ -505,6 +632,8 @@ def descend(
             run.reason = "no step passes the Armijo test (a kink of phi or a stationary point)"
             break
         previous, point = point, _with_gradient(form, trial)
+        same = np.array_equal(previous.vstep.alpha > 0, point.vstep.alpha > 0)
+        stable = stable + 1 if same else 0
         run.point, run.n_iter = point, it + 1
         last_move, last_pg = point.p - previous.p, pg
         bb_lambda = _barzilai_borwein(form, previous, point) if use_bb else None

@@ -1,15 +1,16 @@
-"""Convergence of the P_R descent: plain projected-gradient steps against the quasi-Newton ones.
+"""Convergence of the P_R descent: plain projected-gradient, quasi-Newton and Newton steps.
 
 Runs :func:`margin_solver.minnorm.solve_min_norm` (R = 100 / nu with nu the RMS token norm,
-as the benchmark's ``min-norm`` method) twice on each case, once with the descent's plain
-schedule (``options={"memory": 0, "use_bb": False}``: the method before the quasi-Newton
-direction) and once with the defaults, and prints status, accepted p-steps of the winning start, ||v|| and
+as the benchmark's ``min-norm`` method) on each case with the descent's plain schedule
+(``options={"memory": 0, "use_bb": False, "newton": False}``: the method before the
+quasi-Newton direction), the quasi-Newton one without Newton steps (``{"newton": False}``)
+and the defaults (Newton steps in the score space), and prints status, accepted p-steps of the winning start, ||v|| and
 seconds. Cases: three digits training sets (3 vs 8, T = 4 patches, ReLU lift, eta = 0.1) and
 the paper's data (n = 40, T = 2, d = 2000, eta = 0.15) at kappa 0.25, 4, 8, certified.
 
 Usage::
 
-    .venv/bin/python benchmarks/minnorm_convergence.py
+    .venv/bin/python benchmarks/minnorm_convergence.py [--variants quasi-Newton Newton]
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ from margin_solver.data import PaperDistribution
 from margin_solver.gd import token_scale
 from margin_solver.bench.realdata import digits_train_test
 
-VARIANTS = {"plain": {"memory": 0, "use_bb": False}, "quasi-Newton": {}}
+VARIANTS = {
+    "plain": {"memory": 0, "use_bb": False, "newton": False},
+    "quasi-Newton": {"newton": False},
+    "Newton": {},
+}
 
 
 def cases():
@@ -36,13 +41,16 @@ def cases():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the table (markdown) on stdout; takes no arguments."""
-    argparse.ArgumentParser(description=__doc__).parse_args(argv)
+    """Print the table (markdown) on stdout; ``--variants`` picks the rows' methods."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    variants = parser.parse_args(argv).variants
     print("| case | method | status | steps | norm | lower bound | seconds |")
     print("|---|---|---|---|---|---|---|")
     for label, data, certify in cases():
         R = 100 / math.sqrt(token_scale(data.X))
-        for name, options in VARIANTS.items():
+        for name in variants:
+            options = VARIANTS[name]
             t0 = time.perf_counter()
             res = solve_min_norm(data, R=R, certify=certify, options=options)
             elapsed = time.perf_counter() - t0
