@@ -89,7 +89,7 @@ __all__ = [
 #: The descent's knobs and their defaults (the ``options`` of
 #: :func:`margin_solver.minnorm.solve_min_norm`; see :func:`descend`).
 DESCENT_OPTIONS: dict[str, Any] = {
-    "memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp", "newton": True
+    "memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp", "newton": False
 }
 
 #: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
@@ -104,6 +104,9 @@ _MIN_STEP = 1e-12
 # fails its line search (docs/benchmarks.md, "Newton steps in the score space").
 _NEWTON_STABLE = 1
 _NEWTON_COOLDOWN = 3
+# ... and only after this many quasi-Newton steps: where those converge fast (the paper's
+# data) the descent and its result stay as before.
+_NEWTON_AFTER = 20
 
 
 class DenseForm:
@@ -149,8 +152,19 @@ class DenseForm:
         return p
 
     def token_gram_matrix(self) -> np.ndarray | None:
-        """None: p is not a token combination here, so the descent takes no Newton step."""
-        return None
+        """The token Gram matrix ``H = X X^T`` (nT x nT), for the descent's Newton step."""
+        if getattr(self, "_token_gram", None) is None:
+            flat = self.X.reshape(self.n * self.T, self.d)
+            self._token_gram = flat @ flat.T
+        return self._token_gram
+
+    def token_coefficients(self, p: np.ndarray) -> np.ndarray | None:
+        """Coefficients c with ``p = sum_it c_it x_it`` (least squares), None if p is not in
+        the tokens' span."""
+        flat = self.X.reshape(self.n * self.T, self.d)
+        c = np.linalg.lstsq(flat.T, p, rcond=None)[0]
+        off_span = np.linalg.norm(flat.T @ c - p)
+        return c.reshape(self.n, self.T) if off_span <= 1e-9 * np.linalg.norm(p) else None
 
 
 class KernelForm:
@@ -198,6 +212,10 @@ class KernelForm:
     def token_gram_matrix(self) -> np.ndarray | None:
         """The token Gram matrix H (nT x nT), for the descent's Newton step."""
         return self.gram.H
+
+    def token_coefficients(self, c: np.ndarray) -> np.ndarray | None:
+        """Token coefficients are this form's representation."""
+        return c
 
 
 Form = DenseForm | KernelForm
@@ -406,11 +424,13 @@ def _newton_step(form: Form, point: PhiPoint, R: float) -> np.ndarray | None:
     the support tokens). None when the form has no token Gram matrix, the system is
     singular, or the step is not a descent direction (phi not convex there).
     """
-    H = form.token_gram_matrix()
-    if H is None:
+    matrix = getattr(form, "token_gram_matrix", None)
+    H = None if matrix is None else matrix()
+    coefficients = None if H is None else form.token_coefficients(point.p)
+    if coefficients is None:
         return None
-    c = point.p.reshape(-1)
-    G = point.gradient.reshape(-1)
+    c = coefficients.reshape(-1)
+    G = gradient_coefficients(form, point).reshape(-1)
     Hc = H @ c
     mu = -float(G @ Hc) / R**2
     try:
@@ -431,7 +451,7 @@ def _newton_step(form: Form, point: PhiPoint, R: float) -> np.ndarray | None:
         return None
     if not np.all(np.isfinite(step)) or float(G @ (H @ step)) >= 0:
         return None
-    return step.reshape(point.p.shape)
+    return form.from_coefficients(step.reshape(coefficients.shape))
 
 
 def _remember(form: Form, pairs: list, move: np.ndarray, change: np.ndarray, memory: int) -> None:
@@ -554,7 +574,7 @@ def descend(
     vstep_solver: str = "ldp",
     use_bb: bool = True,
     memory: int = 30,
-    newton: bool = True,
+    newton: bool = False,
     deadline: float = math.inf,
 ) -> DescentRun:
     """Projected quasi-Newton descent on phi(p) over ``||p|| <= R`` from ``p0``.
@@ -602,10 +622,11 @@ def descend(
         if last_move is not None:
             _remember(form, pairs, last_move, pg - last_pg, memory)
         trial, first_trial = None, False
-        try_newton = newton and stable >= _NEWTON_STABLE and it >= cooldown
+        try_newton = newton and memory > 0 and stable >= _NEWTON_STABLE and \
+            it >= max(cooldown, _NEWTON_AFTER)
         newton_step = _newton_step(form, point, R) if try_newton else None
-        if newton_step is not None:
-            length = norm(form, newton_step)
+        length = 0.0 if newton_step is None else norm(form, newton_step)
+        if length > _MIN_STEP * R:
             step0 = min(length, radius)
             trial, taken, at_once = _line_search(form, y, point, -newton_step / length, step0,
                                                  0.1 * step0, R, run, vstep_solver)

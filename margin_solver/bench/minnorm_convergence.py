@@ -4,7 +4,7 @@ Runs :func:`margin_solver.minnorm.solve_min_norm` (R = 100 / nu with nu the RMS 
 as the benchmark's ``min-norm`` method) on each case with the descent's plain schedule
 (``options={"memory": 0, "use_bb": False, "newton": False}``: the method before the
 quasi-Newton direction), the quasi-Newton one without Newton steps (``{"newton": False}``)
-and the defaults (Newton steps in the score space), and prints status, accepted p-steps of the winning start, ||v|| and
+and with Newton steps in the score space (``{"newton": True}``), and prints status, accepted p-steps of the winning start, ||v|| and
 seconds. Cases: three digits training sets (3 vs 8, T = 4 patches, ReLU lift, eta = 0.1) and
 the paper's data (n = 40, T = 2, d = 2000, eta = 0.15) at kappa 0.25, 4, 8, certified.
 
@@ -27,7 +27,7 @@ from margin_solver.bench.realdata import digits_train_test
 VARIANTS = {
     "plain": {"memory": 0, "use_bb": False, "newton": False},
     "quasi-Newton": {"newton": False},
-    "Newton": {},
+    "Newton": {"newton": True},
 }
 
 
