@@ -35,6 +35,12 @@ of ~5e-4 R, relative decrease ~1e-4 per step), so the digits cells of the benchm
 ``max_iter`` far from stationarity; the curvature pairs remove most of that (docs/benchmarks.md,
 "Convergence on digits"). No tuning to the scale of R or of the gradient is needed.
 
+Newton steps (``newton=True``, opt-in): once the support is stable, the exact Newton step of
+phi in the scores (:func:`score_hessian`; on the sphere the Newton step of the Lagrangian in
+the tangent space, :func:`_newton_step`) is tried first, within a trust radius; when it
+fails the step above is taken. docs/theory.md, "Newton steps in the score space", has the
+maths and the rule for when they are tried.
+
 Stopping rule (first that holds): the relative projected-gradient norm ``||pg|| R / phi``
 falls below ``gtol`` (a first-order stationary point); phi decreased by less than ``rtol``
 (relative) over the last ``window`` accepted steps (first-order methods crawl in the last
@@ -496,7 +502,8 @@ def check_descent_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     Raises
     ------
     InvalidInputError
-        On an unknown key or a bad value (``memory`` an integer >= 0, ``use_bb`` a bool,
+        On an unknown key or a bad value (``memory`` an integer >= 0, ``use_bb`` and
+        ``newton`` bools,
         ``window`` an integer >= 1, ``vstep_solver`` one of "ldp", "ecos", "clarabel").
     """
     out = check_options(options, DESCENT_OPTIONS)
@@ -522,7 +529,8 @@ class DescentRun:
     (:func:`margin_solver.vstep.solve_vstep_on_support`);
     the histories hold ``||v*||`` and the projected gradient norm at each iterate;
     ``fallbacks`` counts the v-step solves whose first engine failed (``last_fallback`` is
-    the most recent such failure, ``"engine: reason"``).
+    the most recent such failure, ``"engine: reason"``); ``n_newton`` counts the accepted
+    Newton steps (``newton=True``).
     """
 
     point: PhiPoint
@@ -582,7 +590,9 @@ def descend(
     See the module docstring for the direction, the step schedule and the stopping rule.
     ``memory`` is the number of L-BFGS curvature pairs (0: projected-gradient steps only);
     ``use_bb`` takes Barzilai-Borwein trial lengths for those gradient steps (False: the
-    doubling schedule alone). Both are there to compare with the plain method.
+    doubling schedule alone). Both are there to compare with the plain method. ``newton``
+    tries Newton steps in the score space first (only with ``memory > 0``; see the module
+    docstring).
     ``deadline`` is a :func:`time.perf_counter` reading after which the descent stops at
     its current iterate (the whole-call time limit of
     :func:`margin_solver.minnorm.solve_min_norm`).
