@@ -83,7 +83,7 @@ def _dense(X, run):
 
 def test_newton_steps_leave_a_short_descent_unchanged():
     # the paper's data: the quasi-Newton descent ends before Newton steps are tried, so the
-    # option changes nothing there (docs/benchmarks.md, "Convergence on digits")
+    # option changes nothing there (docs/benchmarks.md, "Newton steps in the score space")
     ds = PaperDistribution(d=300, T=2, snr=math.sqrt(4 / 20), eta=0.1).sample(20, seed=3)
     X, y = ds.X, ds.y.astype(float)
     form = KernelForm(X, TokenGram(X))
