@@ -69,7 +69,7 @@ def test_newton_steps_converge_where_the_quasi_newton_descent_hits_the_cap():
     assert "projected gradient" in newton.reason  # first-order stationary, not a stall
     assert newton.norm <= quasi.norm
     assert newton.point.vstep.min_margin >= 1 - 1e-7
-    # stationary by a check that shares no code with the descent: multipliers refitted from
+    # stationary by a check that shares only the softmax with the descent: multipliers refitted from
     # v on the active margins, dense gradient, tangent projection
     rel, kkt = stationarity(train.X, y, *_dense(train.X, newton), R)
     assert rel <= 1e-5 and kkt <= 1e-6

@@ -59,7 +59,8 @@ def stationarity(X: np.ndarray, y: np.ndarray, v: np.ndarray, p: np.ndarray, R: 
     ``v = sum_i alpha_i y_i z_i`` over the samples whose margin is within 1e-6 of 1 (its
     relative residual is returned as the second number), then the envelope gradient
     ``g = -sum_i alpha_i y_i X_i^T [s_i * (u_i - f_i)]`` and its projection on the ball's
-    tangent cone at p. This shares no code with the descent (docs/theory.md, min-norm table).
+    tangent cone at p. It shares only the stable softmax with the descent (docs/theory.md, min-norm
+    table, has the formulas).
     """
     s = softmax(X @ p)
     Z = np.einsum("it,itd->id", s, X)
