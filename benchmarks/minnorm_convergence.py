@@ -1,9 +1,10 @@
-"""Convergence of the P_R descent, plain against quasi-Newton steps
-(:mod:`margin_solver.bench.minnorm_convergence`).
+"""Convergence of the P_R descent on the digits study's cells and the paper's data, one row
+per variant (:mod:`margin_solver.bench.minnorm_convergence`).
 
 Usage::
 
-    .venv/bin/python benchmarks/minnorm_convergence.py
+    .venv/bin/python benchmarks/minnorm_convergence.py [--variants quasi-Newton Newton]
+        [--n 20 40] [--seeds 0 1] [--no-paper]
 """
 
 import sys

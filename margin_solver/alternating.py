@@ -35,6 +35,12 @@ of ~5e-4 R, relative decrease ~1e-4 per step), so the digits cells of the benchm
 ``max_iter`` far from stationarity; the curvature pairs remove most of that (docs/benchmarks.md,
 "Convergence on digits"). No tuning to the scale of R or of the gradient is needed.
 
+Newton steps (``newton=True``, opt-in): once the support is stable, the exact Newton step of
+phi in the scores (:func:`score_hessian`; on the sphere the Newton step of the Lagrangian in
+the tangent space, :func:`_newton_step`) is tried first, within a trust radius; when it
+fails the step above is taken. docs/theory.md, "Newton steps in the score space", has the
+maths and the rule for when they are tried.
+
 Stopping rule (first that holds): the relative projected-gradient norm ``||pg|| R / phi``
 falls below ``gtol`` (a first-order stationary point); phi decreased by less than ``rtol``
 (relative) over the last ``window`` accepted steps (first-order methods crawl in the last
@@ -83,11 +89,14 @@ __all__ = [
     "norm",
     "project",
     "projected_gradient",
+    "score_hessian",
 ]
 
 #: The descent's knobs and their defaults (the ``options`` of
 #: :func:`margin_solver.minnorm.solve_min_norm`; see :func:`descend`).
-DESCENT_OPTIONS: dict[str, Any] = {"memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp"}
+DESCENT_OPTIONS: dict[str, Any] = {
+    "memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp", "newton": False
+}
 
 #: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
 _DESCENT_ENGINES = ("ldp", "ecos", "clarabel")
@@ -96,6 +105,14 @@ _DESCENT_ENGINES = ("ldp", "ecos", "clarabel")
 _ARMIJO = 1e-4
 # Shortest trial step, relative to R, before declaring that no descent step exists.
 _MIN_STEP = 1e-12
+# Newton steps are tried once the support has not changed over this many accepted steps
+# (phi is smooth only at a fixed support), and not again for this many steps after one
+# fails its line search (docs/benchmarks.md, "Newton steps in the score space").
+_NEWTON_STABLE = 1
+_NEWTON_COOLDOWN = 3
+# ... and only after this many quasi-Newton steps: where those converge fast (the paper's
+# data) the descent and its result stay as before.
+_NEWTON_AFTER = 20
 
 
 class DenseForm:
@@ -140,6 +157,21 @@ class DenseForm:
         """p as a vector of R^d."""
         return p
 
+    def token_gram_matrix(self) -> np.ndarray | None:
+        """The token Gram matrix ``H = X X^T`` (nT x nT), for the descent's Newton step."""
+        if getattr(self, "_token_gram", None) is None:
+            flat = self.X.reshape(self.n * self.T, self.d)
+            self._token_gram = flat @ flat.T
+        return self._token_gram
+
+    def token_coefficients(self, p: np.ndarray) -> np.ndarray | None:
+        """Coefficients c with ``p = sum_it c_it x_it`` (least squares), None if p is not in
+        the tokens' span."""
+        flat = self.X.reshape(self.n * self.T, self.d)
+        c = np.linalg.lstsq(flat.T, p, rcond=None)[0]
+        off_span = np.linalg.norm(flat.T @ c - p)
+        return c.reshape(self.n, self.T) if off_span <= 1e-9 * np.linalg.norm(p) else None
+
 
 class KernelForm:
     """p as token coefficients c (p = X^T c); per-iteration cost O((nT)^2), independent of d."""
@@ -182,6 +214,14 @@ class KernelForm:
     def dense(self, c: np.ndarray) -> np.ndarray:
         """p = X^T c as a vector of R^d (one O(nTd) product)."""
         return TokenGram.materialize(self.X, c)
+
+    def token_gram_matrix(self) -> np.ndarray | None:
+        """The token Gram matrix H (nT x nT), for the descent's Newton step."""
+        return self.gram.H
+
+    def token_coefficients(self, c: np.ndarray) -> np.ndarray | None:
+        """Token coefficients are this form's representation."""
+        return c
 
 
 Form = DenseForm | KernelForm
@@ -324,6 +364,102 @@ def _line_search(
     return None, step, False
 
 
+def _block_diagonal(blocks: np.ndarray) -> np.ndarray:
+    """The (nT x nT) matrix with the (T x T) ``blocks`` (shape (n, T, T)) on its diagonal."""
+    n, T, _ = blocks.shape
+    out = np.zeros((n, T, n, T))
+    out[np.arange(n), :, np.arange(n), :] = blocks
+    return out.reshape(n * T, n * T)
+
+
+def score_hessian(form: Form, point: PhiPoint, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hessian of phi in the scores of the support samples, at a fixed support.
+
+    With S the support (alpha_i > 0), Q = Y K_SS Y (K the form's feature Gram matrix, so a
+    penalised form's ``+ eps I`` is included), D_i = diag(s_i) - s_i s_i^T the softmax
+    Jacobian, e_it = alpha_i y_i and g_it = -e_it (D_i u_i)_t the gradient
+    (:func:`gradient_coefficients`), differentiating g with alpha = Q^{-1} 1 gives
+    (docs/theory.md, "Newton steps in the score space")
+
+        J = W^T Y Q^{-1} Y W - E F D - E D H_SS E D,
+        W = (U^T + S^T H_SS E) D,   F_i = diag(u_i - f_i) - s_i u_i^T,
+
+    with U^T (|S| x m) holding u_i^T in block i, S^T holding s_i^T in block i, E = diag(e)
+    and D, F block-diagonal. Checked against finite differences of the gradient
+    (tests/test_descent_convergence.py).
+
+    Returns
+    -------
+    (J, tokens)
+        J of shape (m, m), m = |S| T, symmetric up to round-off, and the flat indices of
+        the support tokens in the nT token order.
+    """
+    support = point.vstep.alpha > 0
+    s = point.attention[support]
+    y = point.y[support]
+    e = (point.vstep.alpha * point.y)[support]
+    n_s, T = s.shape
+    m = n_s * T
+    u = form.token_values(point.value_coefficients)[support]
+    f = np.sum(s * u, axis=1, keepdims=True)
+    tokens = (np.flatnonzero(support)[:, None] * T + np.arange(T)).reshape(-1)
+    H_s = H[np.ix_(tokens, tokens)]
+    D = np.einsum("it,tu->itu", s, np.eye(T)) - s[:, :, None] * s[:, None, :]
+    # rows of (U^T + S^T H E): u_i in block i, plus s_i^T H_{i., jr} e_jr
+    rows = np.einsum("it,itk->ik", s, H_s.reshape(n_s, T, m)) * np.repeat(e, T)[None, :]
+    rows.reshape(n_s, n_s, T)[np.arange(n_s), np.arange(n_s)] += u
+    W = np.einsum("kit,itu->kiu", rows.reshape(n_s, n_s, T), D).reshape(n_s, m)
+    K = form.feature_gram(point.attention)[np.ix_(support, support)]
+    YW = y[:, None] * W
+    first = YW.T @ np.linalg.solve(y[:, None] * K * y[None, :], YW)
+    F = np.einsum("it,tu->itu", u - f, np.eye(T)) - s[:, :, None] * u[:, None, :]
+    EFD = e[:, None, None] * np.einsum("itu,iuv->itv", F, D)
+    ED = e[:, None, None] * D
+    EDH = np.einsum("itu,iujv->itjv", ED, H_s.reshape(n_s, T, n_s, T))
+    EDHED = np.einsum("itjv,jvw->itjw", EDH, ED).reshape(m, m)
+    return first - _block_diagonal(EFD) - EDHED, tokens
+
+
+def _newton_step(form: Form, point: PhiPoint, R: float) -> np.ndarray | None:
+    """The Newton step (token coefficients) of phi on the ball, or None.
+
+    Inside the ball: the support tokens' coefficients solve ``J H_SS dc = -G_S``. On the
+    sphere with multiplier ``mu = -<grad phi, p> / R^2 > 0``: the Newton step of the
+    Lagrangian phi + mu/2 (||p||^2 - R^2) in the sphere's tangent space, from the bordered
+    system ``(J H + mu I) dc + lambda c = -(G + mu c)``, ``c^T H dc = 0`` (J zero outside
+    the support tokens). None when the form has no token Gram matrix, the system is
+    singular, or the step is not a descent direction (phi not convex there).
+    """
+    matrix = getattr(form, "token_gram_matrix", None)
+    H = None if matrix is None else matrix()
+    coefficients = None if H is None else form.token_coefficients(point.p)
+    if coefficients is None:
+        return None
+    c = coefficients.reshape(-1)
+    G = gradient_coefficients(form, point).reshape(-1)
+    Hc = H @ c
+    mu = -float(G @ Hc) / R**2
+    try:
+        J, tokens = score_hessian(form, point, H)
+        if float(c @ Hc) >= (R * (1 - 1e-9)) ** 2 and mu > 0:
+            N = c.size
+            system = np.zeros((N + 1, N + 1))
+            system[:N, :N] = mu * np.eye(N)
+            system[tokens, :N] += J @ H[tokens, :]
+            system[:N, N] = c
+            system[N, :N] = Hc
+            rhs = np.concatenate([-(G + mu * c), [0.0]])
+            step = np.linalg.solve(system, rhs)[:N]
+        else:
+            step = np.zeros_like(c)
+            step[tokens] = np.linalg.solve(J @ H[np.ix_(tokens, tokens)], -G[tokens])
+    except np.linalg.LinAlgError:
+        return None
+    if not np.all(np.isfinite(step)) or float(G @ (H @ step)) >= 0:
+        return None
+    return form.from_coefficients(step.reshape(coefficients.shape))
+
+
 def _remember(form: Form, pairs: list, move: np.ndarray, change: np.ndarray, memory: int) -> None:
     """Keep the pair (step, change of projected gradient) when its curvature is positive.
 
@@ -366,14 +502,16 @@ def check_descent_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     Raises
     ------
     InvalidInputError
-        On an unknown key or a bad value (``memory`` an integer >= 0, ``use_bb`` a bool,
+        On an unknown key or a bad value (``memory`` an integer >= 0, ``use_bb`` and
+        ``newton`` bools,
         ``window`` an integer >= 1, ``vstep_solver`` one of "ldp", "ecos", "clarabel").
     """
     out = check_options(options, DESCENT_OPTIONS)
     check_int(out["memory"], "options['memory']", 0)
     check_int(out["window"], "options['window']", 1)
-    if not isinstance(out["use_bb"], bool):
-        raise InvalidInputError(f"options['use_bb'] must be True or False, got {out['use_bb']!r}.")
+    for key in ("use_bb", "newton"):
+        if not isinstance(out[key], bool):
+            raise InvalidInputError(f"options[{key!r}] must be True or False, got {out[key]!r}.")
     if out["vstep_solver"] not in _DESCENT_ENGINES:
         raise InvalidInputError(
             f"options['vstep_solver'] must be one of {list(_DESCENT_ENGINES)}, "
@@ -391,7 +529,8 @@ class DescentRun:
     (:func:`margin_solver.vstep.solve_vstep_on_support`);
     the histories hold ``||v*||`` and the projected gradient norm at each iterate;
     ``fallbacks`` counts the v-step solves whose first engine failed (``last_fallback`` is
-    the most recent such failure, ``"engine: reason"``).
+    the most recent such failure, ``"engine: reason"``); ``n_newton`` counts the accepted
+    Newton steps (``newton=True``).
     """
 
     point: PhiPoint
@@ -404,6 +543,7 @@ class DescentRun:
     pg_history: list[float] = field(default_factory=list)
     fallbacks: int = 0
     last_fallback: str = ""
+    n_newton: int = 0
 
     def count_solve(self, point: PhiPoint) -> None:
         """Count a trial point's v-step solve and whether it needed a fallback engine."""
@@ -442,6 +582,7 @@ def descend(
     vstep_solver: str = "ldp",
     use_bb: bool = True,
     memory: int = 30,
+    newton: bool = False,
     deadline: float = math.inf,
 ) -> DescentRun:
     """Projected quasi-Newton descent on phi(p) over ``||p|| <= R`` from ``p0``.
@@ -449,7 +590,9 @@ def descend(
     See the module docstring for the direction, the step schedule and the stopping rule.
     ``memory`` is the number of L-BFGS curvature pairs (0: projected-gradient steps only);
     ``use_bb`` takes Barzilai-Borwein trial lengths for those gradient steps (False: the
-    doubling schedule alone). Both are there to compare with the plain method.
+    doubling schedule alone). Both are there to compare with the plain method. ``newton``
+    tries Newton steps in the score space first (only with ``memory > 0``; see the module
+    docstring).
     ``deadline`` is a :func:`time.perf_counter` reading after which the descent stops at
     its current iterate (the whole-call time limit of
     :func:`margin_solver.minnorm.solve_min_norm`).
@@ -469,6 +612,8 @@ def descend(
         return run
     point = _with_gradient(form, point)
     step = R
+    radius = 2 * R  # longest Newton step tried
+    stable, cooldown = 0, 0
     bb_lambda = None
     pairs: list[tuple] = []  # quasi-Newton (s, r, metric s, metric r, 1 / <s, r>)
     last_move, last_pg = None, None
@@ -487,7 +632,20 @@ def descend(
         if last_move is not None:
             _remember(form, pairs, last_move, pg - last_pg, memory)
         trial, first_trial = None, False
-        quasi = _quasi_newton(form, pairs, pg) if pairs else None
+        try_newton = newton and memory > 0 and stable >= _NEWTON_STABLE and \
+            it >= max(cooldown, _NEWTON_AFTER)
+        newton_step = _newton_step(form, point, R) if try_newton else None
+        length = 0.0 if newton_step is None else norm(form, newton_step)
+        if length > _MIN_STEP * R:
+            step0 = min(length, radius)
+            trial, taken, at_once = _line_search(form, y, point, -newton_step / length, step0,
+                                                 0.1 * step0, R, run, vstep_solver)
+            run.n_newton += trial is not None
+            # trust radius: doubled after a step accepted at once, else the length that passed
+            radius = 2 * step0 if at_once else taken if trial is not None else 0.1 * step0
+            if trial is None:
+                cooldown = it + _NEWTON_COOLDOWN
+        quasi = _quasi_newton(form, pairs, pg) if pairs and trial is None else None
         if quasi is not None:
             length = norm(form, quasi)
             # a quasi-Newton step that must shrink 10-fold is a bad model: restart instead
@@ -505,6 +663,8 @@ def descend(
             run.reason = "no step passes the Armijo test (a kink of phi or a stationary point)"
             break
         previous, point = point, _with_gradient(form, trial)
+        same = np.array_equal(previous.vstep.alpha > 0, point.vstep.alpha > 0)
+        stable = stable + 1 if same else 0
         run.point, run.n_iter = point, it + 1
         last_move, last_pg = point.p - previous.p, pg
         bb_lambda = _barzilai_borwein(form, previous, point) if use_bb else None

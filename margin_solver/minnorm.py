@@ -352,6 +352,11 @@ def solve_min_norm(
             Accepted steps over which the ``rtol`` test measures the decrease of phi.
         ``"vstep_solver"`` : {"ldp", "ecos", "clarabel"}, default "ldp"
             v-step engine tried first (the others stand in when it fails).
+        ``"newton"`` : bool, default False
+            Try Newton steps in the score space once the support is stable
+            (docs/theory.md, "Newton steps in the score space"). Opt-in: on the digits
+            study's cells it ends more descents at a stationary point, not all, and can
+            change which start wins (docs/benchmarks.md, "Newton steps in the score space").
 
         ``{"memory": 0, "use_bb": False}`` is the plain projected-gradient method that the
         quasi-Newton descent replaced (docs/benchmarks.md, "Convergence on digits").
