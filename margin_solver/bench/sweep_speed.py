@@ -148,8 +148,9 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
           "load average before: "
           f"{os.getloadavg()[0]:.2f}")
     failed: list[str] = []
-    print("| backend | cells | failed | wall s | cells/s | speed-up | method s | method CPU s | CPU/wall "
-          "| total CPU s | overhead (CPU) | overhead (wall) | first cell s | threads (OS/BLAS) |")
+    print("| backend | cells | failed | wall s | cells/s | speed-up | method s | method CPU s "
+          "| CPU/wall | total CPU s | overhead (CPU) | overhead (wall) | first cell s "
+          "| threads (OS/BLAS) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     first = None
     originals = dict(SWEEP_METHODS)
@@ -179,7 +180,8 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
             cpu_share = "-" if total_cpu is None else \
                 f"{(total_cpu - method_cpu) / method_cpu:.0%}"
             cpu_text = "-" if total_cpu is None else f"{total_cpu:.1f}"
-            print(f"| {label} | {result.n_run} | {result.n_failed} | {wall:.1f} | {result.n_run / wall:.2f} | "
+            print(f"| {label} | {result.n_run} | {result.n_failed} | {wall:.1f} | "
+                  f"{result.n_run / wall:.2f} | "
                   f"{first / wall:.2f}x | {method:.1f} | {method_cpu:.1f} | "
                   f"{method_cpu / method:.2f} | {cpu_text} | {cpu_share} | "
                   f"{(workers * wall - method) / method:.0%} | {first_call:.2f} | "
