@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from margin_solver.bench.methods import SWEEP_METHODS
+from margin_solver.blas import blas_threads
 from margin_solver.bench.studies import STUDIES
 from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run_sweep
 from margin_solver.results import FAILED
@@ -81,16 +82,12 @@ class TimedMethod:
 
     def __call__(self, train: Any, test: Any, call: Any) -> dict[str, Any]:
         """Run the method, then append its record."""
-        from threadpoolctl import threadpool_info
-
         started, cpu, wall = time.time(), time.process_time(), time.perf_counter()
         try:
             return self.method(train, test, call)
         finally:  # a call that raised (a failed cell) spent its time too
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            blas = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"),
-                       default=0)
-            record = f"{started!r} {cpu!r} {wall!r} {_os_threads()} {blas}\n"
+            record = f"{started!r} {cpu!r} {wall!r} {_os_threads()} {blas_threads()}\n"
             with open(Path(os.environ[RECORD_DIR]) / f"{os.getpid()}.txt", "a") as fh:
                 fh.write(record)
 

@@ -50,7 +50,7 @@ from margin_solver.bench.methods import SWEEP_METHODS, MethodCall, theory_settin
 from margin_solver.progress import ProgressBar
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
 from margin_solver.results import COMPLETED, FAILED, ConvergenceWarning, ResultMixin, to_jsonable
-from margin_solver.theory.check import DataEvidence, check_conditions, data_evidence
+from margin_solver.theory import DataEvidence, check_conditions, data_evidence
 from margin_solver.validation import MAX_MAGNITUDE, InvalidInputError, parse_json
 from margin_solver.progress import verbose_switch
 
