@@ -108,7 +108,7 @@ class _Solution:
     certified: bool | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds arrays
 class DataEvidence:
     """What the checker measures on a training set whatever the method.
 
