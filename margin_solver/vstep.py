@@ -248,7 +248,7 @@ class _VStepData:
         cvxpy model for size n fits every rank.
         """
         scale = self.scale
-        lam, U = np.linalg.eigh(self.K / scale)
+        lam, U = symmetric_eigh(self.K / scale)
         if lam[0] < -_NOT_PSD_RTOL * lam[-1]:
             raise InvalidInputError(
                 f"K must be positive semidefinite (a Gram matrix Z @ Z.T), but its smallest "
@@ -276,6 +276,25 @@ class _VStepData:
         U, root, scale = self.factor.U, self.factor.root, self.factor.scale
         inv_lam = np.divide(1.0, root**2, out=np.zeros_like(root), where=root > 0)
         return U @ (inv_lam * (U.T @ (self.Z @ v))) / scale
+
+
+def symmetric_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and eigenvectors of a finite symmetric matrix.
+
+    LAPACK's divide and conquer (``numpy.linalg.eigh``) first; when it does not converge,
+    the implicit QL/QR algorithm (``dsyev`` through ``scipy.linalg.eigh(driver="ev")``),
+    slower but more robust. Divide and conquer can fail on Gram matrices with many nearly
+    equal eigenvalues: saturated attention gives such a K (samples selecting the same signal
+    token get equal features); an n = 120 v-step of a sweep cell raised "Eigenvalues did
+    not converge" (docs/benchmarks.md, "Sweep throughput, third pass").
+    """
+    try:
+        return np.linalg.eigh(A)
+    except np.linalg.LinAlgError:
+        from scipy.linalg import eigh
+
+        logger.info("numpy's eigh did not converge on a %d x %d matrix; using dsyev", *A.shape)
+        return eigh(A, driver="ev")
 
 
 def solve_vstep(

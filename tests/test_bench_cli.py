@@ -85,6 +85,19 @@ def test_sweep_cli_runs_a_grid_and_reports_bad_input(tmp_path, capsys):
     assert "--method-options must be a JSON object" in capsys.readouterr().err
 
 
+def test_sweep_cli_heads_is_a_grid_axis_on_the_same_samples(tmp_path, capsys):
+    out = tmp_path / "h.csv"
+    args = ["sweep", "--n", "8", "--kappa", "4", "--d", "40", "--n-test", "20", "--methods",
+            "gd-two-step", "--heads", "1", "2", "--out", str(out), "--jobs", "1", "--no-progress"]
+    assert main(args) == 0
+    assert "2 cells run (0 failed), 0 already done" in capsys.readouterr().out
+    rows = load_results(out)
+    assert sorted(r["heads"] for r in rows) == [1.0, 2.0]
+    assert all(r["status"] == "completed" for r in rows)
+    assert len({r["n_noisy"] for r in rows}) == 1  # one draw of the data for both
+    assert rows[0]["norm"] != rows[1]["norm"]  # two different models
+
+
 def test_regime_map_classifies_by_interpolation_and_clean_error():
     def row(n, train_error, test_error, status="optimal"):
         return {

@@ -146,6 +146,8 @@ CASES = {
     "sweep T 0": ([*SWEEP, "--kappa", "1", "--T", "0", "--out", "{dir}/s.csv"], r"T must be integers >= 1"),
     "sweep d 0": ([*SWEEP, "--kappa", "1", "--d", "0", "--out", "{dir}/s.csv"], r"d must be integers >= 1"),
     "sweep eta": ([*SWEEP, "--kappa", "1", "--eta", "0.7", "--out", "{dir}/s.csv"], r"eta must be numbers in \[0, 0.5\)"),
+    "sweep heads 0": ([*SWEEP, "--kappa", "1", "--heads", "1", "0", "--out", "{dir}/s.csv"], r"heads must be integers >= 1; got \[0\]"),
+    "sweep heads text": ([*SWEEP, "--kappa", "1", "--heads", "two", "--out", "{dir}/s.csv"], r"argument --heads: invalid int value: 'two'"),
     "sweep seeds 0": ([*SWEEP, "--kappa", "1", "--seeds", "0", "--out", "{dir}/s.csv"], r"seeds must be >= 1"),
     "sweep sweep seed": ([*SWEEP, "--kappa", "1", "--sweep-seed", "-1", "--out", "{dir}/s.csv"], r"sweep_seed must be an integer >= 0"),
     "sweep n test": ([*SWEEP, "--kappa", "1", "--n-test", "0", "--out", "{dir}/s.csv"], r"n_test must be an integer >= 1"),

@@ -12,6 +12,7 @@ from margin_solver.bench.sweeps import (
     run_cell,
     run_point,
 )
+from margin_solver.theory import check_conditions
 
 METHODS = ["uniform-svm", "gd-two-step", "min-norm"]
 
@@ -49,6 +50,32 @@ def test_one_draw_per_point_and_rows_equal_the_cells_run_alone(monkeypatch):
     shared = [row for p in point_jobs(jobs) for row in run_point(p)]
     assert len(draws) == len(jobs) // len(METHODS) == len(set(draws))
     assert [_strip(r) for r in shared] == [_strip(r) for r in alone]
+
+
+def test_the_checker_measures_a_point_once_and_rows_equal_the_unshared_ones(monkeypatch):
+    config = SweepConfig(n_test=40)
+    grid = SweepGrid(n=[10], d=[100], kappa=[1.0, 10.0], methods=METHODS)
+    points = point_jobs([CellJob(c, SWEEP_METHODS[c.method], config) for c in grid.cells()])
+    measured = []
+    measure = sweeps.data_evidence
+
+    def counting(train):
+        measured.append(train)
+        return measure(train)
+
+    monkeypatch.setattr(sweeps, "data_evidence", counting)
+    shared = [row for p in points for row in run_point(p)]
+    assert len(measured) == len(points) == len({id(t) for t in measured})
+
+    def unshared(train, *, evidence, **kwargs):  # every row measures the data itself
+        return check_conditions(train, **kwargs)
+
+    monkeypatch.setattr(sweeps, "check_conditions", unshared)
+    alone = [row for p in points for row in run_point(p)]
+    assert [_strip(r) for r in shared] == [_strip(r) for r in alone]
+    # the per-method part stays per row: methods of one point get different predictions
+    assert any(len({r["predicted_regime"] for r in shared[i:i + len(METHODS)]}) > 1
+               for i in range(0, len(shared), len(METHODS)))
 
 
 def test_methods_cannot_change_the_data_the_next_method_sees(monkeypatch):

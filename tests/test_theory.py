@@ -25,6 +25,7 @@ from margin_solver.theory import (
     rules_table,
     check_conditions,
     conflicting_pairs,
+    data_evidence,
 )
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.validation import InvalidInputError
@@ -391,6 +392,25 @@ def test_bad_inputs_raise_clear_errors(tmp_path):
         Constants(norm_tol=-1.0)
     with pytest.raises(InvalidInputError, match="max_tokens must be an integer"):
         Constants(max_tokens=4000.0)
+
+
+def test_shared_evidence_gives_the_same_reports_and_belongs_to_its_dataset():
+    dist, train, test = _sample(kappa=8.0)
+    evidence = data_evidence(train)
+    solution = dict(zip("vp", _benign_solution(dist, train)))
+    for kw in ({}, {"method": "two-step-gd"}, {"method": "min-norm", "R": 0.5},
+               {"solution": solution, "test": test}, {"heads": 2}):
+        shared = check_conditions(train, evidence=evidence, **kw).to_dict()
+        alone = check_conditions(train, **kw).to_dict()
+        assert json.dumps(shared, sort_keys=True) == json.dumps(alone, sort_keys=True)
+    with pytest.raises(InvalidInputError, match="another dataset"):
+        check_conditions(dist.sample(40, seed=3), evidence=evidence)
+    with pytest.raises(InvalidInputError, match="other constants"):
+        check_conditions(train, constants=Constants(seed=1), evidence=evidence)
+    with pytest.raises(InvalidInputError, match="must be a DataEvidence"):
+        check_conditions(train, evidence=evidence.estimates)
+    with pytest.raises(InvalidInputError, match="must be a Dataset"):
+        data_evidence(train.X)
 
 
 def test_samples_with_the_same_tokens_and_opposite_labels_cannot_be_interpolated():

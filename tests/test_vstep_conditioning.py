@@ -48,3 +48,24 @@ def test_well_conditioned_vstep_is_certified_optimal():
     K, y = _near_conflict(1e-1)
     res = vstep.solve_trusted_vstep(K, y, "ldp")
     assert res.status == OPTIMAL and res.fallbacks == []
+
+
+def test_an_eigendecomposition_that_does_not_converge_falls_back_to_dsyev(monkeypatch):
+    """numpy's divide and conquer raised "Eigenvalues did not converge" on a singular K of a
+    sweep cell (n = 120); which matrices make it fail depends on the LAPACK build, so the
+    failure is simulated here."""
+    K, y = _near_conflict(1e-1)  # singular (two equal features): the LDP engine needs the factor
+    expected = vstep.solve_trusted_vstep(K, y, "ldp")
+    calls = []
+
+    def diverging(a, *args, **kwargs):
+        calls.append(a.shape)
+        raise np.linalg.LinAlgError("Eigenvalues did not converge")
+
+    monkeypatch.setattr(np.linalg, "eigh", diverging)
+    res = vstep.solve_trusted_vstep(K, y, "ldp")
+    assert calls and res.status == OPTIMAL and res.fallbacks == []
+    assert res.norm == pytest.approx(expected.norm, rel=1e-9)
+    lam, U = vstep.symmetric_eigh(K)
+    assert np.all(np.diff(lam) >= 0)
+    assert np.allclose((U * lam) @ U.T, K, atol=1e-12 * np.abs(K).max())

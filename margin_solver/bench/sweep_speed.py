@@ -4,6 +4,8 @@ Runs one grid with each ``--jobs`` value (and on a Dask scheduler when ``--sched
 ``--local-dask`` is given), each into a fresh temporary file, side by side in one process,
 and prints a table:
 
+- ``failed``: cells whose row failed (listed after the table, with their message; the
+  benchmark then exits with status 1): their method calls are timed like the others;
 - ``wall s``, ``cells/s``: :func:`run_sweep`'s wall-clock time and cells over it;
 - ``speed-up``: wall time of the first backend over this one's (the target of issue 18 is
   ``--jobs 2`` >= 1.7x ``--jobs 1`` on an idle 2-core machine);
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import resource
 import tempfile
@@ -43,8 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from margin_solver.bench.methods import SWEEP_METHODS
+from margin_solver.blas import blas_threads
 from margin_solver.bench.studies import STUDIES
 from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run_sweep
+from margin_solver.results import FAILED
 
 #: Environment variable naming the directory where timed method calls leave their records.
 RECORD_DIR = "MARGIN_SOLVER_SWEEP_SPEED_RECORDS"
@@ -77,17 +82,14 @@ class TimedMethod:
 
     def __call__(self, train: Any, test: Any, call: Any) -> dict[str, Any]:
         """Run the method, then append its record."""
-        from threadpoolctl import threadpool_info
-
         started, cpu, wall = time.time(), time.process_time(), time.perf_counter()
-        fields = self.method(train, test, call)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        blas = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"),
-                   default=0)
-        record = f"{started!r} {cpu!r} {wall!r} {_os_threads()} {blas}\n"
-        with open(Path(os.environ[RECORD_DIR]) / f"{os.getpid()}.txt", "a") as fh:
-            fh.write(record)
-        return fields
+        try:
+            return self.method(train, test, call)
+        finally:  # a call that raised (a failed cell) spent its time too
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            record = f"{started!r} {cpu!r} {wall!r} {_os_threads()} {blas_threads()}\n"
+            with open(Path(os.environ[RECORD_DIR]) / f"{os.getpid()}.txt", "a") as fh:
+                fh.write(record)
 
 
 def _os_threads() -> int:
@@ -142,9 +144,11 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
     print(f"grid {args.grid}{' (no checker)' if args.no_check else ''}; {os.cpu_count()} cores; "
           "load average before: "
           f"{os.getloadavg()[0]:.2f}")
-    print("| backend | cells | wall s | cells/s | speed-up | method s | method CPU s | CPU/wall "
-          "| total CPU s | overhead (CPU) | overhead (wall) | first cell s | threads (OS/BLAS) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    failed: list[str] = []
+    print("| backend | cells | failed | wall s | cells/s | speed-up | method s | method CPU s "
+          "| CPU/wall | total CPU s | overhead (CPU) | overhead (wall) | first cell s "
+          "| threads (OS/BLAS) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     first = None
     originals = dict(SWEEP_METHODS)
     try:
@@ -159,7 +163,11 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
             result = run_sweep(grids, out, config, jobs=workers, scheduler=scheduler)
             wall = time.perf_counter() - start
             total_cpu = None if scheduler else _cpu_seconds() - cpu0
-            method = sum(row["seconds"] for row in load_results(out))
+            rows = load_results(out)
+            # A cell whose data could not be drawn ran no method: no seconds (NaN), no time.
+            method = math.fsum(r["seconds"] for r in rows if math.isfinite(r["seconds"]))
+            failed.extend(f"{label}: {_cell_text(r)}: {r['message']}" for r in rows
+                          if r["status"] == FAILED)
             records = [line.split() for f in tmp.glob("*.txt")
                        for line in f.read_text().splitlines()]
             method_cpu = sum(float(r[1]) for r in records)
@@ -169,7 +177,8 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
             cpu_share = "-" if total_cpu is None else \
                 f"{(total_cpu - method_cpu) / method_cpu:.0%}"
             cpu_text = "-" if total_cpu is None else f"{total_cpu:.1f}"
-            print(f"| {label} | {result.n_run} | {wall:.1f} | {result.n_run / wall:.2f} | "
+            print(f"| {label} | {result.n_run} | {result.n_failed} | {wall:.1f} | "
+                  f"{result.n_run / wall:.2f} | "
                   f"{first / wall:.2f}x | {method:.1f} | {method_cpu:.1f} | "
                   f"{method_cpu / method:.2f} | {cpu_text} | {cpu_share} | "
                   f"{(workers * wall - method) / method:.0%} | {first_call:.2f} | "
@@ -177,7 +186,14 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
     finally:
         SWEEP_METHODS.update(originals)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
-    return 0
+    for line in failed:
+        print(f"failed cell, {line}")
+    return 1 if failed else 0
+
+
+def _cell_text(row: dict[str, Any]) -> str:
+    keys = ("n", "d", "T", "kappa", "eta", "seed", "method", "heads")
+    return " ".join(f"{k}={row[k]:g}" if k != "method" else row[k] for k in keys)
 
 
 def _cpu_seconds() -> float:

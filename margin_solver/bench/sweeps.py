@@ -23,6 +23,7 @@ running the sweep is killed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -49,7 +50,7 @@ from margin_solver.bench.methods import SWEEP_METHODS, MethodCall, theory_settin
 from margin_solver.progress import ProgressBar
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
 from margin_solver.results import COMPLETED, FAILED, ConvergenceWarning, ResultMixin, to_jsonable
-from margin_solver.theory import check_conditions
+from margin_solver.theory import DataEvidence, check_conditions, data_evidence
 from margin_solver.validation import MAX_MAGNITUDE, InvalidInputError, parse_json
 from margin_solver.progress import verbose_switch
 
@@ -391,8 +392,10 @@ class PointJob:
     """The cells of one data point (same :meth:`Cell.data_key`): one unit of work.
 
     Its cells share the training and test sets (drawn once from the streams every one of
-    them would draw alone) and the theorem checker's verdict, so a point with k methods
-    draws its data once instead of k times.
+    them would draw alone) and the theorem checker's measurements of the training set
+    (:func:`margin_solver.theory.check.data_evidence`), so a point with k methods draws and
+    measures its data once instead of k times; which regime applies at each method's setting
+    is decided per cell.
     """
 
     jobs: tuple[CellJob, ...]
@@ -447,14 +450,16 @@ def _run_point(point: PointJob) -> list[dict[str, Any]]:
         }
     except Exception as exc:  # noqa: BLE001 (a failed cell is a result row, not a crashed sweep)
         return [_failed_row(job, exc) for job in point.jobs]
-    return [_method_row(job, train, test, shared) for job in point.jobs]
+    evidence = functools.cache(lambda: data_evidence(train))  # on first use: not if no check
+    return [_method_row(job, train, test, shared, evidence) for job in point.jobs]
 
 
 def run_cell(job: CellJob) -> dict[str, Any]:
     """Draw the cell's data, run its method and return its row (never raises on solver errors).
 
-    Only the method call is timed (``seconds``). An exception inside the data source or the
-    method gives a row with ``status="failed"`` and the error in ``message``.
+    Only the method call is timed (``seconds``, also when it raises; empty when the data
+    could not be drawn). An exception inside the data source or the method gives a row with
+    ``status="failed"`` and the error in ``message``.
     """
     return run_point(PointJob((job,)))[0]
 
@@ -473,7 +478,11 @@ def _failed_row(job: CellJob, exc: Exception, row: dict[str, Any] | None = None)
 
 
 def _method_row(
-    job: CellJob, train: Dataset, test: Dataset, shared: dict[str, Any]
+    job: CellJob,
+    train: Dataset,
+    test: Dataset,
+    shared: dict[str, Any],
+    evidence: Callable[[], DataEvidence],
 ) -> dict[str, Any]:
     cell, config = job.cell, job.config
     row = _key_row(job) | shared
@@ -488,12 +497,14 @@ def _method_row(
             # stderr would only repeat them.
             warnings.simplefilter("ignore", ConvergenceWarning)
             start = time.perf_counter()
-            fields = job.method(train, test, call)
-            row["seconds"] = time.perf_counter() - start
+            try:
+                fields = job.method(train, test, call)
+            finally:  # a failed call's time is spent too (the throughput benchmark sums it)
+                row["seconds"] = time.perf_counter() - start
         if config.check:
             # The prediction for this method at the setting it ran with (issue 20).
             setting = theory_setting(cell.method, fields, call.options)
-            report = check_conditions(train, **setting, heads=cell.heads)
+            report = check_conditions(train, **setting, heads=cell.heads, evidence=evidence())
             row.update(predicted_regime=report.predicted_regime, snr_regime=report.snr_regime)
     except Exception as exc:  # noqa: BLE001 (a failed cell is a result row, not a crashed sweep)
         return _failed_row(job, exc, row)

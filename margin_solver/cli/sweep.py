@@ -7,7 +7,7 @@ import argparse
 from margin_solver.cli import EXIT_CAVEAT, EXIT_OK, CLIError
 
 NAME = "sweep"
-HELP = "run a grid over n, SNR or kappa, d, T, eta, seeds and methods; resumable CSV output"
+HELP = "run a grid over n, SNR or kappa, d, T, eta, seeds, methods and heads; resumable CSV output"
 EXAMPLE = (
     "margin-solver sweep --n 20 40 --kappa 0.5 4 --d 2000 --eta 0.1 --seeds 3 "
     "--methods min-norm gd-two-step --out results/sweep.csv"
@@ -39,6 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--seeds", type=int, default=1, help="repetitions per grid point (default 1)"
+    )
+    parser.add_argument(
+        "--heads",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="attention heads H of the fitted model (default 1); cells differing only in H "
+        "see the same samples; uniform-svm takes H = 1 only",
     )
     parser.add_argument(
         "--methods", nargs="+", required=True, help=f"methods: {', '.join(sorted(SWEEP_METHODS))}"
@@ -123,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         eta=args.eta,
         seeds=args.seeds,
         data=args.data,
+        heads=args.heads,
     )
     started = _now()
     main_thread = threading.current_thread() is threading.main_thread()

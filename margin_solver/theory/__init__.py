@@ -8,11 +8,19 @@ One module per job:
 * :mod:`~margin_solver.theory.rules` -- the check rows' record (:class:`Condition`), the
   :class:`Regime` vocabulary and the regime rules table :data:`RULES`;
 * :mod:`~margin_solver.theory.check` -- :func:`check_conditions`: measure the rows, predict,
-  observe a fitted ``(v, p)``, compare;
+  observe a fitted ``(v, p)``, compare; :func:`data_evidence`: the measurements that do not
+  depend on the method, to share between the checks of several methods on one dataset;
 * :mod:`~margin_solver.theory.report` -- :class:`ConditionReport` and its terminal table.
 """
 
-from margin_solver.theory.check import METHODS, check_conditions, conflicting_pairs, two_step_upper_kappa
+from margin_solver.theory.check import (
+    METHODS,
+    DataEvidence,
+    check_conditions,
+    conflicting_pairs,
+    data_evidence,
+    two_step_upper_kappa,
+)
 from margin_solver.theory.constants import DISCLAIMER, Constants
 from margin_solver.theory.report import ConditionReport, ObservedBehaviour, format_report
 from margin_solver.theory.rules import RULES, Condition, Regime, rules_table
@@ -40,10 +48,12 @@ __all__ = [
     "Condition",
     "ConditionReport",
     "Constants",
+    "DataEvidence",
     "ObservedBehaviour",
     "Regime",
     "check_conditions",
     "conflicting_pairs",
+    "data_evidence",
     "format_report",
     "rules_table",
     "two_step_upper_kappa",

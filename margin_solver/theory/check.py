@@ -20,7 +20,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,14 @@ from margin_solver.theory.rules import (
 from margin_solver.progress import verbose_switch
 from margin_solver.validation import InvalidInputError, check_int
 
-__all__ = ["METHODS", "check_conditions", "conflicting_pairs", "two_step_upper_kappa"]
+__all__ = [
+    "METHODS",
+    "DataEvidence",
+    "check_conditions",
+    "conflicting_pairs",
+    "data_evidence",
+    "two_step_upper_kappa",
+]
 
 _REL_TOL = 1e-9
 
@@ -101,6 +108,104 @@ class _Solution:
     certified: bool | None
 
 
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds arrays
+class DataEvidence:
+    """What the checker measures on a training set whatever the method.
+
+    Made by :func:`data_evidence`; passed to :func:`check_conditions` as ``evidence=`` to
+    check several methods on one dataset without measuring it again (the sweep does so per
+    data point).
+
+    Attributes
+    ----------
+    dataset : Dataset
+        The training set measured (:func:`check_conditions` refuses evidence of another).
+    constants : Constants
+        The constants it was measured with (their seed fixes the bootstrap and subsampling).
+    estimates : SignalNoiseEstimate
+        Signal positions, carried signals, SNR and eta estimates.
+    intervals : EstimateIntervals
+        Bootstrap intervals of the estimated SNR and eta.
+    noise : NoiseGeometry
+        Overlaps, norms and cross-talk of the noise tokens.
+    conflicts : list of (int, int)
+        Samples with the same tokens and opposite labels (:func:`conflicting_pairs`).
+    """
+
+    dataset: Dataset = field(repr=False)
+    constants: Constants
+    estimates: SignalNoiseEstimate
+    intervals: EstimateIntervals
+    noise: NoiseGeometry
+    conflicts: list[tuple[int, int]]
+
+
+def data_evidence(dataset: Dataset, constants: Constants | None = None) -> DataEvidence:
+    """Measure the method-independent part of :func:`check_conditions` on ``dataset``.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        Training data.
+    constants : Constants, optional
+        Thresholds and seed; package defaults otherwise.
+
+    Returns
+    -------
+    DataEvidence
+
+    Raises
+    ------
+    InvalidInputError
+        ``dataset`` is not a Dataset or ``constants`` not a Constants.
+
+    Examples
+    --------
+    >>> from margin_solver.data import PaperDistribution
+    >>> ds = PaperDistribution(d=600, snr=0.5, eta=0.1).sample(40, seed=2)
+    >>> evidence = data_evidence(ds)
+    >>> [str(check_conditions(ds, method=m, evidence=evidence).predicted_regime)
+    ...  for m in ("min-norm", "two-step-gd")]
+    ['benign', 'no interpolation']
+    """
+    if not isinstance(dataset, Dataset):
+        raise InvalidInputError(f"dataset must be a Dataset, got {type(dataset).__name__}.")
+    c = _constants(constants)
+    est = estimate_signal_noise(dataset, seed=c.seed)
+    return DataEvidence(
+        dataset=dataset,
+        constants=c,
+        estimates=est,
+        intervals=bootstrap_intervals(dataset, est, n_boot=N_BOOT, level=LEVEL, seed=c.seed),
+        noise=noise_geometry(dataset.X, est.signal_index, est.mu, c.max_tokens,
+                             np.random.default_rng(c.seed)),
+        conflicts=conflicting_pairs(dataset.X, dataset.y),
+    )
+
+
+def _constants(constants: Any) -> Constants:
+    c = constants if constants is not None else Constants()
+    if not isinstance(c, Constants):
+        raise InvalidInputError(f"constants must be a Constants, got {type(c).__name__}.")
+    return c
+
+
+def _evidence_constants(evidence: Any, dataset: Dataset, constants: Any) -> Constants:
+    """The constants of a check given ``evidence``: its own, which ``constants`` must equal."""
+    if not isinstance(evidence, DataEvidence):
+        raise InvalidInputError(f"evidence must be a DataEvidence, got {type(evidence).__name__}.")
+    if evidence.dataset is not dataset:
+        raise InvalidInputError(
+            "evidence was measured on another dataset; make it with data_evidence(dataset)."
+        )
+    if constants is not None and _constants(constants) != evidence.constants:
+        raise InvalidInputError(
+            "evidence was measured with other constants than those given; make it with "
+            "data_evidence(dataset, constants)."
+        )
+    return evidence.constants
+
+
 @verbose_switch
 def check_conditions(
     dataset: Dataset,
@@ -112,6 +217,7 @@ def check_conditions(
     R: float | None = None,
     steps: Any = None,
     heads: int = 1,
+    evidence: DataEvidence | None = None,
 ) -> ConditionReport:
     """Check the theorems' conditions on ``dataset`` for one method and compare with observation.
 
@@ -146,6 +252,9 @@ def check_conditions(
         is "outside the theory", since no theorem covers a sum of heads (docs/theory.md,
         "Multi-head attention"). A multi-head ``solution`` cannot be observed here
         (:func:`margin_solver.compare.compare` reports it).
+    evidence : DataEvidence, optional
+        :func:`data_evidence` of this ``dataset`` (the same object) with these ``constants``:
+        its measurements are used instead of being made again; the report is the same.
 
     Returns
     -------
@@ -155,7 +264,8 @@ def check_conditions(
     ------
     InvalidInputError
         ``dataset`` or ``test`` is not a Dataset, the test dimension differs, the solution
-        is malformed, ``method``/``R``/``steps`` are invalid or contradict the solution.
+        is malformed, ``method``/``R``/``steps`` are invalid or contradict the solution, or
+        ``evidence`` was measured on another dataset or with other constants.
 
     Examples
     --------
@@ -172,9 +282,8 @@ def check_conditions(
         raise InvalidInputError(f"test must be a Dataset, got {type(test).__name__}.")
     if test is not None and test.d != dataset.d:
         raise InvalidInputError(f"test set has d={test.d} but the training set has d={dataset.d}.")
-    c = constants if constants is not None else Constants()
-    if not isinstance(c, Constants):
-        raise InvalidInputError(f"constants must be a Constants, got {type(c).__name__}.")
+    c = _constants(constants) if evidence is None else _evidence_constants(evidence, dataset,
+                                                                            constants)
     heads = check_int(heads, "heads", 1)
     if heads > 1 and solution is not None:
         raise InvalidInputError(
@@ -184,12 +293,10 @@ def check_conditions(
     sol = None if solution is None else _read_solution(solution, dataset.d)
     setting = _setting(dataset, sol, method, R, steps)
 
-    rng = np.random.default_rng(c.seed)
-    est = estimate_signal_noise(dataset, seed=c.seed)
-    ci = bootstrap_intervals(dataset, est, n_boot=N_BOOT, level=LEVEL, seed=c.seed)
-    geo = noise_geometry(dataset.X, est.signal_index, est.mu, c.max_tokens, rng)
+    evidence = evidence or data_evidence(dataset, c)
+    est, ci, geo, conflicts = (evidence.estimates, evidence.intervals, evidence.noise,
+                               evidence.conflicts)
     rows = _conditions(dataset, est, ci, geo, c, setting)
-    conflicts = conflicting_pairs(dataset.X, dataset.y)
     regime, reason, snr_regime, _ = predict(rows, conflicts, c, setting.method)
     if heads > 1 and not conflicts:  # identical samples with both labels: no heads can help
         regime, reason = Regime.OUTSIDE, (
