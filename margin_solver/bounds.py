@@ -349,18 +349,24 @@ def _finite_r(
                 f"infeasible: samples {clash[0]} and {clash[1]} have the same tokens and "
                 "opposite labels, so every p gives them the same feature", HARD_SELECTION, 0,
                 time.perf_counter() - start, certified=True, bound_kind=FINITE_R, R=R)
+        lb_selection = None
         if method == "enumerate" or (method == "auto" and T**n <= ENUMERATION_LIMIT):
             best, nodes, failed = _enumerate(H, y, T, ProgressBar(False))
             hard = best.norm
             if best.feasible:
-                selection = np.empty(n, dtype=np.int64)
-                selection[best.samples] = best.tokens
+                lb_selection = np.empty(n, dtype=np.int64)
+                lb_selection[best.samples] = best.tokens
         else:
             budget = (time_limit - (time.perf_counter() - start)) / 4
             lb = _branch_and_bound(H, y, T, budget, time.perf_counter(), ProgressBar(False))
             hard, nodes, failed = lb.value, lb.nodes, lb.status == FAILED
-            if lb.selection is not None:
-                selection = lb.selection
+            lb_selection = lb.selection
+        if lb_selection is not None and not failed:
+            selection = lb_selection
+            # LB's selection realised at norm R is solve_min_norm's 'lb_selection' start; when
+            # it reaches LB the bound is closed at once (else the box search below ran to its
+            # stall limit, 18 s on an n = 8 instance whose optimum is this start's point)
+            incumbent = min(incumbent, _descent_incumbent(X, H, y, R, lb_selection)[0])
         if failed:  # the v-step engines broke down: report it as LB does, proving only 0
             return LowerBoundResult(
                 0.0, incumbent, None, FAILED,
@@ -412,17 +418,22 @@ def _finite_r(
 
 
 def _descent_incumbent(
-    X: np.ndarray, H: np.ndarray, y: np.ndarray, R: float
+    X: np.ndarray, H: np.ndarray, y: np.ndarray, R: float, tokens: np.ndarray | None = None
 ) -> tuple[float, np.ndarray | None]:
     """The smallest ``||v||`` the alternating descent reaches from p = 0 and from the
     hard-selection alternation's selection realised with norm R (two of
     :func:`margin_solver.minnorm.solve_min_norm`'s starts), with each sample's most attended
-    token there; ``(inf, None)`` when neither start is feasible."""
+    token there; ``(inf, None)`` when neither start is feasible. With ``tokens`` (a selection,
+    shape (n,)) the one start is that selection realised with norm R."""
     n, T, d = X.shape
     form = KernelForm(X, TokenGram.from_gram(H, n, T, d))
-    starts = [form.zeros()]
-    hard = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
-    coefficients = attention_svm(H, T, hard.tokens, R) if hard.feasible else None
+    if tokens is not None:
+        starts = []
+    else:
+        starts = [form.zeros()]
+        hard = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+        tokens = hard.tokens if hard.feasible else None
+    coefficients = None if tokens is None else attention_svm(H, T, tokens, R)
     if coefficients is not None:
         starts.append(form.from_coefficients(coefficients))
     best, selection = math.inf, None
