@@ -268,3 +268,18 @@ def test_one_token_gives_the_svm():
     y = np.array([1.0, -1.0, 1.0, -1.0])
     res = global_lower_bound(X, y, R=1.0)
     assert res.value == pytest.approx(solve_vstep(X[:, 0], y, "ldp").norm, rel=1e-9)
+
+
+def test_lb_selection_realised_at_r_closes_the_bound_without_the_box_search():
+    # a sweep cell (n = 8, T = 2, d = 60, kappa = 2, seed 1) whose optimum at R sqrt(d) = 100 is
+    # LB's selection realised at norm R: the two descents of the incumbent miss it (0.365148),
+    # and the box search used to run to its stall limit (2258 SVMs) to prove a 0 gap
+    from margin_solver.bench.sweeps import DATA_SOURCES, SweepConfig, SweepGrid, cell_seeds
+
+    cell = list(SweepGrid(n=[8], d=[60], kappa=[2.0], T=[2], seeds=2,
+                          methods=["min-norm"]).cells())[1]
+    train, _ = DATA_SOURCES["paper"](cell, cell_seeds(cell, SweepConfig().sweep_seed), 10, {})
+    res = global_lower_bound(train.X, train.y, R=100 / np.sqrt(60), gap_tol=1e-4)
+    assert res.status == "optimal" and res.method == "hard-selection"
+    assert res.value == pytest.approx(0.3638138749, rel=1e-8)
+    assert res.incumbent <= res.value * (1 + 1e-4)
