@@ -77,3 +77,22 @@ def test_top_noise_share_of_flipped_samples():
     data = Dataset(X=X, y=np.array([-1, 1]), clean_y=np.array([1, 1]), signal_index=np.array([0, 0]))
     top, frac, k = claim_tokens.top_noise_share(data, np.array([0.0, np.log(3.0), 0.0]))
     assert (top, frac, k) == (pytest.approx(0.6), pytest.approx(0.75), 1)
+
+
+def test_fixed_head_figure_names_a_constant_panel_instead_of_drawing_it(tmp_path, monkeypatch):
+    rows = [{"kappa": k, "n": 40, "d": 100, "seed": s, "method": m, "status": "completed",
+             "train_error": 0.0, "test_error_clean": 0.1 * k + s, "attn_signal_clean": 0.5,
+             "attn_signal_noisy": 0.5, "norm_p": 1.0}
+            for k in (1.0, 2.0) for s in (0, 1) for m in ("p-only", "v-only", "joint")]
+    rows[0]["attn_signal_clean"] = 0.9  # this panel varies, the training error does not
+    csv = tmp_path / "sak.csv"
+    fields = claim_neighbours.SAK_FIELDS
+    csv.write_text(",".join(fields) + "\n" + "".join(
+        ",".join(str(r.get(f, "")) for f in fields) + "\n" for r in rows))
+    drawn = []
+    monkeypatch.setattr(claim_neighbours, "save_figure", lambda fig, png: drawn.append(fig) or png)
+    claim_neighbours.plot_sakamoto(csv, tmp_path / "sak.png")
+    (fig,) = drawn
+    assert [ax.get_ylabel() for ax in fig.axes] == ["clean test error",
+                                                     "attention on signal (clean train)"]
+    assert "Not drawn: training error = 0" in fig._suptitle.get_text()

@@ -132,14 +132,20 @@ def plot_sakamoto(csv: Path, png: Path) -> Path:
     """Training and clean test error against kappa per method (from the CSV only)."""
     from matplotlib.figure import Figure
 
-    from margin_solver.bench.study_plots import aggregate
+    from margin_solver.bench.study_plots import aggregate, constant_value
 
     rows = read_claim_rows(csv, SAK_FIELDS, TEXT)
-    fig = Figure(figsize=(11, 4.0), layout="constrained")
-    axes = fig.subplots(1, 3, sharex=True)
     colours = {"p-only": "#0072B2", "v-only": "#D55E00", "joint": "#009E73"}
-    for ax, col, label in zip(axes, ("train_error", "test_error_clean", "attn_signal_clean"),
-                              ("training error", "clean test error", "attention on signal (clean train)")):
+    panels = {"train_error": "training error", "test_error_clean": "clean test error",
+              "attn_signal_clean": "attention on signal (clean train)"}
+    # panels carry information only: one whose means are a single value for every method is
+    # named under the title instead (the training error where every run interpolates)
+    same = {col: constant_value(aggregate(rows, ("method", "kappa"), col)) for col in panels}
+    drawn = [col for col in panels if same[col] is None]
+    fig = Figure(figsize=(3.7 * max(len(drawn), 1) + 0.4, 4.0), layout="constrained")
+    axes = fig.subplots(1, max(len(drawn), 1), sharex=True, squeeze=False)[0]
+    for ax, col in zip(axes, drawn):
+        label = panels[col]
         for method, colour in colours.items():
             agg = aggregate([r for r in rows if r["method"] == method], ("kappa",), col)
             ks = sorted(agg)
@@ -151,8 +157,10 @@ def plot_sakamoto(csv: Path, png: Path) -> Path:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     r0 = rows[0]
+    notes = "".join(f"\nNot drawn: {panels[col]} = {same[col]:g} for every method and point."
+                    for col in panels if same[col] is not None)
     fig.suptitle(f"Fixed head (p-only, v = $v_1$) vs fixed attention (v-only, p = 0) vs joint GD: "
-                 f"n={r0['n']:g}, d={r0['d']:g}, T=2", fontsize=10)
+                 f"n={r0['n']:g}, d={r0['d']:g}, T=2{notes}", fontsize=10)
     return save_figure(fig, png)
 
 

@@ -297,7 +297,7 @@ def plot_curves(
     methods = sorted({r["method"] for r in rows})
     fits = aggregate(rows, ("method", x), "train_error")
     aggs = {col: aggregate(rows, ("method", x), col) for col in panels}
-    constant = {col: _constant(agg) for col, agg in aggs.items()}
+    constant = {col: constant_value(agg) for col, agg in aggs.items()}
     drawn = [col for col in panels if constant[col] is None]
     notes = [
         f"Not drawn: {_title(col).lower()} = {constant[col]:g} for every method and point."
@@ -372,7 +372,7 @@ def _title(col: str) -> str:
     return _PANELS.get(col, (col, col))[0]
 
 
-def _constant(agg: dict[tuple, tuple[float, float, int]]) -> float | None:
+def constant_value(agg: dict[tuple, tuple[float, float, int]]) -> float | None:
     """The one value of every finite mean in ``agg``, or None when they differ (or none is
     finite)."""
     means = np.array([v[0] for v in agg.values()], dtype=float)
