@@ -37,6 +37,12 @@ the best selections some p realises, continuation in R with a penalised v-step, 
 starts), stopping as soon as the gap
 to the bound closes.
 
+When attention is nearly hard at this R (the first selection start's realisation sits at its
+selection's SVM norm), starts stop early (:func:`margin_solver.search.hard_descend`), a
+settled realisation is not descended, and for n > ``SCREEN_MIN_SAMPLES`` a search triggered
+only by the spread screens selections by their SVM norm (docs/theory.md, "nearly hard
+attention").
+
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
 finite-R bound (:func:`margin_solver.bounds.global_lower_bound` with ``R``) gives a lower
 bound on P_R and the relative ``gap = (norm - lower_bound) / norm``.
@@ -385,7 +391,9 @@ def solve_min_norm(
         the search stops early once the norm meets the lower bound (``certify``). None
         (default): ``AUTO_SEARCH_STARTS`` of them when certified with an open gap, when
         d <= n T, or when the first starts disagree (finite norms more than ``SPREAD_RTOL``
-        apart, or a start where no v interpolates), else none. 0 turns the search off.
+        apart, or a start where no v interpolates), else none; when they disagree only in
+        norm, n > ``SCREEN_MIN_SAMPLES`` and the best is nearly hard at its selection's SVM
+        norm, a screen of selections by SVM norm. 0 turns the search off.
 
     Returns
     -------

@@ -193,15 +193,15 @@ def hard_descend(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: 
     run = descend(form, y, p0, R, **options, max_iter=min(HARD_CHUNK, max_iter))
     while run.status == MAX_ITER and run.n_iter < max_iter:
         value = hard_value(H, y, T, run.point.attention)
-        if _settled(run.norm, value):
-            run.status = LOCAL_OPTIMAL
-            run.reason = (f"nearly hard attention, ||v*|| within HARD_RTOL={HARD_RTOL:g} of "
-                          f"its selection's SVM norm {value:.9g}")
-            return run
         if value is not None and min(value, run.norm) >= best_norm:
             run.status = LOCAL_OPTIMAL
             run.reason = (f"stopped: nearly hard attention on a selection of SVM norm "
                           f"{value:.9g}, no better than another start's {best_norm:.9g}")
+            return run
+        if _settled(run.norm, value):
+            run.status = LOCAL_OPTIMAL
+            run.reason = (f"nearly hard attention, ||v*|| within HARD_RTOL={HARD_RTOL:g} of "
+                          f"its selection's SVM norm {value:.9g}")
             return run
         more = descend(form, y, run.point.p, R, **options,
                        max_iter=min(HARD_CHUNK, max_iter - run.n_iter))
