@@ -10,9 +10,10 @@ Three studies, each row appended to one JSON results file (written atomically af
     Gram product ``X X^T`` it needs (target: at most 3x at n = 100, T = 4, d = 50,000,
     kappa = 1, R = 10/sqrt(d)); then the same instance size at kappa in {0.1, 1, 5} and
     R in {1, 10, 100}/sqrt(d), and kappa = 4 at R = 100/sqrt(d) (nearly hard attention).
-    With ``--baseline DIR`` every row is measured twice, in turn, by two subprocesses: one
-    importing the package from DIR (a checkout of an earlier commit), one this package, so
-    that before and after meet the same load.
+    With ``--baseline PYTHON`` every row is measured twice, in turn, by two subprocesses: the
+    interpreter PYTHON of an environment where an earlier version of the package is installed
+    (e.g. ``../main/.venv/bin/python``), then this interpreter, so that before and after meet
+    the same load.
 ``lower_bound``
     Branch-and-bound against enumeration (SVMs solved and seconds) for n from 10 to 30 at
     T = 2, in a benign (kappa = 4) and a harmful (kappa = 0.1) regime; enumeration only up
@@ -22,7 +23,7 @@ Three studies, each row appended to one JSON results file (written atomically af
 Usage::
 
     python benchmarks/minnorm_scaling.py [--quick] [--study whole_solve] [--out FILE.json]
-        [--baseline DIR]
+        [--baseline PYTHON]
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -114,19 +115,21 @@ def whole_solve(
     }
 
 
-def whole_solve_in(package_root: str | None, *args) -> dict:
-    """:func:`whole_solve` run in a fresh interpreter importing ``margin_solver`` from
-    ``package_root`` (this package when None); the row gains ``code`` and the commit."""
-    root = package_root or str(Path(__file__).resolve().parents[2])
-    code = ("import json, sys; from margin_solver.bench.minnorm_scaling import whole_solve; "
-            f"print(json.dumps(whole_solve(*{args!r})))")
-    env = {**os.environ, "PYTHONPATH": root}
-    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, text=True,
-                         capture_output=True).stdout
+def whole_solve_in(python: str | None, *args) -> dict:
+    """:func:`whole_solve` run by the interpreter ``python`` (this one when None) with the
+    ``margin_solver`` installed there; the row gains ``code``, the package's path and its
+    commit."""
+    code = ("import json, margin_solver; "
+            "from margin_solver.bench.minnorm_scaling import whole_solve; "
+            f"print(json.dumps({{**whole_solve(*{args!r}), 'package': margin_solver.__file__}}))")
+    # run outside this checkout: "-c" puts the working directory first on sys.path
+    out = subprocess.run([python or sys.executable, "-c", code], check=True, text=True,
+                         capture_output=True, cwd=tempfile.gettempdir()).stdout
+    row = json.loads(out.strip().splitlines()[-1])
+    root = str(Path(row["package"]).parent)
     commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], text=True,
                             capture_output=True).stdout.strip()
-    row = json.loads(out.strip().splitlines()[-1])
-    row.update(code="baseline" if package_root else "current", commit=commit)
+    row.update(code="baseline" if python else "current", commit=commit)
     return row
 
 
@@ -165,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
     parser.add_argument("--out", default="results/minnorm_scaling.json")
-    parser.add_argument("--baseline", metavar="DIR",
-                        help="also time whole_solve with the package of this checkout, in turn")
+    parser.add_argument("--baseline", metavar="PYTHON",
+                        help="also time whole_solve with the package installed for this "
+                             "interpreter, in turn")
     parser.add_argument(
         "--study",
         choices=("per_iteration", "whole_solve", "lower_bound"),
