@@ -37,6 +37,12 @@ the best selections some p realises, continuation in R with a penalised v-step, 
 starts), stopping as soon as the gap
 to the bound closes.
 
+When attention is nearly hard at this R (the first selection start's realisation sits at its
+selection's SVM norm), starts stop early (:func:`margin_solver.search.hard_descend`), a
+settled realisation is not descended, and for n > ``SCREEN_MIN_SAMPLES`` a search triggered
+only by the spread screens selections by their SVM norm (docs/theory.md, "nearly hard
+attention").
+
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
 finite-R bound (:func:`margin_solver.bounds.global_lower_bound` with ``R``) gives a lower
 bound on P_R and the relative ``gap = (norm - lower_bound) / norm``.
@@ -96,6 +102,7 @@ from margin_solver.results import (
     ResultMixin,
 )
 from margin_solver.results import Renamed, renamed
+from margin_solver.search import hard_descend, settled_run, settled_value
 from margin_solver.search import search_starts as _search_starts
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
@@ -146,6 +153,13 @@ AUTO_SEARCH_STARTS = 8
 #: the search when met (it is not reported: ``lower_bound`` stays None without ``certify``).
 #: A count, not seconds, so that the answer is the same on a loaded and an idle machine.
 SEARCH_BOUND_NODES = 3000
+#: Samples above which a search triggered only by the spread of nearly hard first starts
+#: screens selections by their SVM norm instead of running LB's branch-and-bound and every
+#: family (:func:`_hard_spread`). On the paper's model at n = 100, T = 4, R sqrt(d) = 100
+#: the branch-and-bound's SVMs cost about a hundred token Gram products and found no better
+#: selection; up to this size (the search-quality instances, n <= 14) they are cheap and
+#: find LB's selection where the screen does not (gaussian n = 14, T = 2, d = 40).
+SCREEN_MIN_SAMPLES = 32
 
 
 @renamed(
@@ -382,7 +396,9 @@ def solve_min_norm(
         the search stops early once the norm meets the lower bound (``certify``). None
         (default): ``AUTO_SEARCH_STARTS`` of them when certified with an open gap, when
         d <= n T, or when the first starts disagree (finite norms more than ``SPREAD_RTOL``
-        apart, or a start where no v interpolates), else none. 0 turns the search off.
+        apart, or a start where no v interpolates), else none; when they disagree only in
+        norm, n > ``SCREEN_MIN_SAMPLES`` and the best is nearly hard at its selection's SVM
+        norm, a screen of selections by SVM norm. 0 turns the search off.
 
     Returns
     -------
@@ -486,16 +502,18 @@ def solve_min_norm(
                 feasible = {k: r for k, r in runs.items() if r.point.feasible}
         budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
         if budget and time.perf_counter() <= deadline:
+            realised = [s for name, _, s in starts if s is not None and name in runs]
             incumbents: list[np.ndarray] = []
-            guide = bound if bound is not None else trusted_lower_bound(
+            hard = _hard_spread(search_starts, start_norms, bound, d <= n * T, gram.H, y, T,
+                                feasible)
+            guide = bound if bound is not None or hard else trusted_lower_bound(
                 gram.H, y, T, "auto", max(deadline - time.perf_counter(), 0.0), False,
                 time.perf_counter(), max_nodes=SEARCH_BOUND_NODES, incumbents=incumbents,
             )
-            realised = [s for name, _, s in starts if s is not None and name in runs]
             if "lb_selection" in runs:
                 realised.append(guide.selection)
             _search(solver_form, gram.H, y, T, R, runs, start_norms, guide, incumbents[::-1],
-                    realised, {**descent, "deadline": deadline}, budget, seed, deadline)
+                    realised, {**descent, "deadline": deadline}, budget, seed, deadline, hard)
             feasible = {k: r for k, r in runs.items() if r.point.feasible}
     skipped = [name for name, *_ in starts if name not in start_norms]
     timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
@@ -576,29 +594,55 @@ def _run_starts(
     Selections are realised here, after that check, since each realisation is an SVM with
     n (T - 1) constraints (a third of the whole solve's time at n = 100, T = 4). Once
     ``descent["deadline"]`` has passed the remaining starts are not run (not in the norms).
+
+    The first selection start is realised before any descent: when its realisation is
+    settled (:func:`margin_solver.search.settled_run`: nearly hard attention at its
+    selection's SVM norm) the attention is nearly hard at this R, and every start descends by
+    :func:`margin_solver.search.hard_descend`, which stops once nearly hard (docs/theory.md,
+    "Nearly hard attention").
     """
     runs: dict[str, DescentRun] = {}
     start_norms: dict[str, float] = {}
     seen: dict[tuple[int, ...], str] = {}
+    realised: dict[tuple[int, ...], tuple] = {}
+
+    def realise(key, selection):
+        if key not in realised:
+            p0 = _realise(form, H, T, selection, R)
+            realised[key] = p0, None if p0 is None else settled_run(
+                form, H, y, T, p0, R, descent["vstep_solver"])
+        return realised[key]
+
+    first = next((s for _, _, s in starts if s is not None), None)
+    hard = first is not None and time.perf_counter() <= descent["deadline"] and \
+        realise(_key(first), first)[1] is not None
     for name, p0, selection in starts:
         if time.perf_counter() > descent["deadline"]:
             break
-        key = None if selection is None else tuple(int(t) for t in selection)
+        key = None if selection is None else _key(selection)
         if key in seen:
             start_norms[name] = start_norms[seen[key]]
         else:
+            settled = None
             if key is not None:
                 seen[key] = name
-                p0 = _realise(form, H, T, selection, R)
+                p0, settled = realise(key, selection)
             if p0 is None:
                 start_norms[name] = math.inf
             else:
-                run = runs[name] = descend(form, y, p0, R, **descent)
+                best = min(start_norms.values(), default=math.inf)
+                run = runs[name] = settled or (
+                    hard_descend(form, H, y, T, p0, R, best, **descent) if hard
+                    else descend(form, y, p0, R, **descent))
                 start_norms[name] = run.norm
                 logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
                             run.reason, run.n_iter)
         bar.update(1, start=name, best=f"{min(start_norms.values(), default=math.inf):.6g}")
     return runs, start_norms
+
+
+def _key(selection) -> tuple[int, ...]:
+    return tuple(int(t) for t in selection)
 
 
 def _search_budget(search_starts, start_norms: dict[str, float], bound, dependent: bool) -> int:
@@ -613,15 +657,34 @@ def _search_budget(search_starts, start_norms: dict[str, float], bound, dependen
     return 0
 
 
+def _hard_spread(search_starts, start_norms, bound, dependent, H, y, T, feasible) -> bool:
+    """True when the automatic search runs only because the first starts' norms spread, there
+    are more than :data:`SCREEN_MIN_SAMPLES` samples, and the best start is nearly hard at
+    its selection's SVM norm (:func:`margin_solver.search.settled_value`).
+
+    The spread then says which selections the starts ended in, and a nearly hard start ends
+    near its selection's SVM norm, so the search screens selections by that norm alone
+    (``hard=True``, selection family only) instead of computing LB's branch-and-bound and
+    descending continuation and random starts.
+    """
+    if search_starts is not None or bound is not None or dependent or \
+            len(y) <= SCREEN_MIN_SAMPLES or \
+            not all(math.isfinite(v) for v in start_norms.values()) or not feasible:
+        return False
+    best = min(feasible.values(), key=lambda r: r.norm)
+    return settled_value(H, y, T, best.point) is not None
+
+
 def _search(
     form, H, y, T, R, runs, start_norms, bound, incumbents, realised, options, budget, seed,
-    deadline,
+    deadline, hard=False,
 ) -> None:
     """Add the runs of :func:`margin_solver.search.search_starts` to ``runs``/``start_norms``
     (no new start after ``deadline``, a :func:`time.perf_counter` reading); ``incumbents``:
     the selections of LB's branch-and-bound to realise first, best first; ``realised``: the
     selections the first starts realised and descended (not run again; a selection no p
-    realises is not among them, so the search tries its nearest realisable one)."""
+    realises is not among them, so the search tries its nearest realisable one); ``hard``:
+    only the selection family, screened by SVM norm (:func:`_hard_spread`)."""
     feasible = [r for r in runs.values() if r.point.feasible]
     best = min(feasible, key=lambda r: r.norm) if feasible else None
     lower = None if bound is None else bound.value
@@ -633,7 +696,8 @@ def _search(
     for name, run in _search_starts(form, H, y, T, R, best, lower_bound=lower,
                                     selections=selections, realised=realised,
                                     max_starts=budget, rng=rng,
-                                    options=options,
+                                    options=options, hard=hard,
+                                    ideas=("selection",) if hard else None,
                                     time_limit=deadline - time.perf_counter()):
         runs[name] = run
         start_norms[name] = run.norm

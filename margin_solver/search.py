@@ -45,6 +45,15 @@ closed or its budget is spent:
 A start whose exact descent cannot begin (phi = inf at its p) first descends on phi_eps for a
 few decreasing eps and then on phi.
 
+Nearly hard attention (:func:`hard_value`). When every sample puts all but at most
+:data:`HARD_LEAK` of its attention on one token, ``||v*(p)||`` is within a few times the leak
+(relative) of that selection's SVM norm, the value of P_R in the limit R -> infinity, and the
+gradient of phi is of the order of the leak, so a descent from there polishes the last digits
+at one general v-step per trial point (the support changes at almost every step) and keeps
+the selection. A realised selection whose norm is already within :data:`HARD_RTOL` of its
+SVM norm is therefore not descended (:func:`settled_run`), and with ``hard=True`` the
+``selection`` family realises only selections whose SVM norm beats the best norm so far.
+
 Every start ends with :func:`margin_solver.alternating.descend` on the exact phi, so every
 returned norm is that of an exact v-step at a p with ``||p|| <= R``. The search stops as soon as
 the best norm is within ``gap_rtol`` of a given lower bound (LB is valid for every R).
@@ -54,17 +63,29 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from margin_solver.alternating import DescentRun, descend, norm, project
+from margin_solver.alternating import (
+    DescentRun,
+    PhiPoint,
+    descend,
+    evaluate_phi,
+    gradient_coefficients,
+    norm,
+    project,
+    projected_gradient,
+)
+from margin_solver.kernel import softmax
 from margin_solver.realisable import Realiser, realisable_selections
-from margin_solver.selection import attention_svm, hard_selection_alternation
+from margin_solver.results import LOCAL_OPTIMAL, MAX_ITER
+from margin_solver.selection import attention_svm, hard_selection_alternation, selection_svm
 
-__all__ = ["FAMILIES", "IDEAS", "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "PenalisedForm",
-           "search_starts"]
+__all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "REALISABLE_MAX_SAMPLES",
+           "REALISABLE_WORK", "PenalisedForm", "hard_descend", "hard_value", "search_starts", "settled_run",
+           "settled_value"]
 
 #: Every family of starts :func:`search_starts` knows (``"random"``: more random starts,
 #: alternately on the sphere and inside the ball).
@@ -73,9 +94,134 @@ FAMILIES = ("selection", "realisable", "continuation", "hop", "random")
 IDEAS = ("selection", "realisable", "continuation", "random")
 #: Realisability problems plus SVMs the ``realisable`` family's branch-and-bound may spend.
 REALISABLE_WORK = 2000
+#: Attention a sample may leave off its largest-attention token (``1 - max_t s_it``) for the
+#: point to count as nearly hard (:func:`hard_value`). At 1e-3 the realisations of the
+#: paper's model at R sqrt(d) = 100 (leak 1e-4) count, those at R sqrt(d) = 10 (leak ~0.3)
+#: do not.
+HARD_LEAK = 1e-3
+#: A nearly hard point whose ``||v*||`` is within this (relative) of its selection's SVM norm
+#: is not descended: the descent could gain at most about this much. The default ``gap_tol``
+#: of :func:`margin_solver.minnorm.solve_min_norm`, the precision it certifies.
+HARD_RTOL = 1e-4
+#: p-steps per round of :func:`hard_descend` between its tests (5, 10 and 20 measured alike on
+#: the paper's model at R sqrt(d) = 100; docs/benchmarks.md).
+HARD_CHUNK = 10
 #: Samples above which the ``realisable`` family is skipped: its budget then does not reach a
 #: complete selection (digits rows, n = 100, T = 8: none in 2000 steps, 15 s).
 REALISABLE_MAX_SAMPLES = 32
+
+
+def hard_value(H: np.ndarray, y: np.ndarray, T: int, attention: np.ndarray) -> float | None:
+    """SVM norm of the selection that ``attention`` nearly hard-selects, else None.
+
+    Parameters
+    ----------
+    H : ndarray of shape (n*T, n*T)
+        Token Gram matrix.
+    y : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    T : int
+        Tokens per sample.
+    attention : ndarray of shape (n, T)
+        ``softmax(X_i p)`` at some p.
+
+    Returns
+    -------
+    float or None
+        The selection SVM norm of ``argmax_t attention_it`` when every sample leaves at most
+        :data:`HARD_LEAK` of its attention off that token; None when some sample leaves more,
+        or when no v separates that selection.
+    """
+    if np.min(np.max(attention, axis=1)) < 1 - HARD_LEAK:
+        return None
+    svm = selection_svm(H, y, T, np.argmax(attention, axis=1))
+    return svm.norm if svm.feasible else None
+
+
+def settled_value(H: np.ndarray, y: np.ndarray, T: int, point: PhiPoint) -> float | None:
+    """:func:`hard_value` of a feasible point when ``||v*||`` is within :data:`HARD_RTOL`
+    (relative) of it, else None."""
+    value = hard_value(H, y, T, point.attention) if point.feasible else None
+    return value if _settled(math.sqrt(2 * point.phi), value) else None
+
+
+def _settled(norm_: float, value: float | None) -> bool:
+    return value is not None and abs(norm_ - value) <= HARD_RTOL * value
+
+
+def settled_run(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: float,
+                vstep_solver: str = "ldp") -> DescentRun | None:
+    """The start p0 as a finished run when it needs no descent, else None.
+
+    It needs none when its attention is nearly hard and ``||v*(p0)||`` is within
+    :data:`HARD_RTOL` (relative) of the SVM norm of the selection it makes
+    (:func:`hard_value`): a descent would keep that selection and gain at most about that
+    much, at the price of one general v-step per trial point. The run has no p-step and
+    status ``"local_optimal"``, its reason saying why.
+    """
+    p0 = project(form, p0, R)
+    if np.min(np.max(softmax(form.scores(p0)), axis=1)) < 1 - HARD_LEAK:
+        return None  # soft attention: decided before any v-step
+    point = evaluate_phi(form, y, p0, vstep_solver)
+    value = settled_value(H, y, T, point)
+    if value is None:
+        return None
+    point.gradient = form.from_coefficients(gradient_coefficients(form, point))
+    run = DescentRun(point, LOCAL_OPTIMAL,
+                     f"nearly hard attention, ||v*|| within HARD_RTOL={HARD_RTOL:g} of its "
+                     f"selection's SVM norm {value:.9g}: not descended", 0)
+    run.count_fallbacks(point)
+    run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))
+    return run
+
+
+def hard_descend(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: float,
+                 best_norm: float = math.inf, **options) -> DescentRun:
+    """:func:`descend` in rounds of :data:`HARD_CHUNK` p-steps, for nearly hard regimes.
+
+    After each round that ended at its step cap the run stops when the point is settled
+    (:func:`settled_value`: nearly hard and within :data:`HARD_RTOL` of its selection's SVM
+    norm; status ``"local_optimal"``), or when it is nearly hard on a selection whose SVM
+    norm and its own norm are both at least ``best_norm`` (another start's): the descent
+    would end near that SVM norm, so this start cannot win (its norm is then not where a
+    full descent would end, which only matters for a start that is not the best). Each round
+    restarts the quasi-Newton memory, which the descent also does at every kink of phi, and
+    these are everywhere when attention is nearly hard. ``options`` are :func:`descend`'s
+    (``max_iter`` caps the p-steps of all rounds together).
+    """
+    max_iter = options.pop("max_iter", 500)
+    run = descend(form, y, p0, R, **options, max_iter=min(HARD_CHUNK, max_iter))
+    while run.status == MAX_ITER and run.n_iter < max_iter:
+        value = hard_value(H, y, T, run.point.attention)
+        if value is not None and min(value, run.norm) >= best_norm:
+            run.status = LOCAL_OPTIMAL
+            run.reason = (f"stopped: nearly hard attention on a selection of SVM norm "
+                          f"{value:.9g}, no better than another start's {best_norm:.9g}")
+            return run
+        if _settled(run.norm, value):
+            run.status = LOCAL_OPTIMAL
+            run.reason = (f"nearly hard attention, ||v*|| within HARD_RTOL={HARD_RTOL:g} of "
+                          f"its selection's SVM norm {value:.9g}")
+            return run
+        more = descend(form, y, run.point.p, R, **options,
+                       max_iter=min(HARD_CHUNK, max_iter - run.n_iter))
+        run = _joined(run, more)
+    if run.status == MAX_ITER:
+        run.reason = f"reached max_iter={max_iter}"
+    return run
+
+
+def _joined(first: DescentRun, second: DescentRun) -> DescentRun:
+    """One run of two consecutive descents (``second`` starts at ``first``'s last point)."""
+    return DescentRun(
+        second.point, second.status, second.reason, first.n_iter + second.n_iter,
+        n_eval=first.n_eval + second.n_eval - 1,  # the joint point is solved twice
+        n_on_support=first.n_on_support + second.n_on_support,
+        norm_history=first.norm_history + second.norm_history[1:],
+        pg_history=first.pg_history + second.pg_history[1:],
+        fallbacks=first.fallbacks + second.fallbacks,
+        last_fallback=second.last_fallback or first.last_fallback,
+    )
 
 
 class PenalisedForm:
@@ -133,6 +279,7 @@ def search_starts(
     rng: np.random.Generator | None = None,
     ideas: tuple[str, ...] | None = None,
     options: dict | None = None,
+    hard: bool = False,
 ) -> Iterator[tuple[str, DescentRun]]:
     """Yield ``(name, run)`` for further starts of P_R until the gap closes or the budget ends.
 
@@ -171,6 +318,11 @@ def search_starts(
         Families of starts (of :data:`FAMILIES`), taken in turn; :data:`IDEAS` by default.
     options : dict, optional
         Keyword options of :func:`descend` (``max_iter``, ``gtol``, ``rtol``).
+    hard : bool, default=False
+        The attention is nearly hard at this R (the best point is, and sits at its
+        selection's SVM norm): the ``selection`` family realises only selections whose SVM
+        norm is below the best norm so far, since a nearly hard realisation ends near its SVM
+        norm; the others count as misses.
 
     Yields
     ------
@@ -179,8 +331,9 @@ def search_starts(
     """
     rng = np.random.default_rng() if rng is None else rng
     options = dict(options or {})
-    context = _Context(form, H, y, T, R, options, float(np.mean(np.diag(H))) or 1.0, rng)
+    context = _Context(form, H, y, T, R, options, float(np.mean(np.diag(H))) or 1.0, rng, hard)
     context.seen.update(np.asarray(tokens, dtype=np.int64).tobytes() for tokens in realised)
+    context.best = lambda: best
     deadline = time.perf_counter() + time_limit
     families = {
         "selection": _selection_starts(context, selections, lambda: best),
@@ -217,12 +370,20 @@ class _Context:
     options: dict
     scale: float
     rng: np.random.Generator
+    hard: bool = False
+    # the best feasible run so far (set by search_starts)
+    best: Callable[[], DescentRun | None] = lambda: None
     # selections realised so far, by any family
     seen: set[bytes] = field(default_factory=set)
 
     @property
     def n(self) -> int:
         return len(self.y)
+
+    def best_norm(self) -> float:
+        """The best feasible norm so far (inf when none)."""
+        run = self.best()
+        return math.inf if run is None else run.norm
 
     def random_direction(self) -> np.ndarray | None:
         """A random p of norm 1 in the span of the tokens (None if the tokens are all zero)."""
@@ -231,8 +392,17 @@ class _Context:
         return p / length if length > 0 else None
 
     def descend(self, p0: np.ndarray) -> DescentRun:
-        """The exact descent from p0; when phi = inf there, first penalised descents."""
-        run = descend(self.form, self.y, p0, self.R, **self.options)
+        """The exact descent from p0 (none when :func:`settled_run` says it needs none);
+        when phi = inf there, first penalised descents."""
+        settled = settled_run(self.form, self.H, self.y, self.T, p0, self.R,
+                              self.options.get("vstep_solver", "ldp"))
+        if settled is not None:
+            return settled
+        if self.hard:
+            run = hard_descend(self.form, self.H, self.y, self.T, p0, self.R, self.best_norm(),
+                               **self.options)
+        else:
+            run = descend(self.form, self.y, p0, self.R, **self.options)
         p = run.point.p
         for eps in _RESCUE_EPS:
             if run.point.feasible:
@@ -292,10 +462,14 @@ def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> I
                 continue
             tokens = np.empty(n, dtype=np.int64)
             tokens[svm.samples] = svm.tokens
+        elif context.hard:
+            svm = selection_svm(H, y, T, tokens)
         key = tokens.tobytes()
         if key in seen:
             continue
         seen.add(key)
+        if context.hard and best() is not None and svm.norm >= best().norm:
+            continue  # its nearly hard realisation would end near svm.norm: no better
         misses = 0
         c = attention_svm(H, T, tokens, context.R)
         label = "selection"

@@ -9,7 +9,11 @@ Three studies, each row appended to one JSON results file (written atomically af
     Wall-clock of :func:`solve_min_norm` (all starts, no certificate) against the one token
     Gram product ``X X^T`` it needs (target: at most 3x at n = 100, T = 4, d = 50,000,
     kappa = 1, R = 10/sqrt(d)); then the same instance size at kappa in {0.1, 1, 5} and
-    R in {1, 10, 100}/sqrt(d).
+    R in {1, 10, 100}/sqrt(d), and kappa = 4 at R = 100/sqrt(d) (nearly hard attention).
+    With ``--baseline PYTHON`` every row is measured twice, in turn, by two subprocesses: the
+    interpreter PYTHON of an environment where an earlier version of the package is installed
+    (e.g. ``../main/.venv/bin/python``), then this interpreter, so that before and after meet
+    the same load.
 ``lower_bound``
     Branch-and-bound against enumeration (SVMs solved and seconds) for n from 10 to 30 at
     T = 2, in a benign (kappa = 4) and a harmful (kappa = 0.1) regime; enumeration only up
@@ -19,14 +23,20 @@ Three studies, each row appended to one JSON results file (written atomically af
 Usage::
 
     python benchmarks/minnorm_scaling.py [--quick] [--study whole_solve] [--out FILE.json]
+        [--baseline PYTHON]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import platform
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -105,6 +115,24 @@ def whole_solve(
     }
 
 
+def whole_solve_in(python: str | None, *args) -> dict:
+    """:func:`whole_solve` run by the interpreter ``python`` (this one when None) with the
+    ``margin_solver`` installed there; the row gains ``code``, the package's path and its
+    commit."""
+    code = ("import json, margin_solver; "
+            "from margin_solver.bench.minnorm_scaling import whole_solve; "
+            f"print(json.dumps({{**whole_solve(*{args!r}), 'package': margin_solver.__file__}}))")
+    # run outside this checkout: "-c" puts the working directory first on sys.path
+    out = subprocess.run([python or sys.executable, "-c", code], check=True, text=True,
+                         capture_output=True, cwd=tempfile.gettempdir()).stdout
+    row = json.loads(out.strip().splitlines()[-1])
+    root = str(Path(row["package"]).parent)
+    commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], text=True,
+                            capture_output=True).stdout.strip()
+    row.update(code="baseline" if python else "current", commit=commit)
+    return row
+
+
 def lower_bound(n: int, kappa: float, enumerate_too: bool, time_limit: float, T: int = 2) -> dict:
     ds = paper(n, T, 2000, kappa)
     row = {
@@ -140,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
     parser.add_argument("--out", default="results/minnorm_scaling.json")
+    parser.add_argument("--baseline", metavar="PYTHON",
+                        help="also time whole_solve with the package installed for this "
+                             "interpreter, in turn")
     parser.add_argument(
         "--study",
         choices=("per_iteration", "whole_solve", "lower_bound"),
@@ -174,15 +205,19 @@ def main(argv: list[str] | None = None) -> int:
         for d in dims:
             record(per_iteration(d))
     if "whole_solve" in studies:
-        for n, T, d in solve_sizes:
-            record(whole_solve(n, T, d))
         # the target instance in other regimes: SNR below / at / above the threshold, soft
         # to nearly hard attention
         n, T, d = solve_sizes[-1]
-        for kappa in (0.1, 1.0, 5.0):
-            for R_scale in (1.0, 10.0, 100.0):
-                if (kappa, R_scale) != (1.0, 10.0):
-                    record(whole_solve(n, T, d, kappa, R_scale, repeats=3))
+        cases = [(*size, 1.0, 10.0, 5) for size in solve_sizes]
+        cases += [(n, T, d, kappa, R_scale, 3) for kappa in (0.1, 1.0, 5.0)
+                  for R_scale in (1.0, 10.0, 100.0) if (kappa, R_scale) != (1.0, 10.0)]
+        cases.append((n, T, d, 4.0, 100.0, 3))
+        for case in cases:
+            if args.baseline:
+                record(whole_solve_in(args.baseline, *case))
+                record(whole_solve_in(None, *case))
+            else:
+                record(whole_solve(*case))
     if "lower_bound" in studies:
         for n in bnb_ns:
             for kappa in (4.0, 0.1):
