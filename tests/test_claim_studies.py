@@ -96,3 +96,33 @@ def test_fixed_head_figure_names_a_constant_panel_instead_of_drawing_it(tmp_path
     assert [ax.get_ylabel() for ax in fig.axes] == ["clean test error",
                                                      "attention on signal (clean train)"]
     assert "Not drawn: training error = 0" in fig._suptitle.get_text()
+
+
+def _claim_row(train, test, init, **options):
+    return [{"n_train": train.n}]
+
+
+@pytest.mark.skipif(not __import__("pathlib").Path("/proc/self/task").exists(),
+                    reason="reads /proc")
+def test_claim_tasks_leave_no_worker_processes_behind(tmp_path):
+    # joblib's shared executor kept its loky workers alive after a study (and after a killed
+    # `margin-solver bench`); the claim runner's own executor ends them with the run
+    from pathlib import Path
+
+    from margin_solver.bench.claim_runner import ClaimTask, run_claim_tasks
+    from margin_solver.bench.sweeps import SweepGrid
+
+    def children():
+        return {int(c) for task in Path("/proc/self/task").iterdir()
+                for c in (task / "children").read_text().split()}
+
+    before = children()
+    cells = list(SweepGrid(n=[6], d=[10], kappa=[1.0], seeds=4, methods=["uniform-svm"]).cells())
+    tasks = [ClaimTask({"seed": c.seed}, c, 5, 0, _claim_row, {}) for c in cells]
+    run_claim_tasks(tasks, tmp_path / "c.csv", ("seed", "n_train"), ("seed",), jobs=2)
+    rows = read_claim_rows(tmp_path / "c.csv", ("seed", "n_train"), ())
+    assert sorted(r["seed"] for r in rows) == sorted(float(c.seed) for c in cells)
+    commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()
+                for pid in children() - before if Path(f"/proc/{pid}/cmdline").exists()}
+    # the resource trackers live as long as this process, whatever runs the tasks
+    assert [c for c in commands.values() if b"resource_tracker" not in c] == []

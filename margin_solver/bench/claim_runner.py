@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from margin_solver.bench.sweeps import (
     Cell,
     cell_seeds,
     check_scheduler_address,
+    local_map,
 )
 
 
@@ -112,7 +114,9 @@ def run_claim_tasks(
         todo = [t for t in tasks if tuple(canonical(v) for v in t.key.values()) not in done]
         rows = _dask(todo, scheduler) if scheduler else _joblib(todo, jobs)
         n_rows = 0
-        with ProgressBar(progress, total=len(todo), desc=Path(out).name, unit="task") as bar:
+        # closing the generator stops the workers at once when the loop ends early
+        with closing(rows), ProgressBar(progress, total=len(todo), desc=Path(out).name,
+                                        unit="task") as bar:
             for batch in rows:
                 for row in batch:
                     log.append(row)
@@ -122,15 +126,9 @@ def run_claim_tasks(
 
 
 def _joblib(tasks: list[ClaimTask], jobs: int | None) -> Iterator[list[dict[str, Any]]]:
-    if not tasks:
-        return iter(())
-    if (jobs or -1) == 1:
-        return (run_task(t) for t in tasks)
-    from joblib import Parallel, delayed
-
-    return iter(
-        Parallel(n_jobs=jobs or -1, return_as="generator_unordered")(delayed(run_task)(t) for t in tasks)
-    )
+    # the sweep's own executor: its workers end with the study (joblib's shared one kept
+    # them running after a killed `margin-solver bench`)
+    return local_map(run_task, tasks, jobs)
 
 
 def _dask(tasks: list[ClaimTask], address: str) -> Iterator[list[dict[str, Any]]]:

@@ -831,26 +831,35 @@ def _write_sidecar(side: Path, config: SweepConfig, runs: list[dict[str, Any]]) 
 
 
 def _joblib_rows(points: list[PointJob], n_jobs: int | None) -> Iterator[list[dict[str, Any]]]:
-    """Each point's rows, as its worker finishes it (in this process when ``n_jobs == 1``).
+    """Each point's rows, as its worker finishes it (in this process when ``n_jobs == 1``);
+    see :func:`local_map` for the workers (each point runs with one BLAS thread anyway,
+    :func:`run_point`)."""
+    return local_map(run_point, points, n_jobs)
 
-    The workers are joblib's loky processes, in an executor of this sweep's own: closing the
-    generator (:func:`run_sweep` does when it ends) stops them, killing them mid-cell when
-    the sweep did not complete, instead of leaving them to wait minutes for more work as
-    joblib's shared executor does. Their BLAS and OpenMP pools get ``cores // n_jobs``
-    threads (joblib's default), and each point runs with one BLAS thread anyway
-    (:func:`run_point`).
+
+def local_map(func: Callable[[Any], Any], items: Sequence[Any],
+              n_jobs: int | None) -> Iterator[Any]:
+    """``func(item)`` for every item, in the order the workers finish them, on ``n_jobs``
+    local worker processes (in this process when ``n_jobs == 1``; negative as joblib's).
+
+    The workers are joblib's loky processes, in an executor of the caller's own: closing the
+    generator (the sweep and the claim studies do when they end) stops them, killing them
+    mid-task when the run did not complete, instead of leaving them to wait minutes for more
+    work as joblib's shared executor does; a worker also ends within a second of its parent's
+    death (:func:`_exit_with_parent`). Their BLAS and OpenMP pools get ``cores // n_jobs``
+    threads (joblib's default).
     """
     n_jobs = n_jobs or -1
     if n_jobs < 0:
         n_jobs = max((os.cpu_count() or 1) + 1 + n_jobs, 1)
-    if n_jobs == 1 or not points:
-        yield from (run_point(point) for point in points)
+    if n_jobs == 1 or not items:
+        yield from (func(item) for item in items)
         return
     from concurrent.futures import FIRST_COMPLETED, wait
 
     from joblib.externals.loky import ProcessPoolExecutor
 
-    workers = min(n_jobs, len(points))
+    workers = min(n_jobs, len(items))
     threads = str(max((os.cpu_count() or 1) // n_jobs, 1))
     executor = ProcessPoolExecutor(
         max_workers=workers,
@@ -858,15 +867,15 @@ def _joblib_rows(points: list[PointJob], n_jobs: int | None) -> Iterator[list[di
         initargs=(os.getpid(),),
         env={name: threads for name in _THREAD_VARIABLES},
     )
-    queue = iter(points)
-    # Two points per worker in flight: a worker never waits for the next, and an interrupted
-    # sweep has little queued work to cancel.
-    running = {executor.submit(run_point, p) for p in itertools.islice(queue, 2 * workers)}
+    queue = iter(items)
+    # Two items per worker in flight: a worker never waits for the next, and an interrupted
+    # run has little queued work to cancel.
+    running = {executor.submit(func, item) for item in itertools.islice(queue, 2 * workers)}
     completed = False
     try:
         while running:
             done, running = wait(running, return_when=FIRST_COMPLETED)
-            running |= {executor.submit(run_point, p) for p in itertools.islice(queue, len(done))}
+            running |= {executor.submit(func, item) for item in itertools.islice(queue, len(done))}
             for future in done:
                 yield future.result()
         completed = True
