@@ -9,9 +9,9 @@ from margin_solver.bench.check_calibration import (
     _sizes,
     calibrate,
     observed_regime,
-    run_check_calibration,
     validation_table,
 )
+from margin_solver.bench.studies import run_study
 from margin_solver.bench.sweeps import load_results
 
 
@@ -61,7 +61,9 @@ def test_validation_table_counts_failures_apart():
 
 @pytest.mark.slow
 def test_tiny_study_runs_resumes_and_records_per_method_predictions(tmp_path):
-    csv, png, text, message = run_check_calibration(tmp_path, "tiny")
+    # Through run_study, as `bench` runs it: test_bench_cli leaves this study to this test.
+    res = run_study("check-calibration", tmp_path, "tiny", jobs=1, progress=False)
+    png, text = res.png, res.table.read_text()
     assert png is None and "agreement rate" in text and "gd_upper_C" in text
     gd = load_results(tmp_path / "check_valid_gd-two-step_0.csv")
     small_R = load_results(tmp_path / "check_valid_min-norm_10.csv")
@@ -71,5 +73,5 @@ def test_tiny_study_runs_resumes_and_records_per_method_predictions(tmp_path):
     assert kappa16 and all(r["predicted_regime"] == "no interpolation" for r in kappa16)
     assert {r["seed"] for r in gd} == {1.0}
     assert {r["seed"] for r in load_results(tmp_path / "check_calib_gd-two-step_0.csv")} == {0.0}
-    _, _, _, again = run_check_calibration(tmp_path, "tiny")
+    again = run_study("check-calibration", tmp_path, "tiny", jobs=1, progress=False).message
     assert "0 cells run" in again and (tmp_path / "check_calibration.md").read_text() == text

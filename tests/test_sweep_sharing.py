@@ -36,7 +36,8 @@ def test_points_group_cells_by_data_key_in_order():
 
 
 def test_one_draw_per_point_and_rows_equal_the_cells_run_alone(monkeypatch):
-    config = SweepConfig(n_test=40)
+    # No certified bound: it is a function of the draw alone and took 9/10 of this test's time.
+    config = SweepConfig(n_test=40, method_options={"min-norm": {"certify_max_n": 0}})
     jobs = _jobs(config)
     alone = [run_cell(j) for j in jobs]
     draws = []
