@@ -35,7 +35,8 @@ def test_min_norm_and_gd_results_share_names_and_meanings(fits):
         assert res.min_margin == pytest.approx(m.min_margin, rel=1e-9)
         assert res.p_norm == pytest.approx(np.linalg.norm(res.p), rel=1e-12)
         assert res.normalized_margin == pytest.approx(res.min_margin / res.norm, rel=1e-12)
-        assert isinstance(res.nit, int) and res.nit >= 1
+        # 0 is honest for a start accepted as it is (a settled nearly hard selection)
+        assert isinstance(res.nit, int) and res.nit >= (1 if res is gd else 0)
 
 
 @pytest.mark.parametrize(
