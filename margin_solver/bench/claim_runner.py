@@ -16,7 +16,7 @@ when the file has a row whose task columns equal its own; a re-run skips it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,15 +24,14 @@ from typing import Any
 
 from margin_solver.blas import single_threaded_blas
 from margin_solver.data import Dataset
-from margin_solver.ooc import connect
 from margin_solver.progress import ProgressBar
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message
 from margin_solver.bench.sweeps import (
-    DASK_CONNECT_TIMEOUT,
     DATA_SOURCES,
     Cell,
     cell_seeds,
     check_scheduler_address,
+    dask_map,
     local_map,
 )
 
@@ -112,7 +111,10 @@ def run_claim_tasks(
     with ResultLog(out, fields, key_fields) as log:
         done = {key[: len(tasks[0].key)] for key in log.done} if tasks else set()
         todo = [t for t in tasks if tuple(canonical(v) for v in t.key.values()) not in done]
-        rows = _dask(todo, scheduler) if scheduler else _joblib(todo, jobs)
+        # the sweep's own executor locally: its workers end with the study (joblib's shared
+        # one kept them running after a killed `margin-solver bench`)
+        rows = (dask_map(run_task, todo, scheduler) if scheduler
+                else local_map(run_task, todo, jobs))
         n_rows = 0
         # closing the generator stops the workers at once when the loop ends early
         with closing(rows), ProgressBar(progress, total=len(todo), desc=Path(out).name,
@@ -123,25 +125,6 @@ def run_claim_tasks(
                 n_rows += len(batch)
                 bar.update(1)
     return progress_message("task", "run", len(todo), len(tasks) - len(todo)) + f" ({n_rows} rows)"
-
-
-def _joblib(tasks: list[ClaimTask], jobs: int | None) -> Iterator[list[dict[str, Any]]]:
-    # the sweep's own executor: its workers end with the study (joblib's shared one kept
-    # them running after a killed `margin-solver bench`)
-    return local_map(run_task, tasks, jobs)
-
-
-def _dask(tasks: list[ClaimTask], address: str) -> Iterator[list[dict[str, Any]]]:
-    client = connect(address, timeout=DASK_CONNECT_TIMEOUT)
-    from distributed import as_completed
-
-    futures = client.map(run_task, tasks, pure=False)
-    try:
-        for future in as_completed(futures, loop=client.loop):
-            yield future.result()
-    finally:
-        client.cancel(futures)
-        client.close()
 
 
 def pick(size: str, tiny: Any, quick: Any, full: Any) -> Any:

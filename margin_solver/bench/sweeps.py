@@ -946,12 +946,19 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _dask_rows(points: list[PointJob], address: str) -> Iterator[list[dict[str, Any]]]:
-    """Connect first (so a bad address or a missing dask fails before any work), then stream."""
+    """Each point's rows, as the Dask workers finish it (see :func:`dask_map`)."""
+    return dask_map(run_point, points, address)
+
+
+def dask_map(func: Callable[[Any], Any], items: Sequence[Any], address: str) -> Iterator[Any]:
+    """``func(item)`` for every item on the Dask scheduler at ``address``, in the order they
+    finish. Connects first (so a bad address or a missing dask fails before any work), then
+    streams; closing the generator cancels what is left and closes the client."""
     client = connect(address, timeout=DASK_CONNECT_TIMEOUT)
     from distributed import as_completed
 
-    def stream() -> Iterator[list[dict[str, Any]]]:
-        futures = client.map(run_point, points, pure=False)
+    def stream() -> Iterator[Any]:
+        futures = client.map(func, items, pure=False)
         try:
             for future in as_completed(futures, loop=client.loop):
                 yield future.result()
