@@ -41,6 +41,7 @@ import itertools
 import math
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -340,7 +341,9 @@ def _finite_r(
             bar.set_to(min(time.perf_counter() - start, time_limit), bound=f"{bound:.6g}",
                        best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
 
-        incumbent, selection = _descent_incumbent(X, H, y, R)
+        hard_start = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+        hard_tokens = hard_start.tokens if hard_start.feasible else None
+        incumbent, selection = _descent_incumbent(X, H, y, R, [hard_tokens], zero=True)
         methods = [HARD_SELECTION]
         clash = _equal_samples_opposite_labels(H, y, T)
         if clash is not None:
@@ -366,7 +369,9 @@ def _finite_r(
             # LB's selection realised at norm R is solve_min_norm's 'lb_selection' start; when
             # it reaches LB the bound is closed at once (else the box search below ran to its
             # stall limit, 18 s on an n = 8 instance whose optimum is this start's point)
-            incumbent = min(incumbent, _descent_incumbent(X, H, y, R, lb_selection)[0])
+            if hard_tokens is None or not np.array_equal(lb_selection, hard_tokens):
+                incumbent = min(incumbent,
+                                _descent_incumbent(X, H, y, R, [lb_selection], zero=False)[0])
         if failed:  # the v-step engines broke down: report it as LB does, proving only 0
             return LowerBoundResult(
                 0.0, incumbent, None, FAILED,
@@ -418,24 +423,20 @@ def _finite_r(
 
 
 def _descent_incumbent(
-    X: np.ndarray, H: np.ndarray, y: np.ndarray, R: float, tokens: np.ndarray | None = None
+    X: np.ndarray, H: np.ndarray, y: np.ndarray, R: float,
+    selections: Sequence[np.ndarray | None], *, zero: bool,
 ) -> tuple[float, np.ndarray | None]:
-    """The smallest ``||v||`` the alternating descent reaches from p = 0 and from the
-    hard-selection alternation's selection realised with norm R (two of
-    :func:`margin_solver.minnorm.solve_min_norm`'s starts), with each sample's most attended
-    token there; ``(inf, None)`` when neither start is feasible. With ``tokens`` (a selection,
-    shape (n,)) the one start is that selection realised with norm R."""
+    """The smallest ``||v||`` the alternating descent reaches from each token selection of
+    ``selections`` (shape (n,); None skipped) realised with norm R, and from p = 0 when
+    ``zero`` (starts of :func:`margin_solver.minnorm.solve_min_norm`), with each sample's most
+    attended token there; ``(inf, None)`` when no start is feasible."""
     n, T, d = X.shape
     form = KernelForm(X, TokenGram.from_gram(H, n, T, d))
-    if tokens is not None:
-        starts = []
-    else:
-        starts = [form.zeros()]
-        hard = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
-        tokens = hard.tokens if hard.feasible else None
-    coefficients = None if tokens is None else attention_svm(H, T, tokens, R)
-    if coefficients is not None:
-        starts.append(form.from_coefficients(coefficients))
+    starts = [form.zeros()] if zero else []
+    for tokens in selections:
+        coefficients = None if tokens is None else attention_svm(H, T, tokens, R)
+        if coefficients is not None:
+            starts.append(form.from_coefficients(coefficients))
     best, selection = math.inf, None
     for p0 in starts:
         run = descend(form, y, p0, R)
