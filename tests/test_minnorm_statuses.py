@@ -7,13 +7,12 @@ time limit, the ``p0`` warm start, and the CLI's exit codes.
 
 import json
 import math
-import time
 import warnings
 
 import numpy as np
 import pytest
 
-from margin_solver import minnorm
+from margin_solver import alternating, minnorm
 from margin_solver.bounds import global_lower_bound
 from margin_solver.cli import main
 from margin_solver.data import Dataset, PaperDistribution
@@ -220,16 +219,36 @@ def test_an_unrepairable_point_is_inaccurate(monkeypatch):
 # --- time limit ------------------------------------------------------------------------------
 
 
-def test_the_time_limit_returns_the_best_point_so_far(monkeypatch):
-    ds = PaperDistribution(d=50, T=2, snr=0.8, eta=0.1).sample(10, seed=0)
+class _CountedClock:
+    """A ``time`` stand-in whose ``perf_counter`` moves only when a descent ends, by ``step``
+    seconds: the time limit binds after a known number of starts on any machine and load."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def _slow_descents(monkeypatch, step: float) -> None:
+    """Every start of solve_min_norm takes ``step`` seconds of a counted clock (the clock of
+    minnorm and of the descent's deadline test; nothing sleeps)."""
+    clock = _CountedClock(step)
     real = minnorm.descend
 
-    def slow(*args, **kwargs):  # every start outlives the time limit
+    def slow(*args, **kwargs):
         run = real(*args, **kwargs)
-        time.sleep(0.3)
+        clock.now += clock.step
         return run
 
+    monkeypatch.setattr(minnorm, "time", clock)
+    monkeypatch.setattr(alternating, "time", clock)
     monkeypatch.setattr(minnorm, "descend", slow)
+
+
+def test_the_time_limit_returns_the_best_point_so_far(monkeypatch):
+    ds = PaperDistribution(d=50, T=2, snr=0.8, eta=0.1).sample(10, seed=0)
+    _slow_descents(monkeypatch, 0.3)  # the first start outlives the time limit
     with pytest.warns(ConvergenceWarning, match="'time_limit'"):
         res = solve_min_norm(ds, R=1.0, time_limit=0.2)
     assert res.status == "time_limit" and res.solution_present and not res.success
@@ -348,17 +367,7 @@ def test_cli_no_feasible_point_exits_3_and_p0_rescues_it(tmp_path, capsys):
 
 def test_cli_time_limit_exits_4(monkeypatch, paper_file, capsys):
     path, R = paper_file
-    real = minnorm.descend
-
-    # The limit leaves room for the bound and the first start on a loaded machine (with
-    # 0.2 s the bound alone could use it all, leaving no point: exit 3); the sleep then
-    # makes sure the limit stops the remaining starts.
-    def slow(*args, **kwargs):
-        run = real(*args, **kwargs)
-        time.sleep(1.5)
-        return run
-
-    monkeypatch.setattr(minnorm, "descend", slow)
+    _slow_descents(monkeypatch, 1.5)  # the first start ends past the limit: no more starts
     assert main(["solve", str(path), "--R", str(R), "--time-limit", "1.0"]) == 4
     assert "time_limit" in capsys.readouterr().out
 
