@@ -65,6 +65,7 @@ from margin_solver.selection import (
     SelectionSVM,
     aggregated_lift,
     attention_svm,
+    best_tokens,
     hard_selection_alternation,
     lifted_bounds,
     selection_svm,
@@ -341,9 +342,14 @@ def _finite_r(
             bar.set_to(min(time.perf_counter() - start, time_limit), bound=f"{bound:.6g}",
                        best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
 
-        hard_start = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+        margins0 = first_step_margins(H, y, T)
+        hard_start = hard_selection_alternation(H, y, T, margins0)
         hard_tokens = hard_start.tokens if hard_start.feasible else None
-        incumbent, selection = _descent_incumbent(X, H, y, R, [hard_tokens], zero=True)
+        # solve_min_norm's deterministic starts: without the first step's selection the
+        # incumbent of a cancer-feature instance (T = 3, R sqrt(d) = 1e4) stayed 8 % above the
+        # point that start reaches, which equals LB, and the box search ran to its time limit
+        realised = [best_tokens(margins0)] + ([hard_tokens] if hard_tokens is not None else [])
+        incumbent, selection = _descent_incumbent(X, H, y, R, realised, zero=True)
         methods = [HARD_SELECTION]
         clash = _equal_samples_opposite_labels(H, y, T)
         if clash is not None:
@@ -369,7 +375,7 @@ def _finite_r(
             # LB's selection realised at norm R is solve_min_norm's 'lb_selection' start; when
             # it reaches LB the bound is closed at once (else the box search below ran to its
             # stall limit, 18 s on an n = 8 instance whose optimum is this start's point)
-            if hard_tokens is None or not np.array_equal(lb_selection, hard_tokens):
+            if not any(np.array_equal(lb_selection, tokens) for tokens in realised):
                 incumbent = min(incumbent,
                                 _descent_incumbent(X, H, y, R, [lb_selection], zero=False)[0])
         if failed:  # the v-step engines broke down: report it as LB does, proving only 0
@@ -427,14 +433,16 @@ def _descent_incumbent(
     selections: Sequence[np.ndarray | None], *, zero: bool,
 ) -> tuple[float, np.ndarray | None]:
     """The smallest ``||v||`` the alternating descent reaches from each token selection of
-    ``selections`` (shape (n,); None skipped) realised with norm R, and from p = 0 when
+    ``selections`` (shape (n,); None and repeats skipped) realised with norm R, and from p = 0 when
     ``zero`` (starts of :func:`margin_solver.minnorm.solve_min_norm`), with each sample's most
     attended token there; ``(inf, None)`` when no start is feasible."""
     n, T, d = X.shape
     form = KernelForm(X, TokenGram.from_gram(H, n, T, d))
     starts = [form.zeros()] if zero else []
-    for tokens in selections:
-        coefficients = None if tokens is None else attention_svm(H, T, tokens, R)
+    for k, tokens in enumerate(selections):
+        if tokens is None or any(np.array_equal(tokens, other) for other in selections[:k]):
+            continue
+        coefficients = attention_svm(H, T, tokens, R)
         if coefficients is not None:
             starts.append(form.from_coefficients(coefficients))
     best, selection = math.inf, None
