@@ -49,6 +49,8 @@ import numpy as np
 from margin_solver.alternating import KernelForm, descend
 from margin_solver.blas import single_threaded_blas
 from margin_solver.kernel import TokenGram
+from margin_solver.linbound import MAX_TOKENS as LINEARISED_MAX_TOKENS
+from margin_solver.linbound import linearised_bound
 from margin_solver.progress import ProgressBar
 from margin_solver.rbounds import finite_r_bound
 from margin_solver.results import (
@@ -71,6 +73,7 @@ from margin_solver.selection import (
     selection_svm,
     token_margins,
 )
+from margin_solver.vstep import solve_vstep
 from margin_solver.validation import (
     InvalidInputError,
     check_labels,
@@ -392,6 +395,11 @@ def _finite_r(
                 certified=True, bound_kind=FINITE_R, R=R)
         proven = min(hard, incumbent)
         show(proven)
+        if n * T <= LINEARISED_MAX_TOKENS and proven < incumbent * (1 - gap_tol):
+            proven = max(proven, min(_linearised(H, y, T, R, incumbent * (1 - gap_tol), proven),
+                                     incumbent))
+            methods.append("linearised")
+            show(proven)
         if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and proven < incumbent * (1 - gap_tol):
             left = time_limit - (time.perf_counter() - start)
             proven = max(proven, min(lagrangian_bound(H, y, R, time_limit=left / 2).value,
@@ -426,6 +434,20 @@ def _finite_r(
     return LowerBoundResult(proven, incumbent, selection, status, message, method, nodes,
                             time.perf_counter() - start, certified=status == OPTIMAL,
                             bound_kind=FINITE_R, R=R)
+
+
+def _linearised(H: np.ndarray, y: np.ndarray, T: int, R: float, target: float,
+                floor: float) -> float:
+    """The linearised bound (:func:`margin_solver.linbound.linearised_bound`, with its
+    ``target`` and ``floor``) from the v-step's duals at uniform attention (p = 0, where the
+    attention is linearised); 0 when that SVM has no duals."""
+    n = len(y)
+    means = np.full((n, T), 1.0 / T)
+    K = np.einsum("it,itju,ju->ij", means, H.reshape(n, T, n, T), means)
+    uniform = solve_vstep(None, y, solver="ldp", K=K)
+    if uniform.alpha is None:
+        return 0.0
+    return linearised_bound(H, y, T, R, uniform.alpha, target=target, floor=floor)
 
 
 def _descent_incumbent(

@@ -38,14 +38,15 @@ def _feasible(X, y, res):
 
 def test_a_large_gap_is_not_optimal():
     # issue 11: "optimal" with relative gap 0.43 at R = 0.1 / sqrt(d), against the R-independent
-    # bound. The finite-R bound (issue 12) certifies that instance now; at n = 40 it cannot
+    # bound. The finite-R bound (issue 12) certifies that instance now, and since the
+    # linearised bound also n = 40 at that R; at n = 40 and R sqrt(d) = 10 it cannot
     # (docs/benchmarks.md), which keeps the large-gap case.
     d = 2000
     ds = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 10), eta=0.15).sample(10, seed=1)
     small = _no_warning(lambda: solve_min_norm(ds, R=0.1 / math.sqrt(d), certify=True))
     assert small.status == "optimal" and small.certified and small.gap <= DEFAULT_GAP_TOL
     big = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 40), eta=0.15).sample(40, seed=1)
-    res = _no_warning(lambda: solve_min_norm(big, R=0.1 / math.sqrt(d), certify=True,
+    res = _no_warning(lambda: solve_min_norm(big, R=10 / math.sqrt(d), certify=True,
                                              bound_time_limit=2.0))
     assert res.gap > 0.05
     assert res.status == "local_optimal" and not res.certified and res.success
@@ -55,9 +56,10 @@ def test_a_large_gap_is_not_optimal():
 
 def test_a_bound_stopped_by_its_time_limit_does_not_certify():
     # issue 11: T = 4, n = 30, the bound stops at its time limit and the status stayed optimal
+    # (at R sqrt(d) = 0.1 then; the linearised bound certifies that R now, not 3)
     d = 2000
     ds = PaperDistribution(d=d, T=4, snr=math.sqrt(0.5 / 30), eta=0.15).sample(30, seed=1)
-    res = solve_min_norm(ds, R=0.1 / math.sqrt(d), certify=True, bound_time_limit=1.0)
+    res = solve_min_norm(ds, R=3 / math.sqrt(d), certify=True, bound_time_limit=1.0)
     assert res.status == "local_optimal" and not res.certified
     assert res.bound.status == "time_limit" and not res.bound.certified
     assert res.gap > DEFAULT_GAP_TOL
@@ -330,10 +332,11 @@ def test_lower_bound_statuses_and_certified():
 
 @pytest.fixture
 def paper_file(tmp_path):
-    # n = 40: the finite-R bound leaves a large gap here (at n = 10 it certifies)
+    # n = 40, R sqrt(d) = 10: the finite-R bound leaves a large gap here (at n = 10, or at
+    # R sqrt(d) = 0.1, it certifies)
     d = 2000
     ds = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 40), eta=0.15).sample(40, seed=1)
-    return ds.save(tmp_path / "train.npz"), 0.1 / math.sqrt(d)
+    return ds.save(tmp_path / "train.npz"), 10 / math.sqrt(d)
 
 
 def test_cli_certify_with_a_large_gap_exits_4(paper_file, capsys):
