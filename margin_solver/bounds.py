@@ -73,7 +73,6 @@ from margin_solver.selection import (
     selection_svm,
     token_margins,
 )
-from margin_solver.vstep import solve_vstep
 from margin_solver.validation import (
     InvalidInputError,
     check_labels,
@@ -82,6 +81,7 @@ from margin_solver.validation import (
     check_tokens,
 )
 from margin_solver.progress import verbose_switch
+from margin_solver.vstep import solve_vstep
 
 __all__ = [
     "BOUND_METHODS",
@@ -211,10 +211,12 @@ def global_lower_bound(
         Radius of the ball ``||p|| <= R``. Without it (the default) the bound is LB, valid
         for every R (``bound_kind="hard-selection"``). With it the bound is for P_R at this
         R (``bound_kind="finite-R"``): the alternating descent's best point is the
-        incumbent, and LB, then (T = 2) the Lagrangian bound
-        (:func:`margin_solver.sdpbound.lagrangian_bound`), then branch-and-bound over the
-        attention the ball can reach (:func:`margin_solver.rbounds.finite_r_bound`) run
-        until one is within ``gap_tol`` of it (docs/theory.md, "Finite-R lower bound").
+        incumbent, and LB, then the linearised bound
+        (:func:`margin_solver.linbound.linearised_bound`, tight at small R), then (T = 2) the
+        Lagrangian bound (:func:`margin_solver.sdpbound.lagrangian_bound`), then
+        branch-and-bound over the attention the ball can reach
+        (:func:`margin_solver.rbounds.finite_r_bound`) run until one is within ``gap_tol``
+        of it (docs/theory.md, "Finite-R lower bound").
         With T = 1 attention plays no role and LB is P_R itself, so LB is returned.
     time_limit : float, default=60.0
         Seconds after which branch-and-bound stops with status ``"time_limit"`` and the best
@@ -333,8 +335,9 @@ def _finite_r(
 ) -> LowerBoundResult:
     """The finite-R bound: the alternating solver's point as incumbent, then the bounds in
     order of cost until one is within ``gap_tol`` of it: LB (valid for every R, tight at large
-    R; at most a quarter of the time), the Lagrangian bound (T = 2), branch-and-bound over
-    score boxes for the time left. The largest bound proven is kept."""
+    R; at most a quarter of the time), the linearised bound (tight at small R), the
+    Lagrangian bound (T = 2), branch-and-bound over score boxes for the time left. The
+    largest bound proven is kept."""
     n, T, _ = X.shape
     total = time_limit if math.isfinite(time_limit) else None
     with ProgressBar(progress, total=total, desc="lower bound (finite R)", unit="s",
