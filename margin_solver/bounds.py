@@ -399,8 +399,10 @@ def _finite_r(
         proven = min(hard, incumbent)
         show(proven)
         if n * T <= LINEARISED_MAX_TOKENS and proven < incumbent * (1 - gap_tol):
-            proven = max(proven, min(_linearised(H, y, T, R, incumbent * (1 - gap_tol), proven),
-                                     incumbent))
+            left = time_limit - (time.perf_counter() - start)
+            value = _linearised(H, y, T, R, incumbent * (1 - gap_tol), proven,
+                                time.perf_counter() + left / 2)
+            proven = max(proven, min(value, incumbent))
             methods.append("linearised")
             show(proven)
         if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and proven < incumbent * (1 - gap_tol):
@@ -440,17 +442,19 @@ def _finite_r(
 
 
 def _linearised(H: np.ndarray, y: np.ndarray, T: int, R: float, target: float,
-                floor: float) -> float:
+                floor: float, deadline: float) -> float:
     """The linearised bound (:func:`margin_solver.linbound.linearised_bound`, with its
-    ``target`` and ``floor``) from the v-step's duals at uniform attention (p = 0, where the
-    attention is linearised); 0 when that SVM has no duals."""
+    ``target``, ``floor`` and ``deadline``; at most half the time left) from the v-step's
+    duals at uniform attention (p = 0, where the attention is linearised); 0 when that SVM
+    has no duals."""
     n = len(y)
     means = np.full((n, T), 1.0 / T)
     K = np.einsum("it,itju,ju->ij", means, H.reshape(n, T, n, T), means)
     uniform = solve_vstep(None, y, solver="ldp", K=K)
     if uniform.alpha is None:
         return 0.0
-    return linearised_bound(H, y, T, R, uniform.alpha, target=target, floor=floor)
+    return linearised_bound(H, y, T, R, uniform.alpha, target=target, floor=floor,
+                            deadline=deadline)
 
 
 def _descent_incumbent(

@@ -28,6 +28,7 @@ is. alpha is improved by an ascent on the bound (any alpha gives a valid bound).
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class _Linearised:
         # F F^T = H with rounding-negative eigenvalues raised to 0: p ranges over the span of
         # the tokens (a component outside it changes no score and only adds to ||p||)
         self.F = (U * np.sqrt(np.maximum(lam, 0.0))).reshape(n, T, -1)
-        self.y, self.T, self.R = y, T, R
+        self.y, self.R = y, R
         self.mean = self.F.mean(axis=1)  # xbar_i
         dev = self.F - self.mean[:, None, :]
         diffs = self.F[:, :, None, :] - self.F[:, None, :, :]
@@ -165,7 +166,8 @@ def _quadratic_argmax(A: np.ndarray, g: np.ndarray, R: float) -> np.ndarray:
 
 
 def linearised_bound(H: np.ndarray, y: np.ndarray, T: int, R: float, alpha: np.ndarray, *,
-                     target: float = math.inf, floor: float = 0.0) -> float:
+                     target: float = math.inf, floor: float = 0.0,
+                     deadline: float = math.inf) -> float:
     """Certified lower bound on P_R from the attention linearised at p = 0 (module docstring).
 
     Parameters
@@ -186,6 +188,8 @@ def linearised_bound(H: np.ndarray, y: np.ndarray, T: int, R: float, alpha: np.n
     floor : float, default=0.0
         A bound proven otherwise: the ascent stops when, at a check every 20 steps (the
         first at the start), its bound is below half of this.
+    deadline : float, default=inf
+        A :func:`time.perf_counter` reading after which the ascent takes no further step.
 
     Returns
     -------
@@ -204,7 +208,7 @@ def linearised_bound(H: np.ndarray, y: np.ndarray, T: int, R: float, alpha: np.n
     best, step = model.value(a), 0.3
     checkpoint = 0.0
     for k in range(_ASCENT_STEPS):
-        if best >= target * root:
+        if best >= target * root or time.perf_counter() > deadline:
             break
         if k % _ASCENT_WINDOW == 0:
             # an ascent that is slow, or far below a bound proven otherwise, will not close
