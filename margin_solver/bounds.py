@@ -49,6 +49,8 @@ import numpy as np
 from margin_solver.alternating import KernelForm, descend
 from margin_solver.blas import single_threaded_blas
 from margin_solver.kernel import TokenGram
+from margin_solver.linbound import MAX_TOKENS as LINEARISED_MAX_TOKENS
+from margin_solver.linbound import linearised_bound
 from margin_solver.progress import ProgressBar
 from margin_solver.rbounds import finite_r_bound
 from margin_solver.results import (
@@ -65,6 +67,7 @@ from margin_solver.selection import (
     SelectionSVM,
     aggregated_lift,
     attention_svm,
+    best_tokens,
     hard_selection_alternation,
     lifted_bounds,
     selection_svm,
@@ -78,6 +81,7 @@ from margin_solver.validation import (
     check_tokens,
 )
 from margin_solver.progress import verbose_switch
+from margin_solver.vstep import solve_vstep
 
 __all__ = [
     "BOUND_METHODS",
@@ -207,10 +211,12 @@ def global_lower_bound(
         Radius of the ball ``||p|| <= R``. Without it (the default) the bound is LB, valid
         for every R (``bound_kind="hard-selection"``). With it the bound is for P_R at this
         R (``bound_kind="finite-R"``): the alternating descent's best point is the
-        incumbent, and LB, then (T = 2) the Lagrangian bound
-        (:func:`margin_solver.sdpbound.lagrangian_bound`), then branch-and-bound over the
-        attention the ball can reach (:func:`margin_solver.rbounds.finite_r_bound`) run
-        until one is within ``gap_tol`` of it (docs/theory.md, "Finite-R lower bound").
+        incumbent, and LB, then the linearised bound
+        (:func:`margin_solver.linbound.linearised_bound`, tight at small R), then (T = 2) the
+        Lagrangian bound (:func:`margin_solver.sdpbound.lagrangian_bound`), then
+        branch-and-bound over the attention the ball can reach
+        (:func:`margin_solver.rbounds.finite_r_bound`) run until one is within ``gap_tol``
+        of it (docs/theory.md, "Finite-R lower bound").
         With T = 1 attention plays no role and LB is P_R itself, so LB is returned.
     time_limit : float, default=60.0
         Seconds after which branch-and-bound stops with status ``"time_limit"`` and the best
@@ -329,8 +335,9 @@ def _finite_r(
 ) -> LowerBoundResult:
     """The finite-R bound: the alternating solver's point as incumbent, then the bounds in
     order of cost until one is within ``gap_tol`` of it: LB (valid for every R, tight at large
-    R; at most a quarter of the time), the Lagrangian bound (T = 2), branch-and-bound over
-    score boxes for the time left. The largest bound proven is kept."""
+    R; at most a quarter of the time), the linearised bound (tight at small R), the
+    Lagrangian bound (T = 2), branch-and-bound over score boxes for the time left. The
+    largest bound proven is kept."""
     n, T, _ = X.shape
     total = time_limit if math.isfinite(time_limit) else None
     with ProgressBar(progress, total=total, desc="lower bound (finite R)", unit="s",
@@ -341,9 +348,14 @@ def _finite_r(
             bar.set_to(min(time.perf_counter() - start, time_limit), bound=f"{bound:.6g}",
                        best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
 
-        hard_start = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+        margins0 = first_step_margins(H, y, T)
+        hard_start = hard_selection_alternation(H, y, T, margins0)
         hard_tokens = hard_start.tokens if hard_start.feasible else None
-        incumbent, selection = _descent_incumbent(X, H, y, R, [hard_tokens], zero=True)
+        # solve_min_norm's deterministic starts: without the first step's selection the
+        # incumbent of a cancer-feature instance (T = 3, R sqrt(d) = 1e4) stayed 8 % above the
+        # point that start reaches, which equals LB, and the box search ran to its time limit
+        realised = [best_tokens(margins0)] + ([hard_tokens] if hard_tokens is not None else [])
+        incumbent, selection = _descent_incumbent(X, H, y, R, realised, zero=True)
         methods = [HARD_SELECTION]
         clash = _equal_samples_opposite_labels(H, y, T)
         if clash is not None:
@@ -369,7 +381,7 @@ def _finite_r(
             # LB's selection realised at norm R is solve_min_norm's 'lb_selection' start; when
             # it reaches LB the bound is closed at once (else the box search below ran to its
             # stall limit, 18 s on an n = 8 instance whose optimum is this start's point)
-            if hard_tokens is None or not np.array_equal(lb_selection, hard_tokens):
+            if not any(np.array_equal(lb_selection, tokens) for tokens in realised):
                 incumbent = min(incumbent,
                                 _descent_incumbent(X, H, y, R, [lb_selection], zero=False)[0])
         if failed:  # the v-step engines broke down: report it as LB does, proving only 0
@@ -386,6 +398,13 @@ def _finite_r(
                 certified=True, bound_kind=FINITE_R, R=R)
         proven = min(hard, incumbent)
         show(proven)
+        if n * T <= LINEARISED_MAX_TOKENS and proven < incumbent * (1 - gap_tol):
+            left = time_limit - (time.perf_counter() - start)
+            value = _linearised(H, y, T, R, incumbent * (1 - gap_tol), proven,
+                                time.perf_counter() + left / 2)
+            proven = max(proven, min(value, incumbent))
+            methods.append("linearised")
+            show(proven)
         if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and proven < incumbent * (1 - gap_tol):
             left = time_limit - (time.perf_counter() - start)
             proven = max(proven, min(lagrangian_bound(H, y, R, time_limit=left / 2).value,
@@ -422,19 +441,37 @@ def _finite_r(
                             bound_kind=FINITE_R, R=R)
 
 
+def _linearised(H: np.ndarray, y: np.ndarray, T: int, R: float, target: float,
+                floor: float, deadline: float) -> float:
+    """The linearised bound (:func:`margin_solver.linbound.linearised_bound`, with its
+    ``target``, ``floor`` and ``deadline``; at most half the time left) from the v-step's
+    duals at uniform attention (p = 0, where the attention is linearised); 0 when that SVM
+    has no duals."""
+    n = len(y)
+    means = np.full((n, T), 1.0 / T)
+    K = np.einsum("it,itju,ju->ij", means, H.reshape(n, T, n, T), means)
+    uniform = solve_vstep(None, y, solver="ldp", K=K)
+    if uniform.alpha is None:
+        return 0.0
+    return linearised_bound(H, y, T, R, uniform.alpha, target=target, floor=floor,
+                            deadline=deadline)
+
+
 def _descent_incumbent(
     X: np.ndarray, H: np.ndarray, y: np.ndarray, R: float,
     selections: Sequence[np.ndarray | None], *, zero: bool,
 ) -> tuple[float, np.ndarray | None]:
     """The smallest ``||v||`` the alternating descent reaches from each token selection of
-    ``selections`` (shape (n,); None skipped) realised with norm R, and from p = 0 when
+    ``selections`` (shape (n,); None and repeats skipped) realised with norm R, and from p = 0 when
     ``zero`` (starts of :func:`margin_solver.minnorm.solve_min_norm`), with each sample's most
     attended token there; ``(inf, None)`` when no start is feasible."""
     n, T, d = X.shape
     form = KernelForm(X, TokenGram.from_gram(H, n, T, d))
     starts = [form.zeros()] if zero else []
-    for tokens in selections:
-        coefficients = None if tokens is None else attention_svm(H, T, tokens, R)
+    for k, tokens in enumerate(selections):
+        if tokens is None or any(np.array_equal(tokens, other) for other in selections[:k]):
+            continue
+        coefficients = attention_svm(H, T, tokens, R)
         if coefficients is not None:
             starts.append(form.from_coefficients(coefficients))
     best, selection = math.inf, None

@@ -7,13 +7,12 @@ time limit, the ``p0`` warm start, and the CLI's exit codes.
 
 import json
 import math
-import time
 import warnings
 
 import numpy as np
 import pytest
 
-from margin_solver import minnorm
+from margin_solver import alternating, minnorm
 from margin_solver.bounds import global_lower_bound
 from margin_solver.cli import main
 from margin_solver.data import Dataset, PaperDistribution
@@ -39,14 +38,15 @@ def _feasible(X, y, res):
 
 def test_a_large_gap_is_not_optimal():
     # issue 11: "optimal" with relative gap 0.43 at R = 0.1 / sqrt(d), against the R-independent
-    # bound. The finite-R bound (issue 12) certifies that instance now; at n = 40 it cannot
+    # bound. The finite-R bound (issue 12) certifies that instance now, and since the
+    # linearised bound also n = 40 at that R; at n = 40 and R sqrt(d) = 10 it cannot
     # (docs/benchmarks.md), which keeps the large-gap case.
     d = 2000
     ds = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 10), eta=0.15).sample(10, seed=1)
     small = _no_warning(lambda: solve_min_norm(ds, R=0.1 / math.sqrt(d), certify=True))
     assert small.status == "optimal" and small.certified and small.gap <= DEFAULT_GAP_TOL
     big = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 40), eta=0.15).sample(40, seed=1)
-    res = _no_warning(lambda: solve_min_norm(big, R=0.1 / math.sqrt(d), certify=True,
+    res = _no_warning(lambda: solve_min_norm(big, R=10 / math.sqrt(d), certify=True,
                                              bound_time_limit=2.0))
     assert res.gap > 0.05
     assert res.status == "local_optimal" and not res.certified and res.success
@@ -56,9 +56,10 @@ def test_a_large_gap_is_not_optimal():
 
 def test_a_bound_stopped_by_its_time_limit_does_not_certify():
     # issue 11: T = 4, n = 30, the bound stops at its time limit and the status stayed optimal
+    # (at R sqrt(d) = 0.1 then; the linearised bound certifies that R now, not 3)
     d = 2000
     ds = PaperDistribution(d=d, T=4, snr=math.sqrt(0.5 / 30), eta=0.15).sample(30, seed=1)
-    res = solve_min_norm(ds, R=0.1 / math.sqrt(d), certify=True, bound_time_limit=1.0)
+    res = solve_min_norm(ds, R=3 / math.sqrt(d), certify=True, bound_time_limit=1.0)
     assert res.status == "local_optimal" and not res.certified
     assert res.bound.status == "time_limit" and not res.bound.certified
     assert res.gap > DEFAULT_GAP_TOL
@@ -220,16 +221,36 @@ def test_an_unrepairable_point_is_inaccurate(monkeypatch):
 # --- time limit ------------------------------------------------------------------------------
 
 
-def test_the_time_limit_returns_the_best_point_so_far(monkeypatch):
-    ds = PaperDistribution(d=50, T=2, snr=0.8, eta=0.1).sample(10, seed=0)
+class _CountedClock:
+    """A ``time`` stand-in whose ``perf_counter`` moves only when a descent ends, by ``step``
+    seconds: the time limit binds after a known number of starts on any machine and load."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def _slow_descents(monkeypatch, step: float) -> None:
+    """Every start of solve_min_norm takes ``step`` seconds of a counted clock (the clock of
+    minnorm and of the descent's deadline test; nothing sleeps)."""
+    clock = _CountedClock(step)
     real = minnorm.descend
 
-    def slow(*args, **kwargs):  # every start outlives the time limit
+    def slow(*args, **kwargs):
         run = real(*args, **kwargs)
-        time.sleep(0.3)
+        clock.now += clock.step
         return run
 
+    monkeypatch.setattr(minnorm, "time", clock)
+    monkeypatch.setattr(alternating, "time", clock)
     monkeypatch.setattr(minnorm, "descend", slow)
+
+
+def test_the_time_limit_returns_the_best_point_so_far(monkeypatch):
+    ds = PaperDistribution(d=50, T=2, snr=0.8, eta=0.1).sample(10, seed=0)
+    _slow_descents(monkeypatch, 0.3)  # the first start outlives the time limit
     with pytest.warns(ConvergenceWarning, match="'time_limit'"):
         res = solve_min_norm(ds, R=1.0, time_limit=0.2)
     assert res.status == "time_limit" and res.solution_present and not res.success
@@ -311,10 +332,11 @@ def test_lower_bound_statuses_and_certified():
 
 @pytest.fixture
 def paper_file(tmp_path):
-    # n = 40: the finite-R bound leaves a large gap here (at n = 10 it certifies)
+    # n = 40, R sqrt(d) = 10: the finite-R bound leaves a large gap here (at n = 10, or at
+    # R sqrt(d) = 0.1, it certifies)
     d = 2000
     ds = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 40), eta=0.15).sample(40, seed=1)
-    return ds.save(tmp_path / "train.npz"), 0.1 / math.sqrt(d)
+    return ds.save(tmp_path / "train.npz"), 10 / math.sqrt(d)
 
 
 def test_cli_certify_with_a_large_gap_exits_4(paper_file, capsys):
@@ -348,17 +370,7 @@ def test_cli_no_feasible_point_exits_3_and_p0_rescues_it(tmp_path, capsys):
 
 def test_cli_time_limit_exits_4(monkeypatch, paper_file, capsys):
     path, R = paper_file
-    real = minnorm.descend
-
-    # The limit leaves room for the bound and the first start on a loaded machine (with
-    # 0.2 s the bound alone could use it all, leaving no point: exit 3); the sleep then
-    # makes sure the limit stops the remaining starts.
-    def slow(*args, **kwargs):
-        run = real(*args, **kwargs)
-        time.sleep(1.5)
-        return run
-
-    monkeypatch.setattr(minnorm, "descend", slow)
+    _slow_descents(monkeypatch, 1.5)  # the first start ends past the limit: no more starts
     assert main(["solve", str(path), "--R", str(R), "--time-limit", "1.0"]) == 4
     assert "time_limit" in capsys.readouterr().out
 
