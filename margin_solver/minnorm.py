@@ -35,7 +35,12 @@ show the landscape is rugged (a start where no v interpolates, or final norms mo
 :mod:`margin_solver.search` (selections of small SVM norm or their nearest realisable ones,
 the best selections some p realises, continuation in R with a penalised v-step, more random
 starts), stopping as soon as the gap
-to the bound closes.
+to the bound closes. Uncertified, the bound that may close it is LB's branch-and-bound, whose
+selections are also the search's first starts; above ``SCREEN_MIN_SAMPLES`` samples, when the
+best first start is already above the SVM norm of its first incumbent (so its bound cannot
+stop the search), it gets a number of SVMs in proportion to the first starts' v-step solves
+(:func:`_search_guide`), and a family of further starts that ends far above the best is
+retired (:mod:`margin_solver.search`).
 
 When attention is nearly hard at this R (the first selection start's realisation sits at its
 selection's SVM norm), starts stop early (:func:`margin_solver.search.hard_descend`), a

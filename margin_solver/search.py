@@ -57,6 +57,14 @@ SVM norm is therefore not descended (:func:`settled_run`), and with ``hard=True`
 Every start ends with :func:`margin_solver.alternating.descend` on the exact phi, so every
 returned norm is that of an exact v-step at a p with ``||p|| <= R``. The search stops as soon as
 the best norm is within ``gap_rtol`` of a given lower bound (LB is valid for every R).
+
+Spending in proportion to what a family can win: a family whose start ends feasible more than
+:data:`RETIRE_RTOL` above the best norm so far is *retired*, and so is, from the start, a
+family the caller names (``retired``; :func:`margin_solver.minnorm.solve_min_norm` names
+``random`` when its first random starts all ended that far above). A retired family's turns
+are not run and not given to the others, so the search ends sooner: on the digits study's cells
+(ReLU-lifted patch tokens, n = 240) random starts end 20 times above the selection starts and
+continuation 1.7 times, and 4 of the 8 search starts are left out, each a 500-step descent.
 """
 
 from __future__ import annotations
@@ -313,7 +321,7 @@ def search_starts(
         Selections whose realisations were descended already (the first starts'): no family
         runs them again.
     max_starts : int, default=8
-        Starts to run at most.
+        Turns of the families at most: starts run, plus turns of retired families.
     time_limit : float, default=inf
         Seconds; no new start begins after it.
     gap_rtol : float, default=1e-9
