@@ -160,10 +160,10 @@ AUTO_SEARCH_STARTS = 8
 SEARCH_BOUND_NODES = 3000
 #: SVMs of that branch-and-bound per v-step solve of the first starts when its bound cannot
 #: stop the search (:func:`_search_guide`). On the paper's model at n = 100, T = 4,
-#: R sqrt(d) = 10 (kappa = 5) its 3000 SVMs cost 80 times the token Gram product and found no
-#: selection beyond the first starts'.
+#: R sqrt(d) = 10 (kappa = 5) its 3000 SVMs were most of the whole solve's 84 token Gram
+#: products (28 of 33 s in a profile) and found no selection beyond the first starts'.
 SEARCH_BOUND_NODES_PER_EVAL = 0.25
-# Relative gap at which the search stops (margin_solver.search.search_starts' default).
+# Relative gap to LB at which the search stops.
 _SEARCH_GAP_RTOL = 1e-9
 #: Samples above which a search triggered only by the spread of nearly hard first starts
 #: screens selections by their SVM norm instead of running LB's branch-and-bound and every
@@ -692,8 +692,8 @@ def _search(
     its selection and incumbents are realised first. ``realised``: the selections the first
     starts realised and descended (not run again; a selection no p realises is not among
     them, so the search tries its nearest realisable one); ``hard``: only the selection
-    family, screened by SVM norm (:func:`_hard_spread`). Families that a first random start
-    already showed to end far above the best are left out (:func:`_retired_families`)."""
+    family, screened by SVM norm (:func:`_hard_spread`). More random starts are left out when
+    the first ones all ended far above the best (:func:`_retired_families`)."""
     feasible = [r for r in runs.values() if r.point.feasible]
     best = min(feasible, key=lambda r: r.norm) if feasible else None
     incumbents: list[np.ndarray] = []
@@ -709,7 +709,7 @@ def _search(
     rng = np.random.default_rng(_search_seed(seed))
     for name, run in _search_starts(form, H, y, T, R, best, lower_bound=lower,
                                     selections=selections, realised=realised,
-                                    max_starts=budget, rng=rng,
+                                    max_starts=budget, rng=rng, gap_rtol=_SEARCH_GAP_RTOL,
                                     options=options, hard=hard,
                                     ideas=("selection",) if hard else None,
                                     retired=_retired_families(runs, best),
@@ -752,8 +752,9 @@ def _search_guide(H, y, T, runs, best, incumbents, deadline) -> LowerBoundResult
 def _retired_families(runs, best) -> tuple[str, ...]:
     """``("random",)`` when every first random start is feasible and ended more than
     :data:`margin_solver.search.RETIRE_RTOL` above the best start, else ``()``: on such
-    landscapes (digits tokens: random starts 20 times above the selection starts) more
-    random starts cost full descents and cannot win."""
+    landscapes (digits tokens: random starts 9 to 30 times above the selection starts) more
+    random starts cost a full descent each and are unlikely to win (none did on the digits
+    cells or the search-quality instances, docs/benchmarks.md)."""
     randoms = [run for name, run in runs.items() if name.startswith("random_")]
     if best is None or not randoms:
         return ()
