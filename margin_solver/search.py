@@ -92,8 +92,8 @@ from margin_solver.results import LOCAL_OPTIMAL, MAX_ITER
 from margin_solver.selection import attention_svm, hard_selection_alternation, selection_svm
 
 __all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "REALISABLE_MAX_SAMPLES",
-           "REALISABLE_WORK", "RETIRE_RTOL", "PenalisedForm", "hard_descend", "hard_value", "search_starts", "settled_run",
-           "settled_value"]
+           "REALISABLE_WORK", "RETIRE_RTOL", "PenalisedForm", "hard_descend", "hard_value",
+           "search_starts", "settled_run", "settled_value"]
 
 #: Every family of starts :func:`search_starts` knows (``"random"``: more random starts,
 #: alternately on the sphere and inside the ball).
