@@ -35,7 +35,12 @@ show the landscape is rugged (a start where no v interpolates, or final norms mo
 :mod:`margin_solver.search` (selections of small SVM norm or their nearest realisable ones,
 the best selections some p realises, continuation in R with a penalised v-step, more random
 starts), stopping as soon as the gap
-to the bound closes.
+to the bound closes. Uncertified, the bound that may close it is LB's branch-and-bound, whose
+selections are also the search's first starts; above ``SCREEN_MIN_SAMPLES`` samples, when the
+best first start is already above the SVM norm of its first incumbent (so its bound cannot
+stop the search), it gets a number of SVMs in proportion to the first starts' v-step solves
+(:func:`_search_guide`), and a family of further starts that ends far above the best is
+retired (:mod:`margin_solver.search`).
 
 When attention is nearly hard at this R (the first selection start's realisation sits at its
 selection's SVM norm), starts stop early (:func:`margin_solver.search.hard_descend`), a
@@ -102,7 +107,7 @@ from margin_solver.results import (
     ResultMixin,
 )
 from margin_solver.results import Renamed, renamed
-from margin_solver.search import hard_descend, settled_run, settled_value
+from margin_solver.search import RETIRE_RTOL, hard_descend, settled_run, settled_value
 from margin_solver.search import search_starts as _search_starts
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
@@ -153,6 +158,13 @@ AUTO_SEARCH_STARTS = 8
 #: the search when met (it is not reported: ``lower_bound`` stays None without ``certify``).
 #: A count, not seconds, so that the answer is the same on a loaded and an idle machine.
 SEARCH_BOUND_NODES = 3000
+#: SVMs of that branch-and-bound per v-step solve of the first starts when its bound cannot
+#: stop the search (:func:`_search_guide`). On the paper's model at n = 100, T = 4,
+#: R sqrt(d) = 10 (kappa = 5) its 3000 SVMs were most of the whole solve's 84 token Gram
+#: products (28 of 33 s in a profile) and found no selection beyond the first starts'.
+SEARCH_BOUND_NODES_PER_EVAL = 0.25
+# Relative gap to LB at which the search stops.
+_SEARCH_GAP_RTOL = 1e-9
 #: Samples above which a search triggered only by the spread of nearly hard first starts
 #: screens selections by their SVM norm instead of running LB's branch-and-bound and every
 #: family (:func:`_hard_spread`). On the paper's model at n = 100, T = 4, R sqrt(d) = 100
@@ -503,17 +515,10 @@ def solve_min_norm(
         budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
         if budget and time.perf_counter() <= deadline:
             realised = [s for name, _, s in starts if s is not None and name in runs]
-            incumbents: list[np.ndarray] = []
             hard = _hard_spread(search_starts, start_norms, bound, d <= n * T, gram.H, y, T,
                                 feasible)
-            guide = bound if bound is not None or hard else trusted_lower_bound(
-                gram.H, y, T, "auto", max(deadline - time.perf_counter(), 0.0), False,
-                time.perf_counter(), max_nodes=SEARCH_BOUND_NODES, incumbents=incumbents,
-            )
-            if "lb_selection" in runs:
-                realised.append(guide.selection)
-            _search(solver_form, gram.H, y, T, R, runs, start_norms, guide, incumbents[::-1],
-                    realised, {**descent, "deadline": deadline}, budget, seed, deadline, hard)
+            _search(solver_form, gram.H, y, T, R, runs, start_norms, bound, realised,
+                    {**descent, "deadline": deadline}, budget, seed, deadline, hard)
             feasible = {k: r for k, r in runs.items() if r.point.feasible}
     skipped = [name for name, *_ in starts if name not in start_norms]
     timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
@@ -676,33 +681,87 @@ def _hard_spread(search_starts, start_norms, bound, dependent, H, y, T, feasible
 
 
 def _search(
-    form, H, y, T, R, runs, start_norms, bound, incumbents, realised, options, budget, seed,
-    deadline, hard=False,
+    form, H, y, T, R, runs, start_norms, bound, realised, options, budget, seed, deadline,
+    hard=False,
 ) -> None:
     """Add the runs of :func:`margin_solver.search.search_starts` to ``runs``/``start_norms``
-    (no new start after ``deadline``, a :func:`time.perf_counter` reading); ``incumbents``:
-    the selections of LB's branch-and-bound to realise first, best first; ``realised``: the
-    selections the first starts realised and descended (not run again; a selection no p
-    realises is not among them, so the search tries its nearest realisable one); ``hard``:
-    only the selection family, screened by SVM norm (:func:`_hard_spread`)."""
+    (no new start after ``deadline``, a :func:`time.perf_counter` reading).
+
+    ``bound``: the lower bound computed already (``certify``, or LB when no first start was
+    feasible), else None and the search's guide is computed here (:func:`_search_guide`);
+    its selection and incumbents are realised first. ``realised``: the selections the first
+    starts realised and descended (not run again; a selection no p realises is not among
+    them, so the search tries its nearest realisable one); ``hard``: only the selection
+    family, screened by SVM norm (:func:`_hard_spread`). More random starts are left out when
+    the first ones all ended far above the best (:func:`_retired_families`)."""
     feasible = [r for r in runs.values() if r.point.feasible]
     best = min(feasible, key=lambda r: r.norm) if feasible else None
+    incumbents: list[np.ndarray] = []
+    if bound is None and not hard:
+        bound = _search_guide(H, y, T, runs, best, incumbents, deadline)
+    if bound is not None and "lb_selection" in runs:
+        realised = [*realised, bound.selection]
     lower = None if bound is None else bound.value
-    selections = list(incumbents)
+    selections = incumbents[::-1]
     if bound is not None and bound.selection is not None and not any(
             np.array_equal(bound.selection, s) for s in selections):
         selections.insert(0, bound.selection)
     rng = np.random.default_rng(_search_seed(seed))
     for name, run in _search_starts(form, H, y, T, R, best, lower_bound=lower,
                                     selections=selections, realised=realised,
-                                    max_starts=budget, rng=rng,
+                                    max_starts=budget, rng=rng, gap_rtol=_SEARCH_GAP_RTOL,
                                     options=options, hard=hard,
                                     ideas=("selection",) if hard else None,
+                                    retired=_retired_families(runs, best),
                                     time_limit=deadline - time.perf_counter()):
         runs[name] = run
         start_norms[name] = run.norm
         logger.info("search start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
                     run.reason, run.n_iter)
+
+
+def _search_guide(H, y, T, runs, best, incumbents, deadline) -> LowerBoundResult:
+    """LB's branch-and-bound for an uncertified search; ``incumbents`` receives every
+    selection that became its best, in order.
+
+    Its bound stops the search only if it reaches the best norm, and it is at most the
+    SVM norm of the branch-and-bound's first incumbent (the hard-selection alternation from
+    the first GD step's v, the ``hard_selection`` start's selection). When the best start is
+    already above that norm the bound cannot stop the search, and the branch-and-bound only
+    offers further selections. Above :data:`SCREEN_MIN_SAMPLES` samples it then gets
+    :data:`SEARCH_BOUND_NODES_PER_EVAL` SVMs per v-step solve the first starts spent (at most
+    :data:`SEARCH_BOUND_NODES`), a budget in proportion to their cost: there its
+    :data:`SEARCH_BOUND_NODES` do not settle LB (paper's model, n = 100, T = 4: relative gap
+    0.3 % after 3000 SVMs) and found no selection beyond the first. Up to that size the
+    branch-and-bound settles LB within a few hundred SVMs, and its last incumbent, found just
+    before, is what wins on 3 of the 200 search-quality instances (docs/benchmarks.md), so
+    it keeps :data:`SEARCH_BOUND_NODES`, as when no start is feasible. Counts, not seconds:
+    the answer does not depend on the load.
+    """
+    max_nodes = SEARCH_BOUND_NODES
+    if best is not None and len(y) > SCREEN_MIN_SAMPLES:
+        first = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+        if not (first.feasible and best.norm <= first.norm * (1 + _SEARCH_GAP_RTOL)):
+            spent = sum(run.n_eval for run in runs.values())
+            max_nodes = min(max_nodes, math.ceil(SEARCH_BOUND_NODES_PER_EVAL * spent))
+    return trusted_lower_bound(H, y, T, "auto", max(deadline - time.perf_counter(), 0.0),
+                               False, time.perf_counter(), max_nodes=max_nodes,
+                               incumbents=incumbents)
+
+
+def _retired_families(runs, best) -> tuple[str, ...]:
+    """``("random",)`` when every first random start is feasible and ended more than
+    :data:`margin_solver.search.RETIRE_RTOL` above the best start, else ``()``: on such
+    landscapes (digits tokens: random starts 9 to 30 times above the selection starts) more
+    random starts cost a full descent each and are unlikely to win (on the 33 search-quality
+    instances where this holds, none won by more than 1e-9, relative; on the digits cells
+    none won; docs/benchmarks.md)."""
+    randoms = [run for name, run in runs.items() if name.startswith("random_")]
+    if best is None or not randoms:
+        return ()
+    if all(run.point.feasible and run.norm > best.norm * (1 + RETIRE_RTOL) for run in randoms):
+        return ("random",)
+    return ()
 
 
 def _search_seed(seed) -> np.random.SeedSequence | None:

@@ -163,3 +163,48 @@ def test_benchmark_instances_reach_the_attained_bound(kind, n, T, d, R_sqrt_d, s
     assert res.norm == pytest.approx(bound.value, rel=1e-6)
     assert np.min(margins(X, y, res.v, res.p)) >= 1 - 1e-7
     assert solve_min_norm(X, y, R=R, search_starts=0).norm > bound.value * (1 + 1e-3)
+
+
+def test_a_retired_family_gives_its_turns_to_no_one():
+    X, y, R = issue_instance(7)
+    gram = TokenGram(X)
+    runs = list(search_starts(DenseForm(X), gram.H, y, 2, R, None, max_starts=6,
+                              rng=np.random.default_rng(0), ideas=("selection", "random"),
+                              retired=("random",)))
+    names = [name for name, _ in runs]
+    assert names and all("selection" in name for name in names)
+    assert len(names) <= 3  # the random family's 3 turns pass unused
+
+
+def test_families_far_above_the_best_are_retired():
+    # search-quality instance (cls, n = 10, T = 2, d = 40, R sqrt(d) = 10): the first random
+    # starts, then the first selection and continuation starts, end 2.1 times above the best
+    # first start; with every family retired the search stops after those two starts (13
+    # starts before, the best found by the full search the same to 1e-9)
+    from margin_solver.bench.search_quality import make_instance
+
+    X, y = make_instance("cls", 10, 2, 40, 20261256)
+    res = solve_min_norm(X, y, R=10 / math.sqrt(40))
+    assert list(res.start_norms) == ["zero", "first_step", "hard_selection", "random_0",
+                                     "random_1", "selection_0", "continuation_0"]
+    assert res.norm == pytest.approx(0.315317290764113, rel=1e-9)
+
+
+def test_large_search_guides_spend_in_proportion_to_the_first_starts():
+    # above SCREEN_MIN_SAMPLES samples, LB's branch-and-bound gets SEARCH_BOUND_NODES_PER_EVAL
+    # SVMs per first-start v-step solve when its bound cannot stop the search (the best
+    # start is above the hard-selection incumbent's SVM norm), else its full budget
+    from types import SimpleNamespace
+
+    from margin_solver.minnorm import SCREEN_MIN_SAMPLES, SEARCH_BOUND_NODES_PER_EVAL, \
+        _search_guide
+
+    n = SCREEN_MIN_SAMPLES + 8
+    ds = PaperDistribution(d=400, T=2, snr=math.sqrt(1.0 / n), eta=0.15).sample(n, seed=1)
+    H, y = TokenGram(ds.X).H, ds.y.astype(float)
+    runs = {"zero": SimpleNamespace(n_eval=40)}
+    full = _search_guide(H, y, 2, runs, SimpleNamespace(norm=0.0), [], math.inf)
+    assert full.status == "optimal" and full.nodes > 20
+    cut = _search_guide(H, y, 2, runs, SimpleNamespace(norm=10 * full.incumbent), [], math.inf)
+    assert cut.status == "time_limit"
+    assert cut.nodes <= math.ceil(SEARCH_BOUND_NODES_PER_EVAL * 40) + 4  # + one branching
