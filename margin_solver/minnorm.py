@@ -102,7 +102,7 @@ from margin_solver.results import (
     ResultMixin,
 )
 from margin_solver.results import Renamed, renamed
-from margin_solver.search import hard_descend, settled_run, settled_value
+from margin_solver.search import HARD_LEAK, hard_descend, settled_run, settled_value
 from margin_solver.search import search_starts as _search_starts
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
@@ -502,7 +502,9 @@ def solve_min_norm(
                 feasible = {k: r for k, r in runs.items() if r.point.feasible}
         budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
         if budget and time.perf_counter() <= deadline:
-            realised = [s for name, _, s in starts if s is not None and name in runs]
+            # run, or ended where an earlier start's polish ended (not its nearest realisable)
+            realised = [s for name, _, s in starts if s is not None and
+                        math.isfinite(start_norms.get(name, math.inf))]
             incumbents: list[np.ndarray] = []
             hard = _hard_spread(search_starts, start_norms, bound, d <= n * T, gram.H, y, T,
                                 feasible)
@@ -610,12 +612,14 @@ def _run_starts(
         if key not in realised:
             p0 = _realise(form, H, T, selection, R)
             realised[key] = p0, None if p0 is None else settled_run(
-                form, H, y, T, p0, R, descent["vstep_solver"])
+                form, H, y, T, p0, R, **descent)
         return realised[key]
 
     first = next((s for _, _, s in starts if s is not None), None)
     hard = first is not None and time.perf_counter() <= descent["deadline"] and \
         realise(_key(first), first)[1] is not None
+    if hard:  # their polished norms let the other starts stop early (hard_descend)
+        starts = sorted(starts, key=lambda start: start[2] is None)
     for name, p0, selection in starts:
         if time.perf_counter() > descent["deadline"]:
             break
@@ -635,10 +639,17 @@ def _run_starts(
                     hard_descend(form, H, y, T, p0, R, best, **descent) if hard
                     else descend(form, y, p0, R, **descent))
                 start_norms[name] = run.norm
+                if settled is not None and _nearly_hard(run):
+                    # a later start on the selection this polish ended on ends here too
+                    seen.setdefault(_key(np.argmax(run.point.attention, axis=1)), name)
                 logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
                             run.reason, run.n_iter)
         bar.update(1, start=name, best=f"{min(start_norms.values(), default=math.inf):.6g}")
     return runs, start_norms
+
+
+def _nearly_hard(run: DescentRun) -> bool:
+    return bool(np.min(np.max(run.point.attention, axis=1)) >= 1 - HARD_LEAK)
 
 
 def _key(selection) -> tuple[int, ...]:
