@@ -84,8 +84,9 @@ from margin_solver.results import LOCAL_OPTIMAL, MAX_ITER, TIME_LIMIT
 from margin_solver.selection import attention_svm, hard_selection_alternation, selection_svm
 from margin_solver.vstep import solve_trusted_vstep
 
-__all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "REALISABLE_MAX_SAMPLES",
-           "REALISABLE_WORK", "PenalisedForm", "hard_descend", "hard_value", "search_starts", "settled_run",
+__all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "POLISH_MAX_FAILS",
+           "POLISH_WINDOW", "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "PenalisedForm",
+           "hard_descend", "hard_polish", "hard_value", "search_starts", "settled_run",
            "settled_value"]
 
 #: Every family of starts :func:`search_starts` knows (``"random"``: more random starts,
@@ -110,6 +111,12 @@ HARD_CHUNK = 10
 #: Trust-region contractions in a row after which :func:`hard_polish` stops (lam grows
 #: 10-fold each: 1e6 in all).
 POLISH_MAX_FAILS = 6
+#: Accepted steps over which :func:`hard_polish` applies the ``rtol`` test. Each step
+#: solves its model over every margin (not a crawling gradient step), so three steps that
+#: gain less than rtol leave the model nothing to give; 3, 5 and 10 ended within 1.4e-8
+#: (relative) of one another on the paper's model at n = 100, T = 4, R sqrt(d) = 100, in
+#: 9-24, 11-26 and 16-31 steps (docs/benchmarks.md).
+POLISH_WINDOW = 3
 # First weight of the step length in hard_polish, relative to ||v||^2 / R^2 (0.01-1
 # measured alike on the paper's model at R sqrt(d) = 100: the trust region adapts it).
 _POLISH_LAM0 = 0.1
@@ -164,7 +171,7 @@ def settled_run(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: f
     token) and feasible: the descent would keep that selection and polish the last digits
     at one general v-step per trial point; :func:`hard_polish` gets there in a few
     linearised steps instead. Soft attention is decided before any v-step. ``options`` are
-    :func:`hard_polish`'s stopping tolerances (``gtol``, ``rtol``, ``window``, ``max_iter``).
+    :func:`hard_polish`'s (``gtol``, ``rtol``, ``max_iter``, ``deadline``; others ignored).
     """
     p0 = project(form, p0, R)
     if np.min(np.max(softmax(form.scores(p0)), axis=1)) < 1 - HARD_LEAK:
@@ -180,8 +187,8 @@ def settled_run(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: f
 
 
 def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int = 500,
-                gtol: float = 1e-6, rtol: float = 1e-7, window: int = 10,
-                vstep_solver: str = "ldp", deadline: float = math.inf, **_) -> DescentRun:
+                gtol: float = 1e-6, rtol: float = 1e-7, vstep_solver: str = "ldp",
+                deadline: float = math.inf, **_) -> DescentRun:
     """Descent on phi by linearised-attention SVM steps, for nearly hard attention.
 
     Each step linearises every margin in p at the current (v, p),
@@ -194,27 +201,26 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
     a hard-margin SVM on the features ``(z_i, J_i / sqrt(lam))`` whose dual beta gives
     ``dp = sum_i beta_i J_i / lam`` (docs/theory.md, "Nearly hard attention"). ``p + dp`` is
     put back on the ball (rescaled onto the sphere when p was on it) and its exact v-step
-    decides: accepted when phi decreased, then ``lam`` shrinks 3-fold; else ``lam`` grows
-    10-fold (a trust region). Why: at nearly hard attention every margin sits within the
-    leak (~1e-4) of 1 while few samples carry a positive dual, so a gradient step of phi
-    (which sees only the support) pushes other samples under the margin and the support
-    changes at every trial point (139-221 quasi-Newton steps at n = 100, T = 4); the
-    linearised SVM sees every sample's margin at once (7-20 steps there,
-    docs/benchmarks.md).
+    decides: rejected unless phi decreased (then ``lam`` grows 10-fold); ``lam`` shrinks or
+    grows 3-fold when the decrease is above 3/4 or below 1/4 of the model's (a trust
+    region). Why: at nearly hard attention every margin sits within the leak (~1e-4) of 1
+    while few samples carry a positive dual, so a gradient step of phi (which sees only the
+    support) pushes other samples under the margin and the support changes at every trial
+    point (139-221 quasi-Newton steps at n = 100, T = 4); the linearised SVM sees every
+    sample's margin at once (9-24 steps there, docs/benchmarks.md).
 
-    Stops as :func:`margin_solver.alternating.descend` does, with the same ``gtol``,
-    ``rtol`` and ``window`` (status ``"local_optimal"``), when ``lam`` grew
-    :data:`POLISH_MAX_FAILS` times in a row without an accepted step (``"local_optimal"``:
-    no step of the model decreases phi), or after ``max_iter`` accepted steps
-    (``"max_iter"``), or once ``deadline`` (a :func:`time.perf_counter` reading) has passed
-    (``"time_limit"``). ``point`` must be feasible. Extra keyword options (``memory`` and
-    the other knobs of the quasi-Newton descent) are ignored.
+    Stops as :func:`margin_solver.alternating.descend` does, with the same ``gtol`` and
+    ``rtol`` but over :data:`POLISH_WINDOW` steps (status ``"local_optimal"``); when ``lam``
+    grew :data:`POLISH_MAX_FAILS` times in a row without an accepted step
+    (``"local_optimal"``: no step of the model decreases phi); after ``max_iter`` accepted
+    steps (``"max_iter"``); once ``deadline`` (a :func:`time.perf_counter` reading) has
+    passed (``"time_limit"``). ``point`` must be feasible. Other keywords (the quasi-Newton
+    descent's knobs, ``window`` among them) are ignored.
     """
     point.gradient = form.from_coefficients(gradient_coefficients(form, point))
     run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
     run.count_fallbacks(point)
     lam = _POLISH_LAM0 * 2 * point.phi / R**2  # ||v||^2 / R^2: the two terms' scales
-    fails = 0
     phis = [point.phi]
     while True:
         pg_norm = run.record(point, norm(form, projected_gradient(form, point.p,
@@ -223,24 +229,17 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
             run.status = LOCAL_OPTIMAL
             run.reason = f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
             break
+        window = POLISH_WINDOW
+        if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
+            run.status = LOCAL_OPTIMAL
+            run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
+            break
         if run.n_iter >= max_iter:
             break
         if time.perf_counter() > deadline:
             run.status, run.reason = TIME_LIMIT, "stopped by the time limit"
             break
-        trial = None
-        while fails < POLISH_MAX_FAILS:
-            q = _linearised_step(form, y, point, R, lam, vstep_solver)
-            if q is not None:
-                trial = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
-                run.count_solve(trial)
-            if trial is not None and trial.phi < point.phi:
-                lam /= 3
-                fails = 0
-                break
-            trial = None
-            lam *= 10
-            fails += 1
+        trial, lam = _polish_step(form, y, point, R, lam, run, vstep_solver)
         if trial is None:
             run.status = LOCAL_OPTIMAL
             run.reason = (f"no linearised step decreases phi ({POLISH_MAX_FAILS} trust-region "
@@ -250,14 +249,24 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
         point.gradient = form.from_coefficients(gradient_coefficients(form, point))
         run.point, run.n_iter = point, run.n_iter + 1
         phis.append(point.phi)
-        if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
-            run.status = LOCAL_OPTIMAL
-            run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
-            break
-    if len(run.norm_history) == run.n_iter:  # the last accepted point is not recorded yet
-        run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))
     run.reason = f"nearly hard attention, linearised SVM steps: {run.reason}"
     return run
+
+
+def _polish_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float, run: DescentRun,
+                 vstep_solver: str) -> tuple[PhiPoint | None, float]:
+    """The next accepted point of :func:`hard_polish` (None after :data:`POLISH_MAX_FAILS`
+    rejections in a row) and the updated ``lam``; every v-step is counted in ``run``."""
+    for _ in range(POLISH_MAX_FAILS):
+        q, predicted = _linearised_step(form, y, point, R, lam, vstep_solver)
+        if q is not None:
+            trial = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
+            run.count_solve(trial)
+            if trial.phi < point.phi:
+                ratio = (point.phi - trial.phi) / max(point.phi - predicted, 1e-300)
+                return trial, lam / 3 if ratio > 0.75 else lam * 3 if ratio < 0.25 else lam
+        lam *= 10
+    return None, lam
 
 
 def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
@@ -277,14 +286,18 @@ def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
     K = form.feature_gram(s) + np.outer(y, y) * KJ / lam
     svm = solve_trusted_vstep((K + K.T) / 2, y, vstep_solver)
     if not svm.success:
-        return None
+        return None, math.nan
     beta = svm.alpha
-    q = p + form.from_coefficients(beta[:, None] * g) / lam
+    dp = form.from_coefficients(beta[:, None] * g) / lam
     if on_sphere:
-        q = q - (float(beta @ J_p) / (lam * pp)) * p
+        dp = dp - (float(beta @ J_p) / (lam * pp)) * p
+    # the model's phi at p + dp: ||v'||^2 / 2, the SVM's value less lam ||dp||^2 / 2
+    predicted = 0.5 * svm.norm**2 - 0.5 * lam * form.inner(dp, dp)
+    q = p + dp
+    if on_sphere:
         length = norm(form, q)
-        return q * (R / length) if length > 0 else None
-    return project(form, q, R)
+        return (q * (R / length) if length > 0 else None), predicted
+    return project(form, q, R), predicted
 
 
 def hard_descend(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: float,
