@@ -26,7 +26,7 @@ feasible norm:
 ``"p0"``
     A caller's starting p (``p0=``, e.g. a GD endpoint), projected on the span of the tokens
     (the part orthogonal to every token changes no score) and rescaled onto the ball when
-    longer than R; run first.
+    longer than R; run first (after the selection starts when attention is nearly hard).
 
 Then, when the certified gap is open, when d <= n T (the tokens are linearly dependent: some
 selections cannot be realised by any p and the v-step can be infeasible) or when these starts
@@ -37,11 +37,12 @@ the best selections some p realises, continuation in R with a penalised v-step, 
 starts), stopping as soon as the gap
 to the bound closes.
 
-When attention is nearly hard at this R (the first selection start's realisation sits at its
-selection's SVM norm), starts stop early (:func:`margin_solver.search.hard_descend`), a
-settled realisation is not descended, and for n > ``SCREEN_MIN_SAMPLES`` a search triggered
-only by the spread screens selections by their SVM norm (docs/theory.md, "nearly hard
-attention").
+When attention is nearly hard at this R (the first selection start's realisation is), a
+nearly hard realisation is not descended but polished by linearised-attention SVM steps
+(:func:`margin_solver.search.hard_polish`), the selection starts run first, the other
+starts stop early or switch to the polish (:func:`margin_solver.search.hard_descend`), and
+for n > ``SCREEN_MIN_SAMPLES`` a search triggered only by the spread screens selections by
+their SVM norm (docs/theory.md, "nearly hard attention").
 
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
 finite-R bound (:func:`margin_solver.bounds.global_lower_bound` with ``R``) gives a lower
@@ -388,7 +389,8 @@ def solve_min_norm(
         ``"no_feasible_point_found"`` saying the time limit stopped the search. The bound
         gets ``min(bound_time_limit, time left)``.
     p0 : array-like of shape (n_features,), optional
-        A warm start (e.g. a gradient-descent endpoint), run first as the start ``"p0"``: its
+        A warm start (e.g. a gradient-descent endpoint), run first (after the selection
+        starts when attention is nearly hard) as the start ``"p0"``: its
         projection on the span of the tokens (same scores), rescaled onto the ball when
         longer than R.
     search_starts : int, optional
@@ -598,9 +600,12 @@ def _run_starts(
     ``descent["deadline"]`` has passed the remaining starts are not run (not in the norms).
 
     The first selection start is realised before any descent: when its realisation is
-    settled (:func:`margin_solver.search.settled_run`: nearly hard attention at its
-    selection's SVM norm) the attention is nearly hard at this R, and every start descends by
-    :func:`margin_solver.search.hard_descend`, which stops once nearly hard (docs/theory.md,
+    nearly hard (:func:`margin_solver.search.settled_run` polishes it by linearised SVM
+    steps instead of descending), the attention is nearly hard at this R: the selection
+    starts run first, a selection start on the selection an earlier polish ended on reuses
+    that start's norm, and every other start descends by
+    :func:`margin_solver.search.hard_descend`, which stops once its nearly hard samples'
+    selection cannot beat the best norm so far, or switches to the polish (docs/theory.md,
     "Nearly hard attention").
     """
     runs: dict[str, DescentRun] = {}

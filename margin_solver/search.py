@@ -46,16 +46,17 @@ A start whose exact descent cannot begin (phi = inf at its p) first descends on 
 few decreasing eps and then on phi.
 
 Nearly hard attention (:func:`hard_value`). When every sample puts all but at most
-:data:`HARD_LEAK` of its attention on one token, ``||v*(p)||`` is within a few times the leak
-(relative) of that selection's SVM norm, the value of P_R in the limit R -> infinity, and the
-gradient of phi is of the order of the leak, so a descent from there polishes the last digits
-at one general v-step per trial point (the support changes at almost every step) and keeps
-the selection. A realised selection whose norm is already within :data:`HARD_RTOL` of its
-SVM norm is therefore not descended (:func:`settled_run`), and with ``hard=True`` the
+:data:`HARD_LEAK` of its attention on one token, ``||v*(p)||`` is close to that selection's
+SVM norm, the value of P_R in the limit R -> infinity, and the gradient of phi is of the
+order of the leak; nearly every margin sits at 1 while few samples carry a positive dual, so
+the quasi-Newton descent changes the v-step's support at almost every trial point and
+crawls. Such a point is finished instead by :func:`hard_polish`, whose steps solve an SVM
+with every margin linearised in p (:func:`settled_run` for a realised selection,
+:func:`hard_descend` once a start becomes nearly hard), and with ``hard=True`` the
 ``selection`` family realises only selections whose SVM norm beats the best norm so far.
 
-Every start ends with :func:`margin_solver.alternating.descend` on the exact phi, so every
-returned norm is that of an exact v-step at a p with ``||p|| <= R``. The search stops as soon as
+Every start ends with :func:`margin_solver.alternating.descend` (or :func:`hard_polish`) on
+the exact phi, so every returned norm is that of an exact v-step at a p with ``||p|| <= R``. The search stops as soon as
 the best norm is within ``gap_rtol`` of a given lower bound (LB is valid for every R).
 """
 
@@ -85,7 +86,7 @@ from margin_solver.selection import attention_svm, hard_selection_alternation, s
 from margin_solver.vstep import solve_trusted_vstep
 
 __all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "POLISH_MAX_FAILS",
-           "POLISH_WINDOW", "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "PenalisedForm",
+           "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "PenalisedForm",
            "hard_descend", "hard_polish", "hard_value", "search_starts", "settled_run",
            "settled_value"]
 
@@ -102,8 +103,10 @@ REALISABLE_WORK = 2000
 #: do not.
 HARD_LEAK = 1e-3
 #: A nearly hard point whose ``||v*||`` is within this (relative) of its selection's SVM norm
-#: is not descended: the descent could gain at most about this much. The default ``gap_tol``
-#: of :func:`margin_solver.minnorm.solve_min_norm`, the precision it certifies.
+#: is settled (:func:`settled_value`): a descent could gain at most about this much, so a
+#: search after a settled best start screens selections by SVM norm
+#: (:func:`margin_solver.minnorm.solve_min_norm`). The default ``gap_tol`` of
+#: :func:`margin_solver.minnorm.solve_min_norm`, the precision it certifies.
 HARD_RTOL = 1e-4
 #: p-steps per round of :func:`hard_descend` between its tests (5, 10 and 20 measured alike on
 #: the paper's model at R sqrt(d) = 100; docs/benchmarks.md).
@@ -111,12 +114,6 @@ HARD_CHUNK = 10
 #: Trust-region contractions in a row after which :func:`hard_polish` stops (lam grows
 #: 10-fold each: 1e6 in all).
 POLISH_MAX_FAILS = 6
-#: Accepted steps over which :func:`hard_polish` applies the ``rtol`` test. Each step
-#: solves its model over every margin (not a crawling gradient step), so three steps that
-#: gain less than rtol leave the model nothing to give; 3, 5 and 10 ended within 1.4e-8
-#: (relative) of one another on the paper's model at n = 100, T = 4, R sqrt(d) = 100, in
-#: 9-24, 11-26 and 16-31 steps (docs/benchmarks.md).
-POLISH_WINDOW = 3
 # First weight of the step length in hard_polish, relative to ||v||^2 / R^2 (0.01-1
 # measured alike on the paper's model at R sqrt(d) = 100: the trust region adapts it).
 _POLISH_LAM0 = 0.1
@@ -156,11 +153,9 @@ def settled_value(H: np.ndarray, y: np.ndarray, T: int, point: PhiPoint) -> floa
     """:func:`hard_value` of a feasible point when ``||v*||`` is within :data:`HARD_RTOL`
     (relative) of it, else None."""
     value = hard_value(H, y, T, point.attention) if point.feasible else None
-    return value if _settled(math.sqrt(2 * point.phi), value) else None
-
-
-def _settled(norm_: float, value: float | None) -> bool:
-    return value is not None and abs(norm_ - value) <= HARD_RTOL * value
+    if value is None or abs(math.sqrt(2 * point.phi) - value) > HARD_RTOL * value:
+        return None
+    return value
 
 
 def settled_run(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: float,
@@ -171,7 +166,8 @@ def settled_run(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: f
     token) and feasible: the descent would keep that selection and polish the last digits
     at one general v-step per trial point; :func:`hard_polish` gets there in a few
     linearised steps instead. Soft attention is decided before any v-step. ``options`` are
-    :func:`hard_polish`'s (``gtol``, ``rtol``, ``max_iter``, ``deadline``; others ignored).
+    :func:`hard_polish`'s (``gtol``, ``rtol``, ``window``, ``max_iter``, ``deadline``;
+    others ignored).
     """
     p0 = project(form, p0, R)
     if np.min(np.max(softmax(form.scores(p0)), axis=1)) < 1 - HARD_LEAK:
@@ -187,8 +183,8 @@ def settled_run(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: f
 
 
 def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int = 500,
-                gtol: float = 1e-6, rtol: float = 1e-7, vstep_solver: str = "ldp",
-                deadline: float = math.inf, **_) -> DescentRun:
+                gtol: float = 1e-6, rtol: float = 1e-7, window: int = 10,
+                vstep_solver: str = "ldp", deadline: float = math.inf, **_) -> DescentRun:
     """Descent on phi by linearised-attention SVM steps, for nearly hard attention.
 
     Each step linearises every margin in p at the current (v, p),
@@ -209,13 +205,14 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
     point (139-221 quasi-Newton steps at n = 100, T = 4); the linearised SVM sees every
     sample's margin at once (9-24 steps there, docs/benchmarks.md).
 
-    Stops as :func:`margin_solver.alternating.descend` does, with the same ``gtol`` and
-    ``rtol`` but over :data:`POLISH_WINDOW` steps (status ``"local_optimal"``); when ``lam``
+    Stops as :func:`margin_solver.alternating.descend` does, with the same ``gtol``,
+    ``rtol`` and ``window`` (status ``"local_optimal"``; a window of 3 steps ended up to
+    2.6e-9 above the descent's norm on the paper's model, docs/benchmarks.md); when ``lam``
     grew :data:`POLISH_MAX_FAILS` times in a row without an accepted step
     (``"local_optimal"``: no step of the model decreases phi); after ``max_iter`` accepted
     steps (``"max_iter"``); once ``deadline`` (a :func:`time.perf_counter` reading) has
     passed (``"time_limit"``). ``point`` must be feasible. Other keywords (the quasi-Newton
-    descent's knobs, ``window`` among them) are ignored.
+    descent's knobs) are ignored.
     """
     point.gradient = form.from_coefficients(gradient_coefficients(form, point))
     run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
@@ -229,7 +226,6 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
             run.status = LOCAL_OPTIMAL
             run.reason = f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
             break
-        window = POLISH_WINDOW
         if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
             run.status = LOCAL_OPTIMAL
             run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
