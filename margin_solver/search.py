@@ -56,8 +56,9 @@ with every margin linearised in p (:func:`settled_run` for a realised selection,
 ``selection`` family realises only selections whose SVM norm beats the best norm so far.
 
 Every start ends with :func:`margin_solver.alternating.descend` (or :func:`hard_polish`) on
-the exact phi, so every returned norm is that of an exact v-step at a p with ``||p|| <= R``. The search stops as soon as
-the best norm is within ``gap_rtol`` of a given lower bound (LB is valid for every R).
+the exact phi, so every returned norm is that of an exact v-step at a p with
+``||p|| <= R``. The search stops as soon as the best norm is within ``gap_rtol`` of a given
+lower bound (LB is valid for every R).
 """
 
 from __future__ import annotations
@@ -114,8 +115,8 @@ HARD_CHUNK = 10
 #: Trust-region contractions in a row after which :func:`hard_polish` stops (lam grows
 #: 10-fold each: 1e6 in all).
 POLISH_MAX_FAILS = 6
-# First weight of the step length in hard_polish, relative to ||v||^2 / R^2 (0.01-1
-# measured alike on the paper's model at R sqrt(d) = 100: the trust region adapts it).
+# First weight of the step length in hard_polish, relative to ||v||^2 / R^2 (not tuned: the
+# trust region adapts it; a prototype started 15 times higher took 4 more steps).
 _POLISH_LAM0 = 0.1
 #: Samples above which the ``realisable`` family is skipped: its budget then does not reach a
 #: complete selection (digits rows, n = 100, T = 8: none in 2000 steps, 15 s).
@@ -195,7 +196,7 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
         minimize ||v'||^2 / 2 + lam ||dp||^2 / 2  s.t.  the linearised margins >= 1,
 
     a hard-margin SVM on the features ``(z_i, J_i / sqrt(lam))`` whose dual beta gives
-    ``dp = sum_i beta_i J_i / lam`` (docs/theory.md, "Nearly hard attention"). ``p + dp`` is
+    ``dp = sum_i beta_i J_i / lam`` (docs/theory.md, "linearised-attention SVM step"). ``p + dp`` is
     put back on the ball (rescaled onto the sphere when p was on it) and its exact v-step
     decides: rejected unless phi decreased (then ``lam`` grows 10-fold); ``lam`` shrinks or
     grows 3-fold when the decrease is above 3/4 or below 1/4 of the model's (a trust
@@ -203,7 +204,7 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
     while few samples carry a positive dual, so a gradient step of phi (which sees only the
     support) pushes other samples under the margin and the support changes at every trial
     point (139-221 quasi-Newton steps at n = 100, T = 4); the linearised SVM sees every
-    sample's margin at once (9-24 steps there, docs/benchmarks.md).
+    sample's margin at once (16-31 steps there, docs/benchmarks.md).
 
     Stops as :func:`margin_solver.alternating.descend` does, with the same ``gtol``,
     ``rtol`` and ``window`` (status ``"local_optimal"``; a window of 3 steps ended up to
@@ -306,8 +307,9 @@ def hard_descend(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: 
     ``best_norm`` (another start's): a descent would end near or above that SVM norm, so
     this start cannot win (its norm is then not where a full descent would end, which only
     matters for a start that is not the best); otherwise, when every sample is nearly
-    hard, it is finished by :func:`hard_polish`. Each round restarts the quasi-Newton memory, which the descent also
-    does at every kink of phi, and these are everywhere when attention is nearly hard.
+    hard, it is finished by :func:`hard_polish`. Each round restarts the quasi-Newton
+    memory, which the descent also does at every kink of phi, and these are everywhere when
+    attention is nearly hard.
     ``options`` are :func:`descend`'s (``max_iter`` caps the p-steps of all rounds and of
     the polish together).
     """
