@@ -26,7 +26,7 @@ feasible norm:
 ``"p0"``
     A caller's starting p (``p0=``, e.g. a GD endpoint), projected on the span of the tokens
     (the part orthogonal to every token changes no score) and rescaled onto the ball when
-    longer than R; run first.
+    longer than R; run first (after the selection starts when attention is nearly hard).
 
 Then, when the certified gap is open, when d <= n T (the tokens are linearly dependent: some
 selections cannot be realised by any p and the v-step can be infeasible) or when these starts
@@ -42,11 +42,12 @@ stop the search), it gets a number of SVMs in proportion to the first starts' v-
 (:func:`_search_guide`), and a family of further starts that ends far above the best is
 retired (:mod:`margin_solver.search`).
 
-When attention is nearly hard at this R (the first selection start's realisation sits at its
-selection's SVM norm), starts stop early (:func:`margin_solver.search.hard_descend`), a
-settled realisation is not descended, and for n > ``SCREEN_MIN_SAMPLES`` a search triggered
-only by the spread screens selections by their SVM norm (docs/theory.md, "nearly hard
-attention").
+When attention is nearly hard at this R (the first selection start's realisation is), a
+nearly hard realisation is not descended but polished by linearised-attention SVM steps
+(:func:`margin_solver.search.hard_polish`), the selection starts run first, the other
+starts stop early or switch to the polish (:func:`margin_solver.search.hard_descend`), and
+for n > ``SCREEN_MIN_SAMPLES`` a search triggered only by the spread screens selections by
+their SVM norm (docs/theory.md, "nearly hard attention").
 
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
 finite-R bound (:func:`margin_solver.bounds.global_lower_bound` with ``R``) gives a lower
@@ -107,7 +108,13 @@ from margin_solver.results import (
     ResultMixin,
 )
 from margin_solver.results import Renamed, renamed
-from margin_solver.search import RETIRE_RTOL, hard_descend, settled_run, settled_value
+from margin_solver.search import (
+    HARD_LEAK,
+    RETIRE_RTOL,
+    hard_descend,
+    settled_run,
+    settled_value,
+)
 from margin_solver.search import search_starts as _search_starts
 from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
 from margin_solver.validation import (
@@ -400,7 +407,8 @@ def solve_min_norm(
         ``"no_feasible_point_found"`` saying the time limit stopped the search. The bound
         gets ``min(bound_time_limit, time left)``.
     p0 : array-like of shape (n_features,), optional
-        A warm start (e.g. a gradient-descent endpoint), run first as the start ``"p0"``: its
+        A warm start (e.g. a gradient-descent endpoint), run first (after the selection
+        starts when attention is nearly hard) as the start ``"p0"``: its
         projection on the span of the tokens (same scores), rescaled onto the ball when
         longer than R.
     search_starts : int, optional
@@ -514,7 +522,9 @@ def solve_min_norm(
                 feasible = {k: r for k, r in runs.items() if r.point.feasible}
         budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
         if budget and time.perf_counter() <= deadline:
-            realised = [s for name, _, s in starts if s is not None and name in runs]
+            # run, or ended where an earlier start's polish ended (not its nearest realisable)
+            realised = [s for name, _, s in starts if s is not None and
+                        math.isfinite(start_norms.get(name, math.inf))]
             hard = _hard_spread(search_starts, start_norms, bound, d <= n * T, gram.H, y, T,
                                 feasible)
             _search(solver_form, gram.H, y, T, R, runs, start_norms, bound, realised,
@@ -601,9 +611,12 @@ def _run_starts(
     ``descent["deadline"]`` has passed the remaining starts are not run (not in the norms).
 
     The first selection start is realised before any descent: when its realisation is
-    settled (:func:`margin_solver.search.settled_run`: nearly hard attention at its
-    selection's SVM norm) the attention is nearly hard at this R, and every start descends by
-    :func:`margin_solver.search.hard_descend`, which stops once nearly hard (docs/theory.md,
+    nearly hard (:func:`margin_solver.search.settled_run` polishes it by linearised SVM
+    steps instead of descending), the attention is nearly hard at this R: the selection
+    starts run first, a selection start on the selection an earlier polish ended on reuses
+    that start's norm, and every other start descends by
+    :func:`margin_solver.search.hard_descend`, which stops once its nearly hard samples'
+    selection cannot beat the best norm so far, or switches to the polish (docs/theory.md,
     "Nearly hard attention").
     """
     runs: dict[str, DescentRun] = {}
@@ -615,12 +628,14 @@ def _run_starts(
         if key not in realised:
             p0 = _realise(form, H, T, selection, R)
             realised[key] = p0, None if p0 is None else settled_run(
-                form, H, y, T, p0, R, descent["vstep_solver"])
+                form, H, y, T, p0, R, **descent)
         return realised[key]
 
     first = next((s for _, _, s in starts if s is not None), None)
     hard = first is not None and time.perf_counter() <= descent["deadline"] and \
         realise(_key(first), first)[1] is not None
+    if hard:  # their polished norms let the other starts stop early (hard_descend)
+        starts = sorted(starts, key=lambda start: start[2] is None)
     for name, p0, selection in starts:
         if time.perf_counter() > descent["deadline"]:
             break
@@ -640,10 +655,17 @@ def _run_starts(
                     hard_descend(form, H, y, T, p0, R, best, **descent) if hard
                     else descend(form, y, p0, R, **descent))
                 start_norms[name] = run.norm
+                if settled is not None and _nearly_hard(run):
+                    # a later start on the selection this polish ended on ends here too
+                    seen.setdefault(_key(np.argmax(run.point.attention, axis=1)), name)
                 logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
                             run.reason, run.n_iter)
         bar.update(1, start=name, best=f"{min(start_norms.values(), default=math.inf):.6g}")
     return runs, start_norms
+
+
+def _nearly_hard(run: DescentRun) -> bool:
+    return bool(np.min(np.max(run.point.attention, axis=1)) >= 1 - HARD_LEAK)
 
 
 def _key(selection) -> tuple[int, ...]:

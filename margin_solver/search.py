@@ -46,17 +46,19 @@ A start whose exact descent cannot begin (phi = inf at its p) first descends on 
 few decreasing eps and then on phi.
 
 Nearly hard attention (:func:`hard_value`). When every sample puts all but at most
-:data:`HARD_LEAK` of its attention on one token, ``||v*(p)||`` is within a few times the leak
-(relative) of that selection's SVM norm, the value of P_R in the limit R -> infinity, and the
-gradient of phi is of the order of the leak, so a descent from there polishes the last digits
-at one general v-step per trial point (the support changes at almost every step) and keeps
-the selection. A realised selection whose norm is already within :data:`HARD_RTOL` of its
-SVM norm is therefore not descended (:func:`settled_run`), and with ``hard=True`` the
+:data:`HARD_LEAK` of its attention on one token, ``||v*(p)||`` is close to that selection's
+SVM norm, the value of P_R in the limit R -> infinity, and the gradient of phi is of the
+order of the leak; nearly every margin sits at 1 while few samples carry a positive dual, so
+the quasi-Newton descent changes the v-step's support at almost every trial point and
+crawls. Such a point is finished instead by :func:`hard_polish`, whose steps solve an SVM
+with every margin linearised in p (:func:`settled_run` for a realised selection,
+:func:`hard_descend` once a start becomes nearly hard), and with ``hard=True`` the
 ``selection`` family realises only selections whose SVM norm beats the best norm so far.
 
-Every start ends with :func:`margin_solver.alternating.descend` on the exact phi, so every
-returned norm is that of an exact v-step at a p with ``||p|| <= R``. The search stops as soon as
-the best norm is within ``gap_rtol`` of a given lower bound (LB is valid for every R).
+Every start ends with :func:`margin_solver.alternating.descend` (or :func:`hard_polish`) on
+the exact phi, so every returned norm is that of an exact v-step at a p with
+``||p|| <= R``. The search stops as soon as the best norm is within ``gap_rtol`` of a given
+lower bound (LB is valid for every R).
 
 Spending in proportion to what a family can win: a family whose start ends feasible more than
 :data:`RETIRE_RTOL` above the best norm so far is *retired*, and so is, from the start, a
@@ -88,12 +90,14 @@ from margin_solver.alternating import (
 )
 from margin_solver.kernel import softmax
 from margin_solver.realisable import Realiser, realisable_selections
-from margin_solver.results import LOCAL_OPTIMAL, MAX_ITER
+from margin_solver.results import LOCAL_OPTIMAL, MAX_ITER, TIME_LIMIT
 from margin_solver.selection import attention_svm, hard_selection_alternation, selection_svm
+from margin_solver.vstep import solve_trusted_vstep
 
-__all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "REALISABLE_MAX_SAMPLES",
-           "REALISABLE_WORK", "RETIRE_RTOL", "PenalisedForm", "hard_descend", "hard_value",
-           "search_starts", "settled_run", "settled_value"]
+__all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "POLISH_MAX_FAILS",
+           "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "RETIRE_RTOL", "PenalisedForm",
+           "hard_descend", "hard_polish", "hard_value", "search_starts", "settled_run",
+           "settled_value"]
 
 #: Every family of starts :func:`search_starts` knows (``"random"``: more random starts,
 #: alternately on the sphere and inside the ball).
@@ -113,12 +117,20 @@ RETIRE_RTOL = 0.3
 #: do not.
 HARD_LEAK = 1e-3
 #: A nearly hard point whose ``||v*||`` is within this (relative) of its selection's SVM norm
-#: is not descended: the descent could gain at most about this much. The default ``gap_tol``
-#: of :func:`margin_solver.minnorm.solve_min_norm`, the precision it certifies.
+#: is settled (:func:`settled_value`): a descent could gain at most about this much, so a
+#: search after a settled best start screens selections by SVM norm
+#: (:func:`margin_solver.minnorm.solve_min_norm`). The default ``gap_tol`` of
+#: :func:`margin_solver.minnorm.solve_min_norm`, the precision it certifies.
 HARD_RTOL = 1e-4
 #: p-steps per round of :func:`hard_descend` between its tests (5, 10 and 20 measured alike on
 #: the paper's model at R sqrt(d) = 100; docs/benchmarks.md).
 HARD_CHUNK = 10
+#: Trust-region contractions in a row after which :func:`hard_polish` stops (lam grows
+#: 10-fold each: 1e6 in all).
+POLISH_MAX_FAILS = 6
+# First weight of the step length in hard_polish, relative to ||v||^2 / R^2 (not tuned: the
+# trust region adapts it; a prototype started 15 times higher took 4 more steps).
+_POLISH_LAM0 = 0.1
 #: Samples above which the ``realisable`` family is skipped: its budget then does not reach a
 #: complete selection (digits rows, n = 100, T = 8: none in 2000 steps, 15 s).
 REALISABLE_MAX_SAMPLES = 32
@@ -155,73 +167,202 @@ def settled_value(H: np.ndarray, y: np.ndarray, T: int, point: PhiPoint) -> floa
     """:func:`hard_value` of a feasible point when ``||v*||`` is within :data:`HARD_RTOL`
     (relative) of it, else None."""
     value = hard_value(H, y, T, point.attention) if point.feasible else None
-    return value if _settled(math.sqrt(2 * point.phi), value) else None
-
-
-def _settled(norm_: float, value: float | None) -> bool:
-    return value is not None and abs(norm_ - value) <= HARD_RTOL * value
+    if value is None or abs(math.sqrt(2 * point.phi) - value) > HARD_RTOL * value:
+        return None
+    return value
 
 
 def settled_run(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: float,
-                vstep_solver: str = "ldp") -> DescentRun | None:
-    """The start p0 as a finished run when it needs no descent, else None.
+                vstep_solver: str = "ldp", **options) -> DescentRun | None:
+    """The start p0 finished without the descent when its attention is nearly hard, else None.
 
-    It needs none when its attention is nearly hard and ``||v*(p0)||`` is within
-    :data:`HARD_RTOL` (relative) of the SVM norm of the selection it makes
-    (:func:`hard_value`): a descent would keep that selection and gain at most about that
-    much, at the price of one general v-step per trial point. The run has no p-step and
-    status ``"local_optimal"``, its reason saying why.
+    Nearly hard (every sample leaves at most :data:`HARD_LEAK` of its attention off one
+    token) and feasible: the descent would keep that selection and polish the last digits
+    at one general v-step per trial point; :func:`hard_polish` gets there in a few
+    linearised steps instead. Soft attention is decided before any v-step. ``options`` are
+    :func:`hard_polish`'s (``gtol``, ``rtol``, ``window``, ``max_iter``, ``deadline``;
+    others ignored).
     """
     p0 = project(form, p0, R)
     if np.min(np.max(softmax(form.scores(p0)), axis=1)) < 1 - HARD_LEAK:
         return None  # soft attention: decided before any v-step
     point = evaluate_phi(form, y, p0, vstep_solver)
-    value = settled_value(H, y, T, point)
-    if value is None:
+    if not point.feasible:
         return None
-    point.gradient = form.from_coefficients(gradient_coefficients(form, point))
-    run = DescentRun(point, LOCAL_OPTIMAL,
-                     f"nearly hard attention, ||v*|| within HARD_RTOL={HARD_RTOL:g} of its "
-                     f"selection's SVM norm {value:.9g}: not descended", 0)
-    run.count_fallbacks(point)
-    run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))
+    run = hard_polish(form, y, point, R, vstep_solver=vstep_solver, **options)
+    value = hard_value(H, y, T, run.point.attention)
+    if value is not None:
+        run.reason += f" (its selection's SVM norm: {value:.9g})"
     return run
+
+
+def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int = 500,
+                gtol: float = 1e-6, rtol: float = 1e-7, window: int = 10,
+                vstep_solver: str = "ldp", deadline: float = math.inf, **_) -> DescentRun:
+    """Descent on phi by linearised-attention SVM steps, for nearly hard attention.
+
+    Each step linearises every margin in p at the current (v, p),
+    ``y_i f_i(v', p + dp) ~ y_i z_i^T v' + <J_i, dp>`` with ``J_i = X_i^T [y_i s_i * (u_i -
+    f_i)]`` (the gradient of sample i's margin at fixed v, restricted to the sphere's
+    tangent space when p is on it), and solves
+
+        minimize ||v'||^2 / 2 + lam ||dp||^2 / 2  s.t.  the linearised margins >= 1,
+
+    a hard-margin SVM on the features ``(z_i, J_i / sqrt(lam))`` whose dual beta gives
+    ``dp = sum_i beta_i J_i / lam`` (docs/theory.md, "linearised-attention SVM step"). ``p + dp`` is
+    put back on the ball (rescaled onto the sphere when p was on it) and its exact v-step
+    decides: rejected unless phi decreased (then ``lam`` grows 10-fold); ``lam`` shrinks or
+    grows 3-fold when the decrease is above 3/4 or below 1/4 of the model's (a trust
+    region). Why: at nearly hard attention every margin sits within the leak (~1e-4) of 1
+    while few samples carry a positive dual, so a gradient step of phi (which sees only the
+    support) pushes other samples under the margin and the support changes at every trial
+    point (139-221 quasi-Newton steps at n = 100, T = 4); the linearised SVM sees every
+    sample's margin at once (16-31 steps there, docs/benchmarks.md).
+
+    Stops as :func:`margin_solver.alternating.descend` does, with the same ``gtol``,
+    ``rtol`` and ``window`` (status ``"local_optimal"``; a window of 3 steps ended up to
+    2.6e-9 above the descent's norm on the paper's model, docs/benchmarks.md); when ``lam``
+    grew :data:`POLISH_MAX_FAILS` times in a row without an accepted step
+    (``"local_optimal"``: no step of the model decreases phi); after ``max_iter`` accepted
+    steps (``"max_iter"``); once ``deadline`` (a :func:`time.perf_counter` reading) has
+    passed (``"time_limit"``). ``point`` must be feasible. Other keywords (the quasi-Newton
+    descent's knobs) are ignored.
+    """
+    point.gradient = form.from_coefficients(gradient_coefficients(form, point))
+    run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
+    run.count_fallbacks(point)
+    lam = _POLISH_LAM0 * 2 * point.phi / R**2  # ||v||^2 / R^2: the two terms' scales
+    phis = [point.phi]
+    while True:
+        pg_norm = run.record(point, norm(form, projected_gradient(form, point.p,
+                                                                  point.gradient, R)))
+        if pg_norm * R <= gtol * point.phi:
+            run.status = LOCAL_OPTIMAL
+            run.reason = f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
+            break
+        if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
+            run.status = LOCAL_OPTIMAL
+            run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
+            break
+        if run.n_iter >= max_iter:
+            break
+        if time.perf_counter() > deadline:
+            run.status, run.reason = TIME_LIMIT, "stopped by the time limit"
+            break
+        trial, lam = _polish_step(form, y, point, R, lam, run, vstep_solver)
+        if trial is None:
+            run.status = LOCAL_OPTIMAL
+            run.reason = (f"no linearised step decreases phi ({POLISH_MAX_FAILS} trust-region "
+                          "contractions in a row)")
+            break
+        point = trial
+        point.gradient = form.from_coefficients(gradient_coefficients(form, point))
+        run.point, run.n_iter = point, run.n_iter + 1
+        phis.append(point.phi)
+    run.reason = f"nearly hard attention, linearised SVM steps: {run.reason}"
+    return run
+
+
+def _polish_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float, run: DescentRun,
+                 vstep_solver: str) -> tuple[PhiPoint | None, float]:
+    """The next accepted point of :func:`hard_polish` (None after :data:`POLISH_MAX_FAILS`
+    rejections in a row) and the updated ``lam``; every v-step is counted in ``run``."""
+    for _ in range(POLISH_MAX_FAILS):
+        q, predicted = _linearised_step(form, y, point, R, lam, vstep_solver)
+        if q is not None:
+            trial = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
+            run.count_solve(trial)
+            if trial.phi < point.phi:
+                ratio = (point.phi - trial.phi) / max(point.phi - predicted, 1e-300)
+                return trial, lam / 3 if ratio > 0.75 else lam * 3 if ratio < 0.25 else lam
+        lam *= 10
+    return None, lam
+
+
+def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
+                     vstep_solver: str) -> np.ndarray | None:
+    """The p of one step of :func:`hard_polish` with weight ``lam``; None when its SVM has
+    no solution."""
+    s, p = point.attention, point.p
+    u = form.token_values(point.value_coefficients)
+    f = np.sum(s * u, axis=1, keepdims=True)
+    g = y[:, None] * s * (u - f)  # J_i = X_i^T g_i: sample i's margin gradient at fixed v
+    J_p = np.sum(g * form.scores(p), axis=1)  # <J_i, p>
+    pp = form.inner(p, p)
+    on_sphere = pp >= (R * (1 - 1e-9)) ** 2
+    KJ = form.feature_gram(g)
+    if on_sphere:  # tangent parts: J_i - <J_i, p> p / ||p||^2
+        KJ = KJ - np.outer(J_p, J_p) / pp
+    K = form.feature_gram(s) + np.outer(y, y) * KJ / lam
+    svm = solve_trusted_vstep((K + K.T) / 2, y, vstep_solver)
+    if not svm.success:
+        return None, math.nan
+    beta = svm.alpha
+    dp = form.from_coefficients(beta[:, None] * g) / lam
+    if on_sphere:
+        dp = dp - (float(beta @ J_p) / (lam * pp)) * p
+    # the model's phi at p + dp: ||v'||^2 / 2, the SVM's value less lam ||dp||^2 / 2
+    predicted = 0.5 * svm.norm**2 - 0.5 * lam * form.inner(dp, dp)
+    q = p + dp
+    if on_sphere:
+        length = norm(form, q)
+        return (q * (R / length) if length > 0 else None), predicted
+    return project(form, q, R), predicted
 
 
 def hard_descend(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: float,
                  best_norm: float = math.inf, **options) -> DescentRun:
     """:func:`descend` in rounds of :data:`HARD_CHUNK` p-steps, for nearly hard regimes.
 
-    After each round that ended at its step cap the run stops when the point is settled
-    (:func:`settled_value`: nearly hard and within :data:`HARD_RTOL` of its selection's SVM
-    norm; status ``"local_optimal"``), or when it is nearly hard on a selection whose SVM
-    norm and its own norm are both at least ``best_norm`` (another start's): the descent
-    would end near that SVM norm, so this start cannot win (its norm is then not where a
-    full descent would end, which only matters for a start that is not the best). Each round
-    restarts the quasi-Newton memory, which the descent also does at every kink of phi, and
-    these are everywhere when attention is nearly hard. ``options`` are :func:`descend`'s
-    (``max_iter`` caps the p-steps of all rounds together).
+    After each round that ended at its step cap: the run stops if the SVM norm of the
+    selection its nearly hard samples make (:func:`_nearly_hard_part`; every sample's
+    when all are nearly hard, :func:`hard_value`) and its own norm are both at least
+    ``best_norm`` (another start's): a descent would end near or above that SVM norm, so
+    this start cannot win (its norm is then not where a full descent would end, which only
+    matters for a start that is not the best); otherwise, when every sample is nearly
+    hard, it is finished by :func:`hard_polish`. Each round restarts the quasi-Newton
+    memory, which the descent also does at every kink of phi, and these are everywhere when
+    attention is nearly hard.
+    ``options`` are :func:`descend`'s (``max_iter`` caps the p-steps of all rounds and of
+    the polish together).
     """
     max_iter = options.pop("max_iter", 500)
     run = descend(form, y, p0, R, **options, max_iter=min(HARD_CHUNK, max_iter))
     while run.status == MAX_ITER and run.n_iter < max_iter:
-        value = hard_value(H, y, T, run.point.attention)
+        value, every = _nearly_hard_part(H, y, T, run.point.attention)
         if value is not None and min(value, run.norm) >= best_norm:
             run.status = LOCAL_OPTIMAL
-            run.reason = (f"stopped: nearly hard attention on a selection of SVM norm "
+            which = "" if every else " of its nearly hard samples"
+            run.reason = (f"stopped: nearly hard attention on a selection{which} of SVM norm "
                           f"{value:.9g}, no better than another start's {best_norm:.9g}")
             return run
-        if _settled(run.norm, value):
-            run.status = LOCAL_OPTIMAL
-            run.reason = (f"nearly hard attention, ||v*|| within HARD_RTOL={HARD_RTOL:g} of "
-                          f"its selection's SVM norm {value:.9g}")
-            return run
+        if every and value is not None:
+            polish = hard_polish(form, y, run.point, R, **options,
+                                 max_iter=max_iter - run.n_iter)
+            return _joined(run, polish)
         more = descend(form, y, run.point.p, R, **options,
                        max_iter=min(HARD_CHUNK, max_iter - run.n_iter))
         run = _joined(run, more)
     if run.status == MAX_ITER:
         run.reason = f"reached max_iter={max_iter}"
     return run
+
+
+def _nearly_hard_part(H: np.ndarray, y: np.ndarray, T: int,
+                      attention: np.ndarray) -> tuple[float | None, bool]:
+    """SVM norm of the selection that ``attention`` nearly hard-selects on the samples that
+    leave at most :data:`HARD_LEAK` off one token (None when there are none or no v
+    separates it), and whether that is every sample (then it is :func:`hard_value`).
+
+    A descent keeps those samples' selections (its gradient there is of the order of the
+    leak) and the other samples only add constraints, so it ends near or above that norm.
+    """
+    hard = np.max(attention, axis=1) >= 1 - HARD_LEAK
+    if not hard.any():
+        return None, False
+    samples = np.flatnonzero(hard)
+    svm = selection_svm(H, y, T, np.argmax(attention[samples], axis=1), samples)
+    return (svm.norm if svm.feasible else None), bool(hard.all())
 
 
 def _joined(first: DescentRun, second: DescentRun) -> DescentRun:
