@@ -75,3 +75,29 @@ def test_blocked_dense_form_skips_gradients_only_at_the_end(monkeypatch, train):
     np.testing.assert_array_equal(full.v, lean.v)
     np.testing.assert_array_equal(full.p, lean.p)
     assert full.loss == lean.loss and full.min_margin == lean.min_margin
+
+
+@pytest.mark.filterwarnings("ignore::margin_solver.results.ConvergenceWarning")
+@pytest.mark.parametrize("form", ["dense", "kernel"])
+@pytest.mark.parametrize("kw", [
+    {"schedule": "two-step"},
+    {"schedule": "constant", "steps": 3, "R": 0.5, "weight_decay": 0.1},
+    {"schedule": "constant", "steps": 3, "train": ("p",), "v0": "ones"},
+    {"schedule": "constant", "steps": 2, "train": ("v",)},
+])
+def test_zero_rows_skipped_give_the_general_iterates(monkeypatch, train, form, kw):
+    """Skipping the products of zero rows (v and p at zero, p after one step, the attention
+    coefficients while v = 0) gives the iterates of multiplying every row."""
+    import margin_solver.gd as gd
+
+    if kw.get("v0") == "ones":
+        kw = {**kw, "v0": np.ones(train.d) / np.sqrt(train.d)}
+    skipping = gradient_descent(train, form=form, **kw)
+    original = gd._row_products
+    monkeypatch.setattr(gd, "_row_products",
+                        lambda W, M, live: original(W, M, np.ones(len(W), dtype=bool)))
+    general = gradient_descent(train, form=form, **kw)
+    for a, b in ((skipping.v, general.v), (skipping.p, general.p)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
+    assert skipping.loss == pytest.approx(general.loss, rel=1e-12)
+    assert skipping.status == general.status
