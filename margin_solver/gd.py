@@ -65,6 +65,7 @@ from margin_solver.validation import (
     InvalidInputError,
     check_int,
     check_magnitude,
+    check_magnitude_block,
     check_nonnegative,
     check_positive,
     check_radius,
@@ -260,7 +261,9 @@ def default_step_sizes(
     return beta0, beta1
 
 
-def _row_products(W: np.ndarray, M: np.ndarray, live: np.ndarray) -> np.ndarray:
+def _row_products(
+    W: np.ndarray, M: np.ndarray, live: np.ndarray, acc: np.ndarray | None = None
+) -> np.ndarray:
     """``W @ M`` for the two rows of ``W``, as matrix-vector products: with OpenBLAS,
     single-threaded, these measured 1.5-1.8x faster than one thin (2 x m) @ (m x k)
     product at m = k = 1000 and equal at (400 x 50 000) (benchmarks/gd_speed.py).
@@ -268,11 +271,13 @@ def _row_products(W: np.ndarray, M: np.ndarray, live: np.ndarray) -> np.ndarray:
     Only the rows where ``live`` is True are multiplied; the others are zero rows of ``W``
     (``v`` and ``p`` at zero initialisation, ``p`` after the first step from it, the
     attention coefficients while ``v`` is zero), whose products with the finite ``M`` are 0.
+    With ``acc`` the products are added to it in place (the backward pass sums its blocks
+    there, without a temporary the size of the gradient per block).
     """
-    out = np.zeros((len(W), M.shape[1]))
+    acc = np.zeros((len(W), M.shape[1])) if acc is None else acc
     for k in np.flatnonzero(live):
-        np.matmul(W[k], M, out=out[k])
-    return out
+        acc[k] += W[k] @ M
+    return acc
 
 
 class _Evaluation(NamedTuple):
@@ -293,15 +298,20 @@ class _DenseGDState:
     samples and does the backward product on each block while it is still in cache: one
     pass over memory per step instead of two (1.6x faster at n=100, T=4, d=50 000 here).
     The coefficients of a sample depend on that sample's tokens only, so blocking is exact.
+
+    With ``check_X``, the first evaluation also does X's magnitude check
+    (:func:`~margin_solver.validation.check_magnitude_block`), each block before its
+    products: the check then costs no pass over memory of its own.
     """
 
     name = "dense"
 
-    def __init__(self, X: np.ndarray, W0: np.ndarray):
+    def __init__(self, X: np.ndarray, W0: np.ndarray, check_X: bool = False):
         n, T, d = X.shape
         self.n, self.T = n, T
         self.flat = X.reshape(n * T, d)
         self.W0 = W0
+        self.unchecked = check_X
         in_cache = X.nbytes <= _CACHE_BYTES
         self.block = n if in_cache else max(1, _BLOCK_BYTES // (T * d * X.itemsize))
 
@@ -310,15 +320,18 @@ class _DenseGDState:
         live = W.any(axis=1)
         for i0 in range(0, self.n, self.block):
             B = self.flat[i0 * T : (i0 + self.block) * T]
+            if self.unchecked and check_magnitude_block(B, self.flat, "X"):
+                self.unchecked = False
             values, scores = _row_products(W, B.T, live).reshape(2, -1, T)
             lg = token_loss_and_grads(y[i0 : i0 + self.block], scores, values)
             share = len(lg.margins) / self.n  # block means -> mean over all samples
             gv, gp = share * lg.grad_v, share * lg.grad_p
             if with_grads:  # the backward product: half the cost of an evaluation
                 coef = np.stack([gv.reshape(-1), gp.reshape(-1)])
-                grads += _row_products(coef, B, coef.any(axis=1))
+                _row_products(coef, B, coef.any(axis=1), acc=grads)
             peak = float(np.max([peak, _peak(values, scores)]))
             parts.append(LossGrads(share * lg.loss, gv, gp, lg.margins, lg.attention))
+        self.unchecked = False
         lg = LossGrads(
             sum(part.loss for part in parts),
             *(np.concatenate([getattr(part, f) for part in parts])
@@ -417,11 +430,14 @@ class _MultiHeadKernelGDState(_KernelGDState):
         return _Evaluation(lg, grads, _peak(products[0], products[1]))
 
 
-def _gd_state(form: str, X: np.ndarray, W0: np.ndarray, heads: int) -> Any:
+def _gd_state(form: str, X: np.ndarray, W0: np.ndarray, heads: int, check_X: bool = False) -> Any:
     """The iterate's state for ``form`` and the number of heads (one head: the original
-    classes, so that H = 1 runs exactly as before heads existed)."""
+    classes, so that H = 1 runs exactly as before heads existed). ``check_X``: the one-head
+    dense form checks X's magnitude in its first evaluation."""
+    if heads == 1 and form == "dense":
+        return _DenseGDState(X, W0, check_X)
     if heads == 1:
-        return (_KernelGDState if form == "kernel" else _DenseGDState)(X, W0)
+        return _KernelGDState(X, W0)
     return (_MultiHeadKernelGDState if form == "kernel" else _MultiHeadDenseGDState)(X, W0, heads)
 
 
@@ -549,7 +565,6 @@ def gradient_descent(
     heads = check_int(heads, "heads", 1)
     mask = _train_mask(train, heads)  # before ``train`` names the training set below
     train = as_dataset(X, y)
-    check_magnitude(train.X, "X")
     n, T, d = train.X.shape
     Xtr = train.X
     yf = train.y.astype(np.float64)
@@ -564,6 +579,15 @@ def gradient_descent(
         if test.d != d:
             raise InvalidInputError(f"test has d={test.d} features but the training set has d={d}.")
     steps = _check_steps(schedule, steps)
+    chosen = _choose_form(form, n * T, d, steps)
+    # X's magnitude is checked before anything reads X: in the dense form's first evaluation
+    # when that is the first pass over X (step sizes given, zero initialisation; the check
+    # then costs no pass of its own), else here, before the token scale of default steps or
+    # of a random initialisation and before the kernel form's Gram product.
+    given = (beta0, beta1) if schedule == "two-step" else (step_size,)
+    check_in_evaluation = chosen == "dense" and heads == 1 and init == "zero" and None not in given
+    if not check_in_evaluation:
+        check_magnitude(Xtr, "X")
     sizes = _step_sizes(Xtr, schedule, steps, step_size, beta0, beta1)
     lam = check_nonnegative(weight_decay, "weight_decay")
     if R is not None:
@@ -578,8 +602,7 @@ def gradient_descent(
         W0 = np.random.default_rng(seed).normal(0.0, scale, size=(2 * heads, d))
     if v0 is not None:
         W0[:heads] = _check_v0(v0, d, heads)
-    chosen = _choose_form(form, n * T, d, steps)
-    state = _gd_state(chosen, Xtr, W0, heads)
+    state = _gd_state(chosen, Xtr, W0, heads, check_X=check_in_evaluation)
     W = state.W0.copy()
     if R is not None:
         _cap(state, W, R, heads)
