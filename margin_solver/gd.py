@@ -65,7 +65,6 @@ from margin_solver.validation import (
     InvalidInputError,
     check_int,
     check_magnitude,
-    check_magnitude_block,
     check_nonnegative,
     check_positive,
     check_radius,
@@ -298,20 +297,15 @@ class _DenseGDState:
     samples and does the backward product on each block while it is still in cache: one
     pass over memory per step instead of two (1.6x faster at n=100, T=4, d=50 000 here).
     The coefficients of a sample depend on that sample's tokens only, so blocking is exact.
-
-    With ``check_X``, the first evaluation also does X's magnitude check
-    (:func:`~margin_solver.validation.check_magnitude_block`), each block before its
-    products: the check then costs no pass over memory of its own.
     """
 
     name = "dense"
 
-    def __init__(self, X: np.ndarray, W0: np.ndarray, check_X: bool = False):
+    def __init__(self, X: np.ndarray, W0: np.ndarray):
         n, T, d = X.shape
         self.n, self.T = n, T
         self.flat = X.reshape(n * T, d)
         self.W0 = W0
-        self.unchecked = check_X
         in_cache = X.nbytes <= _CACHE_BYTES
         self.block = n if in_cache else max(1, _BLOCK_BYTES // (T * d * X.itemsize))
 
@@ -320,8 +314,6 @@ class _DenseGDState:
         live = W.any(axis=1)
         for i0 in range(0, self.n, self.block):
             B = self.flat[i0 * T : (i0 + self.block) * T]
-            if self.unchecked and check_magnitude_block(B, self.flat, "X"):
-                self.unchecked = False
             values, scores = _row_products(W, B.T, live).reshape(2, -1, T)
             lg = token_loss_and_grads(y[i0 : i0 + self.block], scores, values)
             share = len(lg.margins) / self.n  # block means -> mean over all samples
@@ -331,7 +323,6 @@ class _DenseGDState:
                 _row_products(coef, B, coef.any(axis=1), acc=grads)
             peak = float(np.max([peak, _peak(values, scores)]))
             parts.append(LossGrads(share * lg.loss, gv, gp, lg.margins, lg.attention))
-        self.unchecked = False
         lg = LossGrads(
             sum(part.loss for part in parts),
             *(np.concatenate([getattr(part, f) for part in parts])
@@ -430,14 +421,11 @@ class _MultiHeadKernelGDState(_KernelGDState):
         return _Evaluation(lg, grads, _peak(products[0], products[1]))
 
 
-def _gd_state(form: str, X: np.ndarray, W0: np.ndarray, heads: int, check_X: bool = False) -> Any:
+def _gd_state(form: str, X: np.ndarray, W0: np.ndarray, heads: int) -> Any:
     """The iterate's state for ``form`` and the number of heads (one head: the original
-    classes, so that H = 1 runs exactly as before heads existed). ``check_X``: the one-head
-    dense form checks X's magnitude in its first evaluation."""
-    if heads == 1 and form == "dense":
-        return _DenseGDState(X, W0, check_X)
+    classes, so that H = 1 runs exactly as before heads existed)."""
     if heads == 1:
-        return _KernelGDState(X, W0)
+        return (_KernelGDState if form == "kernel" else _DenseGDState)(X, W0)
     return (_MultiHeadKernelGDState if form == "kernel" else _MultiHeadDenseGDState)(X, W0, heads)
 
 
@@ -565,6 +553,7 @@ def gradient_descent(
     heads = check_int(heads, "heads", 1)
     mask = _train_mask(train, heads)  # before ``train`` names the training set below
     train = as_dataset(X, y)
+    check_magnitude(train.X, "X")
     n, T, d = train.X.shape
     Xtr = train.X
     yf = train.y.astype(np.float64)
@@ -579,15 +568,6 @@ def gradient_descent(
         if test.d != d:
             raise InvalidInputError(f"test has d={test.d} features but the training set has d={d}.")
     steps = _check_steps(schedule, steps)
-    chosen = _choose_form(form, n * T, d, steps)
-    # X's magnitude is checked before anything reads X: in the dense form's first evaluation
-    # when that is the first pass over X (step sizes given, zero initialisation; the check
-    # then costs no pass of its own), else here, before the token scale of default steps or
-    # of a random initialisation and before the kernel form's Gram product.
-    given = (beta0, beta1) if schedule == "two-step" else (step_size,)
-    check_in_evaluation = chosen == "dense" and heads == 1 and init == "zero" and None not in given
-    if not check_in_evaluation:
-        check_magnitude(Xtr, "X")
     sizes = _step_sizes(Xtr, schedule, steps, step_size, beta0, beta1)
     lam = check_nonnegative(weight_decay, "weight_decay")
     if R is not None:
@@ -602,7 +582,8 @@ def gradient_descent(
         W0 = np.random.default_rng(seed).normal(0.0, scale, size=(2 * heads, d))
     if v0 is not None:
         W0[:heads] = _check_v0(v0, d, heads)
-    state = _gd_state(chosen, Xtr, W0, heads, check_X=check_in_evaluation)
+    chosen = _choose_form(form, n * T, d, steps)
+    state = _gd_state(chosen, Xtr, W0, heads)
     W = state.W0.copy()
     if R is not None:
         _cap(state, W, R, heads)

@@ -159,40 +159,6 @@ def check_magnitude(
     return arr
 
 
-def check_magnitude_block(block: np.ndarray, whole: np.ndarray, name: str) -> bool:
-    """:func:`check_magnitude` of ``whole`` folded into a pass that reads it block by block.
-
-    The block is screened while it is in cache (the pass then reads it from there); a
-    block the screen cannot vouch for (e.g. all zero) triggers the exact check of
-    ``whole``, with :func:`check_magnitude`'s verdict and message. When every block of
-    ``whole`` was vouched for, ``whole`` passes :func:`check_magnitude`.
-
-    Parameters
-    ----------
-    block : ndarray
-        A part of ``whole`` about to be read.
-    whole : ndarray
-        The array to check.
-    name : str
-        Argument name used in error messages.
-
-    Returns
-    -------
-    bool
-        True when ``whole`` has been checked exactly (the caller screens no further blocks).
-
-    Raises
-    ------
-    InvalidInputError
-        As :func:`check_magnitude` on ``whole``.
-    """
-    if (block.flags.c_contiguous and block.dtype == np.float64
-            and _sum_of_squares_vouches(block, MIN_MAGNITUDE, MAX_MAGNITUDE)):
-        return False
-    check_magnitude(whole, name)
-    return True
-
-
 #: Sums of squares below this are screened out: far above the total that squares
 #: underflowing to subnormals can lose (size * 5e-324), so ``s`` bounds the peak from below.
 _SCREEN_FLOOR = 1e-290

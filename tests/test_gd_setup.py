@@ -8,7 +8,6 @@ import pytest
 from margin_solver.data import PaperDistribution
 from margin_solver.gd import gradient_descent
 from margin_solver.metrics import evaluate, output_metrics, trusted_metrics
-from margin_solver.validation import InvalidInputError, check_magnitude
 
 
 @pytest.fixture(scope="module")
@@ -104,54 +103,3 @@ def test_zero_rows_skipped_give_the_general_iterates(monkeypatch, train, form, k
     assert skipping.loss == pytest.approx(general.loss, rel=1e-12)
     assert skipping.status == general.status
 
-
-def _outcome(call):
-    try:
-        return call()
-    except InvalidInputError as err:
-        return str(err)
-
-
-def _tokens(case):
-    X = PaperDistribution(d=200, T=2, snr=0.4, eta=0.2).sample(12, seed=5)
-    Xb, y = X.X.copy(), X.y
-    if case == "huge":
-        Xb *= 1e200
-    elif case == "tiny":
-        Xb *= 1e-200
-    elif case == "one huge entry, late block":
-        Xb[10, 1, 7] = 3e101
-    elif case == "first block zero":
-        Xb[:2] = 0.0
-    return Xb, y
-
-
-@pytest.mark.parametrize("blocked", [False, True])
-@pytest.mark.parametrize("case", ["huge", "tiny", "one huge entry, late block", "first block zero",
-                                  "ordinary"])
-def test_magnitude_check_in_the_first_evaluation_says_what_the_upfront_one_says(
-        monkeypatch, case, blocked):
-    """Given steps from zero, the dense form checks X in its first evaluation, block by block
-    (blocked: 2 samples a block); verdict and message are check_magnitude's, and input it
-    refuses as a whole is refused before any product."""
-    import margin_solver.gd as gd
-
-    if blocked:
-        monkeypatch.setattr(gd, "_CACHE_BYTES", 0)
-        monkeypatch.setattr(gd, "_BLOCK_BYTES", 2 * 2 * 200 * 8)
-    X, y = _tokens(case)
-    products = []
-    original = gd._row_products
-    monkeypatch.setattr(gd, "_row_products",
-                        lambda *a, **k: products.append(1) or original(*a, **k))
-    folded = _outcome(lambda: gradient_descent(X, y, schedule="constant", steps=1,
-                                               step_size=0.5, form="dense"))
-    expected = _outcome(lambda: check_magnitude(X, "X"))
-    if isinstance(expected, str):
-        assert folded == expected
-        if case in ("huge", "tiny"):
-            assert not products
-    else:
-        upfront = gradient_descent(X, y, schedule="constant", steps=1, step_size=0.5,
-                                   form="kernel")
-        np.testing.assert_allclose(folded.v, upfront.v, rtol=1e-12, atol=1e-14)
