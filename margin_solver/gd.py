@@ -297,6 +297,7 @@ class _DenseGDState:
     samples and does the backward product on each block while it is still in cache: one
     pass over memory per step instead of two (1.6x faster at n=100, T=4, d=50 000 here).
     The coefficients of a sample depend on that sample's tokens only, so blocking is exact.
+    An evaluation with one product (from a zero iterate, or without gradients) reads X whole.
     """
 
     name = "dense"
@@ -312,10 +313,15 @@ class _DenseGDState:
     def evaluate(self, W: np.ndarray, y: np.ndarray, with_grads: bool = True) -> _Evaluation:
         T, parts, grads, peak = self.T, [], np.zeros_like(W), 0.0
         live = W.any(axis=1)
-        for i0 in range(0, self.n, self.block):
-            B = self.flat[i0 * T : (i0 + self.block) * T]
+        # Blocks keep X in cache from a block's forward product to its backward one. With one
+        # of the two (a zero iterate, or no gradients) X is read once anyway, and a product
+        # over the whole of it measured up to 2x faster than block by block (backward: 9
+        # against 17 ms at n=100, T=4, d=50 000; rounding then differs in the last bits).
+        block = self.block if live.any() and with_grads else self.n
+        for i0 in range(0, self.n, block):
+            B = self.flat[i0 * T : (i0 + block) * T]
             values, scores = _row_products(W, B.T, live).reshape(2, -1, T)
-            lg = token_loss_and_grads(y[i0 : i0 + self.block], scores, values)
+            lg = token_loss_and_grads(y[i0 : i0 + block], scores, values)
             share = len(lg.margins) / self.n  # block means -> mean over all samples
             gv, gp = share * lg.grad_v, share * lg.grad_p
             if with_grads:  # the backward product: half the cost of an evaluation

@@ -103,3 +103,29 @@ def test_zero_rows_skipped_give_the_general_iterates(monkeypatch, train, form, k
     assert skipping.loss == pytest.approx(general.loss, rel=1e-12)
     assert skipping.status == general.status
 
+
+
+def test_single_product_evaluations_stream_X_whole(monkeypatch, train):
+    """With X in blocks, an evaluation doing one product (from a zero iterate; without
+    gradients) reads X in one piece and gives what the blocks give, to rounding."""
+    import margin_solver.gd as gd
+
+    monkeypatch.setattr(gd, "_CACHE_BYTES", 0)
+    monkeypatch.setattr(gd, "_BLOCK_BYTES", 7 * train.T * train.d * 8)  # 7, 7, 7, 7, 2 samples
+    state = gd._DenseGDState(train.X, np.zeros((2, train.d)))
+    calls = []
+    original = gd._row_products
+    monkeypatch.setattr(gd, "_row_products", lambda *a, **k: calls.append(1) or original(*a, **k))
+    y = train.y.astype(np.float64)
+    at_zero = state.evaluate(np.zeros((2, train.d)), y)
+    assert len(calls) == 2  # one forward (no row to multiply) and one backward product
+    xbar = train.X.mean(axis=1)
+    np.testing.assert_allclose(at_zero.grads[0], -(y[:, None] * xbar).mean(axis=0) / 2,
+                               rtol=1e-12, atol=1e-15)
+    W = np.random.default_rng(2).standard_normal((2, train.d)) * 0.05
+    blocked = state.evaluate(W, y)
+    calls.clear()
+    lean = state.evaluate(W, y, with_grads=False)
+    assert len(calls) == 1 and len(range(0, train.n, state.block)) == 5
+    np.testing.assert_allclose(lean.lg.margins, blocked.lg.margins, rtol=1e-12)
+    assert lean.lg.loss == pytest.approx(blocked.lg.loss, rel=1e-12)
