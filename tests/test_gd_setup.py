@@ -75,3 +75,57 @@ def test_blocked_dense_form_skips_gradients_only_at_the_end(monkeypatch, train):
     np.testing.assert_array_equal(full.v, lean.v)
     np.testing.assert_array_equal(full.p, lean.p)
     assert full.loss == lean.loss and full.min_margin == lean.min_margin
+
+
+@pytest.mark.filterwarnings("ignore::margin_solver.results.ConvergenceWarning")
+@pytest.mark.parametrize("form", ["dense", "kernel"])
+@pytest.mark.parametrize("kw", [
+    {"schedule": "two-step"},
+    {"schedule": "constant", "steps": 3, "R": 0.5, "weight_decay": 0.1},
+    {"schedule": "constant", "steps": 3, "train": ("p",), "v0": "ones"},
+    {"schedule": "constant", "steps": 2, "train": ("v",)},
+])
+def test_zero_rows_skipped_give_the_general_iterates(monkeypatch, train, form, kw):
+    """Skipping the products of zero rows (v and p at zero, p after one step, the attention
+    coefficients while v = 0) gives the iterates of multiplying every row."""
+    import margin_solver.gd as gd
+
+    if kw.get("v0") == "ones":
+        kw = {**kw, "v0": np.ones(train.d) / np.sqrt(train.d)}
+    skipping = gradient_descent(train, form=form, **kw)
+    original = gd._row_products
+    every_row = np.ones(2, dtype=bool)
+    monkeypatch.setattr(gd, "_row_products",
+                        lambda W, M, live, acc=None: original(W, M, every_row, acc))
+    general = gradient_descent(train, form=form, **kw)
+    for a, b in ((skipping.v, general.v), (skipping.p, general.p)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
+    assert skipping.loss == pytest.approx(general.loss, rel=1e-12)
+    assert skipping.status == general.status
+
+
+
+def test_single_product_evaluations_stream_X_whole(monkeypatch, train):
+    """With X in blocks, an evaluation doing one product (from a zero iterate; without
+    gradients) reads X in one piece and gives what the blocks give, to rounding."""
+    import margin_solver.gd as gd
+
+    monkeypatch.setattr(gd, "_CACHE_BYTES", 0)
+    monkeypatch.setattr(gd, "_BLOCK_BYTES", 7 * train.T * train.d * 8)  # 7, 7, 7, 7, 2 samples
+    state = gd._DenseGDState(train.X, np.zeros((2, train.d)))
+    calls = []
+    original = gd._row_products
+    monkeypatch.setattr(gd, "_row_products", lambda *a, **k: calls.append(1) or original(*a, **k))
+    y = train.y.astype(np.float64)
+    at_zero = state.evaluate(np.zeros((2, train.d)), y)
+    assert len(calls) == 2  # one forward (no row to multiply) and one backward product
+    xbar = train.X.mean(axis=1)
+    np.testing.assert_allclose(at_zero.grads[0], -(y[:, None] * xbar).mean(axis=0) / 2,
+                               rtol=1e-12, atol=1e-15)
+    W = np.random.default_rng(2).standard_normal((2, train.d)) * 0.05
+    blocked = state.evaluate(W, y)
+    calls.clear()
+    lean = state.evaluate(W, y, with_grads=False)
+    assert len(calls) == 1 and len(range(0, train.n, state.block)) == 5
+    np.testing.assert_allclose(lean.lg.margins, blocked.lg.margins, rtol=1e-12)
+    assert lean.lg.loss == pytest.approx(blocked.lg.loss, rel=1e-12)

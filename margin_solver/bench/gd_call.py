@@ -3,7 +3,8 @@
 A sweep or a user calling ``gradient_descent(steps=1)`` pays the call's setup (validation,
 step sizes, recording, the endpoint's evaluation) besides the step itself. This times, side
 by side in one run at the sizes of :data:`margin_solver.bench.gd_speed.SIZES`, single BLAS
-thread, best of ``--repeats``:
+thread, best of ``--repeats`` (the call and the torch step timed in turn, so that a change
+of load during the run weighs on both alike):
 
 - ``call_1``: ``gradient_descent(train, schedule="constant", steps=1, step_size=step)``
   with its default recording (steps 0 and 1), the whole call;
@@ -35,11 +36,18 @@ LONG_STEPS = 200
 
 
 def _best(fn: Callable[[], object], repeats: int) -> float:
-    best = np.inf
+    return _best_in_turn([fn], repeats)[0]
+
+
+def _best_in_turn(fns: list[Callable[[], object]], repeats: int) -> list[float]:
+    """Best of ``repeats`` timings of each function, timed in turn (a, b, a, b, ...), so that
+    the load of a shared machine changing during the run weighs on all of them alike."""
+    best = [np.inf] * len(fns)
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+        for k, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - t0)
     return best
 
 
@@ -68,17 +76,17 @@ def main(argv: list[str] | None = None) -> int:
             call = functools.partial(
                 gradient_descent, train, schedule="constant", steps=1, step_size=step
             )
-            call()  # warm-up (first-call imports and caches)
-            t_call = _best(call, args.repeats)
+            timed = [call]
+            if has_torch:
+                yf = train.y.astype(np.float64)
+                timed.append(functools.partial(torch_gd, train.X, yf, 1, step))
+            for fn in timed:
+                fn()  # warm-up (first-call imports and caches)
+            t_call, t_torch = [*_best_in_turn(timed, args.repeats), float("nan")][:2]
             t_step = slope(functools.partial(ours, train, "dense", step=step), 2, 12, args.repeats)
             t_long = _best(functools.partial(
                 gradient_descent, train, schedule="constant", steps=LONG_STEPS, step_size=step,
                 form="dense", record_steps=[LONG_STEPS]), max(1, args.repeats // 3))
-            t_torch = float("nan")
-            if has_torch:
-                yf = train.y.astype(np.float64)
-                torch_gd(train.X, yf, 1, step)
-                t_torch = _best(functools.partial(torch_gd, train.X, yf, 1, step), args.repeats)
             print(f"| {n} | {T} | {d} | {1e3 * t_call:.2f} | {1e3 * t_step:.2f} | "
                   f"{1e3 * t_torch:.2f} | {t_call / t_torch:.2f} | {t_call / t_step:.2f} | "
                   f"{1e3 * t_long:.1f} |", flush=True)
