@@ -735,8 +735,8 @@ def _sqp_descent(
     linearised, the Lagrangian's second derivatives, a proximal term 1/(2t) ||dp||^2), maps
     p + dp back onto the sphere when the ball is active (else projects it onto the ball),
     and accepts it by the ratio of phi's actual to predicted decrease; t grows after good
-    ratios and shrinks after bad ones, and never exceeds half the largest t for which the
-    QP is convex (docs/theory.md, "Support-aware SQP step"). Same stopping tests as the
+    ratios and shrinks after bad ones (docs/theory.md, "Support-aware SQP step"). Same
+    stopping tests as the
     quasi-Newton descent (gtol, rtol over ``window`` steps, no decreasing step, max_iter,
     deadline).
     """
@@ -785,7 +785,6 @@ def _sqp_trial(
     """The first SQP trial point that passes the ratio test, with the next t; None if none."""
     on_sphere = model.mu > 0
     for _ in range(_SQP_TRIALS):
-        t = min(t, model.max_t())
         out = model.step(t)
         if out is None:
             t /= _SQP_FACTOR

@@ -82,9 +82,10 @@ class SQPModel:
         self.Ps = self._block((Pb + Pb.transpose(0, 2, 1)) / 2)
         H_ss = H[np.ix_(self.tokens, self.tokens)]
         self.H_ss = H_ss
-        # Z - mu I = L_S^T W L_S (H = L L^T), W = P_s - N H_SS N on the support tokens
-        self.W = self.Ps - self.N @ H_ss @ self.N
-        self.theta_min = self._smallest_curvature(H_ss, self.W)
+        # Z - mu I = L_S^T W L_S (H = L L^T), W = P_s - N H_SS N on the support tokens; its
+        # negative eigenvalues are dropped, so the QP is convex for every t > 0 and t is set
+        # by the ratio test alone (docs/theory.md, "Support-aware SQP step", measured)
+        self.W = _psd_part(self.Ps - self.N @ H_ss @ self.N)
         # constraint rows (coefficient vectors): w-part and dp-part; last row the ball
         self.Gw = np.zeros((n * T, n + 1))
         self.Gq = np.zeros((n * T, n + 1))
@@ -107,20 +108,6 @@ class SQPModel:
         out[np.arange(k), :, np.arange(k), :] = blocks
         return out.reshape(k * self.T, k * self.T)
 
-    @staticmethod
-    def _smallest_curvature(H_ss: np.ndarray, W: np.ndarray) -> float:
-        """Smallest eigenvalue of L_S^T W L_S, i.e. of R^T W R with H_SS = R R^T (0 if none)."""
-        if W.size == 0:
-            return 0.0
-        lam, U = symmetric_eigh(H_ss)
-        root = U * np.sqrt(np.clip(lam, 0.0, None))
-        return min(float(np.linalg.eigvalsh(root.T @ W @ root)[0]), 0.0)
-
-    def max_t(self) -> float:
-        """Largest proximal parameter for which the QP is strictly convex, halved."""
-        negative = -(self.theta_min + self.mu)
-        return np.inf if negative <= 0 else 0.5 / negative
-
     def _apply_N(self, x: np.ndarray) -> np.ndarray:
         """Coefficients of ``N x`` (N nonzero on the support tokens only); x of shape (nT, k)."""
         out = np.zeros_like(x)
@@ -134,12 +121,9 @@ class SQPModel:
         -------
         (a_new, dc, value) or None
             Token coefficients of the model's v and of the p change (shape (nT,)), and the
-            model's value (phi's prediction at p + dp); None when the QP is not strictly
-            convex for this t or its dual fails.
+            model's value (phi's prediction at p + dp); None when its dual fails.
         """
         gamma = self.mu + 1.0 / t
-        if gamma + self.theta_min <= 0:
-            return None
         H, tokens = self.H, self.tokens
         lu = lu_factor(gamma * np.eye(len(tokens)) + self.H_ss @ self.W) if len(tokens) else None
 
@@ -186,3 +170,11 @@ def _dual_ldp(K: np.ndarray, h: np.ndarray) -> np.ndarray | None:
     G = U * np.sqrt(np.where(keep, lam, 0.0))
     _, alpha = _ldp(G, h)
     return None if alpha is None else alpha / scale
+
+
+def _psd_part(W: np.ndarray) -> np.ndarray:
+    """W with its negative eigenvalues set to zero (W symmetric up to round-off)."""
+    if W.size == 0:
+        return W
+    lam, V = symmetric_eigh((W + W.T) / 2)
+    return (V * np.clip(lam, 0.0, None)) @ V.T

@@ -1,4 +1,5 @@
-"""Newton steps in the score space (margin_solver.alternating, issue 12 part 3)."""
+"""Second-order steps of the P_R descent: Newton in the score space and the support-aware SQP
+step (margin_solver.alternating, margin_solver.sqp; issue 12 part 3)."""
 
 import math
 
@@ -8,6 +9,7 @@ import pytest
 from margin_solver.alternating import (
     DenseForm,
     KernelForm,
+    _sqp_model,
     _with_gradient,
     descend,
     evaluate_phi,
@@ -93,3 +95,49 @@ def test_newton_steps_leave_a_short_descent_unchanged():
     assert quasi.status == newton.status == "local_optimal" and 0 < quasi.n_iter
     assert newton.n_newton == 0 and newton.n_iter == quasi.n_iter
     assert newton.norm == quasi.norm
+
+
+def test_sqp_model_predicts_phi_to_second_order():
+    # at a fixed support the QP model's value at p + dp is phi(p + dp) up to O(||dp||^3): its
+    # error must be far below that of the first-order prediction phi + <g, dp>
+    ds = PaperDistribution(d=30, T=3, snr=0.5, eta=0.1).sample(8, seed=4)
+    X, y = ds.X, ds.y.astype(float)
+    gram = TokenGram(X)
+    form = KernelForm(X, gram)
+    rng = np.random.default_rng(0)
+    p = form.from_coefficients(0.3 * rng.standard_normal((8, 3)))
+    point = _with_gradient(form, evaluate_phi(form, y, p))
+    model = _sqp_model(form, point, R=1e6)  # inside the ball: mu = 0
+    assert model.mu == 0
+    errors, lengths = [], []
+    for t in (1e-5, 1e-4):
+        _, dc, value = model.step(t)
+        moved = evaluate_phi(form, y, p + dc.reshape(8, 3), support=point.vstep.alpha > 0)
+        assert np.array_equal(moved.vstep.alpha > 0, point.vstep.alpha > 0)
+        first_order = point.phi + form.inner(point.gradient, dc.reshape(8, 3))
+        assert moved.phi < point.phi  # the model's step decreases phi
+        assert abs(moved.phi - value) <= 1e-2 * abs(moved.phi - first_order)
+        errors.append(abs(moved.phi - value))
+        lengths.append(math.sqrt(form.inner(dc, dc)))
+    # third order: a step ~10x longer has an error ~1000x larger (a wrong second-order
+    # term would give ~100x)
+    assert errors[1] / errors[0] >= 0.3 * (lengths[1] / lengths[0]) ** 3
+
+
+def test_sqp_steps_converge_on_a_digits_instance_where_the_quasi_newton_descent_stalls():
+    # lifted digit patches (token Gram condition number ~1e6), hard-selection start: the
+    # quasi-Newton descent stops by its stall test far from stationarity (||pg|| R / phi ~
+    # 0.02); the support-aware SQP steps end lower and stationary to 1e-4 by the independent
+    # check (docs/benchmarks.md, "Support-aware SQP step")
+    train, _ = digits_train_test(20, 0.1, 2, 1002, lift=256, lift_seed=0)
+    R = 100 / math.sqrt(token_scale(train.X))
+    form, y, p0 = _hard_selection_start(train, R)
+    with single_threaded_blas():
+        quasi = descend(form, y, p0, R)
+        sqp = descend(form, y, p0, R, sqp=True)
+    assert sqp.status == "local_optimal" and sqp.n_iter < 200
+    assert sqp.norm <= quasi.norm
+    assert sqp.point.vstep.min_margin >= 1 - 1e-7
+    rel, kkt = stationarity(train.X, y, *_dense(train.X, sqp), R)
+    assert rel <= 1e-4 and kkt <= 1e-6
+    assert stationarity(train.X, y, *_dense(train.X, quasi), R)[0] > 1e-3
