@@ -97,7 +97,7 @@ __all__ = [
 #: :func:`margin_solver.minnorm.solve_min_norm`; see :func:`descend`).
 DESCENT_OPTIONS: dict[str, Any] = {
     "memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp", "newton": False,
-    "sqp": False,
+    "sqp": False, "sqp_after": 0,
 }
 
 #: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
@@ -511,6 +511,7 @@ def check_descent_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     out = check_options(options, DESCENT_OPTIONS)
     check_int(out["memory"], "options['memory']", 0)
     check_int(out["window"], "options['window']", 1)
+    check_int(out["sqp_after"], "options['sqp_after']", 0)
     for key in ("use_bb", "newton", "sqp"):
         if not isinstance(out[key], bool):
             raise InvalidInputError(f"options[{key!r}] must be True or False, got {out[key]!r}.")
@@ -586,6 +587,7 @@ def descend(
     memory: int = 30,
     newton: bool = False,
     sqp: bool = False,
+    sqp_after: int = 0,
     deadline: float = math.inf,
 ) -> DescentRun:
     """Projected quasi-Newton descent on phi(p) over ``||p|| <= R`` from ``p0``.
@@ -597,7 +599,8 @@ def descend(
     tries Newton steps in the score space first (only with ``memory > 0``; see the module
     docstring). ``sqp`` takes the support-aware sequential-QP steps of
     :func:`_sqp_descent` instead (forms with a token Gram matrix: :class:`DenseForm`,
-    :class:`KernelForm`; other forms take the quasi-Newton descent).
+    :class:`KernelForm`; other forms take the quasi-Newton descent), after ``sqp_after``
+    quasi-Newton steps (a descent that stops within them is the quasi-Newton one).
     ``deadline`` is a :func:`time.perf_counter` reading after which the descent stops at
     its current iterate (the whole-call time limit of
     :func:`margin_solver.minnorm.solve_min_norm`).
@@ -617,6 +620,15 @@ def descend(
         return run
     point = _with_gradient(form, point)
     if sqp and type(form) in (DenseForm, KernelForm):
+        if sqp_after > 0:
+            run = descend(form, y, p0, R, max_iter=min(sqp_after, max_iter), gtol=gtol,
+                          rtol=rtol, window=window, vstep_solver=vstep_solver, use_bb=use_bb,
+                          memory=memory, newton=newton, deadline=deadline)
+            if run.status != MAX_ITER or run.n_iter >= max_iter:
+                return run
+            point = run.point
+            run.reason = f"reached max_iter={max_iter}"
+            del run.norm_history[-1], run.pg_history[-1]  # recorded again below
         return _sqp_descent(form, y, point, R, run, max_iter=max_iter, gtol=gtol, rtol=rtol,
                             window=window, vstep_solver=vstep_solver, deadline=deadline)
     step = R
@@ -729,7 +741,8 @@ def _sqp_descent(
     vstep_solver: str,
     deadline: float,
 ) -> DescentRun:
-    """:func:`descend` with support-aware SQP steps (``sqp=True``) from a feasible point.
+    """:func:`descend` with support-aware SQP steps (``sqp=True``) from a feasible point
+    (``run.n_iter`` steps already taken; ``max_iter`` counts them).
 
     Each step solves the QP model of :class:`margin_solver.sqp.SQPModel` (all n margins
     linearised, the Lagrangian's second derivatives, a proximal term 1/(2t) ||dp||^2), maps
@@ -742,7 +755,7 @@ def _sqp_descent(
     """
     t = math.inf
     phis = [point.phi]
-    for it in range(max_iter):
+    for it in range(run.n_iter, max_iter):
         pg_norm = run.record(point, norm(form, projected_gradient(form, point.p,
                                                                   point.gradient, R)))
         if time.perf_counter() > deadline:

@@ -371,6 +371,10 @@ def solve_min_norm(
             (docs/theory.md, "Newton steps in the score space"). Opt-in: on the digits
             study's cells it ends more descents at a stationary point, not all, and can
             change which start wins (docs/benchmarks.md, "Newton steps in the score space").
+        ``"sqp"`` : bool, default False
+            Support-aware sequential-QP steps (every margin linearised, so samples may
+            enter and leave the support within a step; docs/theory.md, "Support-aware SQP
+            step"), after ``"sqp_after"`` (int >= 0, default 0) quasi-Newton steps.
 
         ``{"memory": 0, "use_bb": False}`` is the plain projected-gradient method that the
         quasi-Newton descent replaced (docs/benchmarks.md, "Convergence on digits").

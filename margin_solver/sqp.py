@@ -76,17 +76,21 @@ class SQPModel:
         eye = np.eye(T)
         D = ss[:, :, None] * eye - ss[:, :, None] * ss[:, None, :]
         F = (us - fs)[:, :, None] * eye - ss[:, :, None] * us[:, None, :]
-        # block-diagonal (support tokens) parts of C and P
-        self.N = self._block(-es[:, None, None] * D)
+        # block-diagonal (support tokens) parts of C and P, kept as (k, T, T) blocks
+        self.N_blocks = -es[:, None, None] * D
         Pb = -es[:, None, None] * (F @ D)
-        self.Ps = self._block((Pb + Pb.transpose(0, 2, 1)) / 2)
+        k = len(es)
         H_ss = H[np.ix_(self.tokens, self.tokens)]
         self.H_ss = H_ss
         # Z - mu I = L_S^T W L_S (H = L L^T), W = P_s - N H_SS N on the support tokens; its
         # negative eigenvalues are dropped, so the QP is convex for every t > 0 and t is set
         # by the ratio test alone (docs/theory.md, "Support-aware SQP step", measured)
-        self.W = _psd_part(self.Ps - self.N @ H_ss @ self.N)
-        # constraint rows (coefficient vectors): w-part and dp-part; last row the ball
+        NHN = np.einsum("itu,iujv,jvw->itjw", self.N_blocks, H_ss.reshape(k, T, k, T),
+                        self.N_blocks, optimize=True).reshape(k * T, k * T)
+        self.W = _psd_part(self._block((Pb + Pb.transpose(0, 2, 1)) / 2) - NHN)
+        self.Ps_blocks = (Pb + Pb.transpose(0, 2, 1)) / 2
+        # constraint rows (coefficient vectors, block i for sample i): w-part y_i s_i and
+        # dp-part y_i D_i u_i; the last row is the ball's, -c in the dp-part
         self.Gw = np.zeros((n * T, n + 1))
         self.Gq = np.zeros((n * T, n + 1))
         rows = np.arange(n)[:, None] * T + np.arange(T)
@@ -100,7 +104,13 @@ class SQPModel:
         self.h[n] = 0.0 if mu > 0 else -max(R**2 - cc, 0.0) / 2
         # linear term of the dp-part: -C^T v0 + mu p (coefficients)
         self.m_q = -self._apply_N(H @ self.a) + mu * self.c
-        self.HGw, self.HGq = H @ self.Gw, H @ self.Gq
+        # H times the block-sparse rows: O((nT)^2), not O((nT)^2 n)
+        H3 = H.reshape(n * T, n, T)
+        self.HGw = np.zeros((n * T, n + 1))
+        self.HGq = np.zeros((n * T, n + 1))
+        self.HGw[:, :n] = np.einsum("ait,it->ai", H3, y[:, None] * s)
+        self.HGq[:, :n] = np.einsum("ait,it->ai", H3, y[:, None] * beta)
+        self.HGq[:, n] = -self.Hc
 
     def _block(self, blocks: np.ndarray) -> np.ndarray:
         k = blocks.shape[0]
@@ -108,11 +118,17 @@ class SQPModel:
         out[np.arange(k), :, np.arange(k), :] = blocks
         return out.reshape(k * self.T, k * self.T)
 
-    def _apply_N(self, x: np.ndarray) -> np.ndarray:
-        """Coefficients of ``N x`` (N nonzero on the support tokens only); x of shape (nT, k)."""
+    def _apply_blocks(self, blocks: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Coefficients of ``B x`` for B block-diagonal on the support tokens (blocks of shape
+        (k, T, T)); x of shape (nT,) or (nT, j)."""
         out = np.zeros_like(x)
-        out[self.tokens] = self.N @ x[self.tokens]
+        xs = x[self.tokens]
+        out[self.tokens] = (blocks @ xs.reshape(len(blocks), self.T, -1)).reshape(xs.shape)
         return out
+
+    def _apply_N(self, x: np.ndarray) -> np.ndarray:
+        """Coefficients of ``N x`` (N nonzero on the support tokens only)."""
+        return self._apply_blocks(self.N_blocks, x)
 
     def step(self, t: float) -> tuple[np.ndarray, np.ndarray, float] | None:
         """Solve the QP for proximal parameter ``t``.
@@ -152,9 +168,8 @@ class SQPModel:
         w = Iw @ dual - mw
         q = Iq @ dual - mq
         Hq = H @ q
-        cross = (w - self.a) @ (H @ self._apply_N(Hq[:, None])[:, 0])
-        Pq = np.zeros_like(q)
-        Pq[tokens] = self.Ps @ Hq[tokens]
+        cross = (w - self.a) @ (H @ self._apply_N(Hq))
+        Pq = self._apply_blocks(self.Ps_blocks, Hq)
         value = (0.5 * float(w @ (H @ w)) + cross + 0.5 * float(Hq @ Pq)
                  + 0.5 * self.mu * float(2 * q @ self.Hc + q @ Hq))
         return w, q, value

@@ -46,6 +46,7 @@ VARIANTS = {
     "quasi-Newton": {"newton": False},
     "Newton": {"newton": True},
     "SQP": {"sqp": True},
+    "SQP after 20": {"sqp": True, "sqp_after": 20},
 }
 
 # Margins within this of 1 count as active in the independent KKT check.
