@@ -47,6 +47,7 @@ VARIANTS = {
     "Newton": {"newton": True},
     "SQP": {"sqp": True},
     "SQP after 20": {"sqp": True, "sqp_after": 20},
+    "SQP after 250": {"sqp": True, "sqp_after": 250},
 }
 
 # Margins within this of 1 count as active in the independent KKT check.
