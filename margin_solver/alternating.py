@@ -41,6 +41,15 @@ the tangent space, :func:`_newton_step`) is tried first, within a trust radius; 
 fails the step above is taken. docs/theory.md, "Newton steps in the score space", has the
 maths and the rule for when they are tried.
 
+Support-aware SQP steps (``sqp=True``; :func:`solve_min_norm
+<margin_solver.minnorm.solve_min_norm>`'s default after ``sqp_after = 250`` quasi-Newton
+steps): each step solves a QP model of phi that keeps every margin constraint, linearised, so
+samples may enter and leave the support within the step (:mod:`margin_solver.sqp`), and is
+accepted by the ratio of actual to predicted decrease (:func:`_sqp_descent`). Why: on lifted
+digit patches at n >= 80 the quasi-Newton descent ended every cell at its 500-step cap, far
+from stationarity, and a fixed-support Newton model is wrong after a short move because the
+support changes at nearly every step. docs/theory.md, "Support-aware SQP step", has the maths.
+
 Stopping rule (first that holds): the relative projected-gradient norm ``||pg|| R / phi``
 falls below ``gtol`` (a first-order stationary point); phi decreased by less than ``rtol``
 (relative) over the last ``window`` accepted steps (first-order methods crawl in the last
@@ -94,10 +103,13 @@ __all__ = [
 ]
 
 #: The descent's knobs and their defaults (the ``options`` of
-#: :func:`margin_solver.minnorm.solve_min_norm`; see :func:`descend`).
+#: :func:`margin_solver.minnorm.solve_min_norm`; see :func:`descend`). solve_min_norm's
+#: descents take support-aware SQP steps after 250 quasi-Newton steps (chosen on the digits
+#: study's cells, docs/benchmarks.md, "Support-aware SQP step"); :func:`descend` called
+#: directly is the quasi-Newton descent unless asked (``sqp=True``).
 DESCENT_OPTIONS: dict[str, Any] = {
     "memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp", "newton": False,
-    "sqp": False, "sqp_after": 0,
+    "sqp": True, "sqp_after": 250,
 }
 
 #: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
@@ -749,9 +761,8 @@ def _sqp_descent(
     p + dp back onto the sphere when the ball is active (else projects it onto the ball),
     and accepts it by the ratio of phi's actual to predicted decrease; t grows after good
     ratios and shrinks after bad ones (docs/theory.md, "Support-aware SQP step"). Same
-    stopping tests as the
-    quasi-Newton descent (gtol, rtol over ``window`` steps, no decreasing step, max_iter,
-    deadline).
+    stopping tests as the quasi-Newton descent (gtol, rtol over ``window`` steps, no
+    decreasing step, max_iter, deadline).
     """
     t = math.inf
     phis = [point.phi]
