@@ -31,7 +31,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import lu_factor, lu_solve
 
-from margin_solver.vstep import _ldp, symmetric_eigh
+from margin_solver.validation import InvalidInputError
+from margin_solver.vstep import _ldp, _VStepData, symmetric_eigh
 
 __all__ = ["SQPModel"]
 
@@ -62,7 +63,7 @@ class SQPModel:
     def __init__(self, H: np.ndarray, y: np.ndarray, attention: np.ndarray, a: np.ndarray,
                  alpha: np.ndarray, c: np.ndarray, R: float, mu: float):
         n, T = attention.shape
-        self.H, self.y, self.n, self.T, self.mu = H, y, n, T, mu
+        self.H, self.n, self.T, self.mu = H, n, T, mu
         s = attention
         self.a = a.reshape(-1)
         self.c = c.reshape(-1)
@@ -79,6 +80,7 @@ class SQPModel:
         # block-diagonal (support tokens) parts of C and P, kept as (k, T, T) blocks
         self.N_blocks = -es[:, None, None] * D
         Pb = -es[:, None, None] * (F @ D)
+        self.Ps_blocks = (Pb + Pb.transpose(0, 2, 1)) / 2
         k = len(es)
         H_ss = H[np.ix_(self.tokens, self.tokens)]
         self.H_ss = H_ss
@@ -87,8 +89,7 @@ class SQPModel:
         # by the ratio test alone (docs/theory.md, "Support-aware SQP step", measured)
         NHN = np.einsum("itu,iujv,jvw->itjw", self.N_blocks, H_ss.reshape(k, T, k, T),
                         self.N_blocks, optimize=True).reshape(k * T, k * T)
-        self.W = _psd_part(self._block((Pb + Pb.transpose(0, 2, 1)) / 2) - NHN)
-        self.Ps_blocks = (Pb + Pb.transpose(0, 2, 1)) / 2
+        self.W = _psd_part(self._block(self.Ps_blocks) - NHN)
         # constraint rows (coefficient vectors, block i for sample i): w-part y_i s_i and
         # dp-part y_i D_i u_i; the last row is the ball's, -c in the dp-part
         self.Gw = np.zeros((n * T, n + 1))
@@ -176,15 +177,16 @@ class SQPModel:
 
 
 def _dual_ldp(K: np.ndarray, h: np.ndarray) -> np.ndarray | None:
-    """Dual of ``min 1/2 x^T x s.t. B x >= h`` for ``K = B B^T``, by Lawson-Hanson LDP."""
-    scale = float(np.mean(np.diag(K)))
-    if not scale > 0:
+    """Dual of ``min 1/2 x^T x s.t. B x >= h`` for ``K = B B^T``, by Lawson-Hanson LDP on the
+    v-step's clipped eigen-factor of K (:attr:`margin_solver.vstep._VStepData.factor`)."""
+    try:
+        factor = _VStepData.trusted(K, np.ones(len(h))).factor
+    except InvalidInputError:
+        # K is positive semidefinite by construction; rounding that breaks this is a
+        # failed model, and the caller shrinks t
         return None
-    lam, U = symmetric_eigh(K / scale)
-    keep = lam > len(h) * np.finfo(np.float64).eps * lam[-1]
-    G = U * np.sqrt(np.where(keep, lam, 0.0))
-    _, alpha = _ldp(G, h)
-    return None if alpha is None else alpha / scale
+    _, alpha = _ldp(factor.G, h)
+    return None if alpha is None else alpha / factor.scale
 
 
 def _psd_part(W: np.ndarray) -> np.ndarray:
