@@ -810,11 +810,11 @@ def _sqp_trial(
     on_sphere = model.mu > 0
     for _ in range(_SQP_TRIALS):
         out = model.step(t)
-        if out is None:
-            t /= _SQP_FACTOR
+        if out is None or not (np.all(np.isfinite(out[1])) and math.isfinite(out[2])):
+            t /= _SQP_FACTOR  # a failed (or, in rounding, non-finite) model: a shorter step
             continue
         _, dc, value = out
-        move = form.from_coefficients(dc.reshape(point.p.shape))
+        move = form.from_coefficients(dc.reshape(form.n, form.T))
         if norm(form, move) <= _MIN_STEP * R:
             return None
         predicted = point.phi - value

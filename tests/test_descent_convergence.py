@@ -148,3 +148,18 @@ def test_sqp_steps_converge_on_a_digits_instance_where_the_quasi_newton_descent_
     assert sqp.point.vstep.min_margin >= 1 - 1e-7
     rel, kkt = stationarity(train.X, y, *_dense(train.X, sqp), R)
     assert rel <= 1e-5 and kkt <= 1e-6
+
+
+def test_sqp_descent_is_the_same_in_the_dense_and_the_kernel_form():
+    # the SQP model works in token coefficients; the dense form reaches them by least squares
+    train, _ = digits_train_test(20, 0.1, 2, 1002, lift=64, lift_seed=0)
+    X, y = train.X, train.y.astype(float)
+    R = 100 / math.sqrt(token_scale(X))
+    c0 = np.random.default_rng(1).standard_normal((20, 4))
+    runs = []
+    for form in (DenseForm(X), KernelForm(X, TokenGram(X))):
+        p0 = form.from_coefficients(c0)
+        runs.append(descend(form, y, p0 * (R / math.sqrt(form.inner(p0, p0))), R, sqp=True))
+    for run in runs:
+        assert run.status == "local_optimal" and "projected gradient" in run.reason
+    assert runs[0].norm == pytest.approx(runs[1].norm, rel=1e-7)
