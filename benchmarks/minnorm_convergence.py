@@ -3,7 +3,7 @@ per variant (:mod:`margin_solver.bench.minnorm_convergence`).
 
 Usage::
 
-    .venv/bin/python benchmarks/minnorm_convergence.py [--variants quasi-Newton Newton]
+    .venv/bin/python benchmarks/minnorm_convergence.py [--variants quasi-Newton "SQP after 250"]
         [--n 20 40] [--seeds 0 1] [--no-paper]
 """
 

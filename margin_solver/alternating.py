@@ -41,6 +41,15 @@ the tangent space, :func:`_newton_step`) is tried first, within a trust radius; 
 fails the step above is taken. docs/theory.md, "Newton steps in the score space", has the
 maths and the rule for when they are tried.
 
+Support-aware SQP steps (``sqp=True``; :func:`solve_min_norm
+<margin_solver.minnorm.solve_min_norm>`'s default after ``sqp_after = 250`` quasi-Newton
+steps): each step solves a QP model of phi that keeps every margin constraint, linearised, so
+samples may enter and leave the support within the step (:mod:`margin_solver.sqp`), and is
+accepted by the ratio of actual to predicted decrease (:func:`_sqp_descent`). Why: on lifted
+digit patches at n >= 80 the quasi-Newton descent ended every cell at its 500-step cap, far
+from stationarity, and a fixed-support Newton model is wrong after a short move because the
+support changes at nearly every step. docs/theory.md, "Support-aware SQP step", has the maths.
+
 Stopping rule (first that holds): the relative projected-gradient norm ``||pg|| R / phi``
 falls below ``gtol`` (a first-order stationary point); phi decreased by less than ``rtol``
 (relative) over the last ``window`` accepted steps (first-order methods crawl in the last
@@ -73,6 +82,7 @@ from typing import Any
 
 from margin_solver.kernel import TokenGram, attended_features, softmax
 from margin_solver.results import INFEASIBLE, LOCAL_OPTIMAL, MAX_ITER, TIME_LIMIT
+from margin_solver.sqp import SQPModel
 from margin_solver.validation import InvalidInputError, check_int, check_options
 from margin_solver.vstep import VStepResult, solve_trusted_vstep, solve_vstep_on_support
 
@@ -93,9 +103,13 @@ __all__ = [
 ]
 
 #: The descent's knobs and their defaults (the ``options`` of
-#: :func:`margin_solver.minnorm.solve_min_norm`; see :func:`descend`).
+#: :func:`margin_solver.minnorm.solve_min_norm`; see :func:`descend`). solve_min_norm's
+#: descents take support-aware SQP steps after 250 quasi-Newton steps (chosen on the digits
+#: study's cells, docs/benchmarks.md, "Support-aware SQP step"); :func:`descend` called
+#: directly is the quasi-Newton descent unless asked (``sqp=True``).
 DESCENT_OPTIONS: dict[str, Any] = {
-    "memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp", "newton": False
+    "memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp", "newton": False,
+    "sqp": True, "sqp_after": 250,
 }
 
 #: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
@@ -502,14 +516,15 @@ def check_descent_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     Raises
     ------
     InvalidInputError
-        On an unknown key or a bad value (``memory`` an integer >= 0, ``use_bb`` and
-        ``newton`` bools,
+        On an unknown key or a bad value (``memory`` an integer >= 0, ``use_bb``,
+        ``newton`` and ``sqp`` bools,
         ``window`` an integer >= 1, ``vstep_solver`` one of "ldp", "ecos", "clarabel").
     """
     out = check_options(options, DESCENT_OPTIONS)
     check_int(out["memory"], "options['memory']", 0)
     check_int(out["window"], "options['window']", 1)
-    for key in ("use_bb", "newton"):
+    check_int(out["sqp_after"], "options['sqp_after']", 0)
+    for key in ("use_bb", "newton", "sqp"):
         if not isinstance(out[key], bool):
             raise InvalidInputError(f"options[{key!r}] must be True or False, got {out[key]!r}.")
     if out["vstep_solver"] not in _DESCENT_ENGINES:
@@ -583,6 +598,8 @@ def descend(
     use_bb: bool = True,
     memory: int = 30,
     newton: bool = False,
+    sqp: bool = False,
+    sqp_after: int = 0,
     deadline: float = math.inf,
 ) -> DescentRun:
     """Projected quasi-Newton descent on phi(p) over ``||p|| <= R`` from ``p0``.
@@ -592,7 +609,10 @@ def descend(
     ``use_bb`` takes Barzilai-Borwein trial lengths for those gradient steps (False: the
     doubling schedule alone). Both are there to compare with the plain method. ``newton``
     tries Newton steps in the score space first (only with ``memory > 0``; see the module
-    docstring).
+    docstring). ``sqp`` takes the support-aware sequential-QP steps of
+    :func:`_sqp_descent` instead (forms with a token Gram matrix: :class:`DenseForm`,
+    :class:`KernelForm`; other forms take the quasi-Newton descent), after ``sqp_after``
+    quasi-Newton steps (a descent that stops within them is the quasi-Newton one).
     ``deadline`` is a :func:`time.perf_counter` reading after which the descent stops at
     its current iterate (the whole-call time limit of
     :func:`margin_solver.minnorm.solve_min_norm`).
@@ -611,6 +631,18 @@ def descend(
         run.status, run.reason = INFEASIBLE, point.vstep.message
         return run
     point = _with_gradient(form, point)
+    if sqp and type(form) in (DenseForm, KernelForm):
+        if sqp_after > 0:
+            run = descend(form, y, p0, R, max_iter=min(sqp_after, max_iter), gtol=gtol,
+                          rtol=rtol, window=window, vstep_solver=vstep_solver, use_bb=use_bb,
+                          memory=memory, newton=newton, deadline=deadline)
+            if run.status != MAX_ITER or run.n_iter >= max_iter:
+                return run
+            point = run.point
+            run.reason = f"reached max_iter={max_iter}"
+            del run.norm_history[-1], run.pg_history[-1]  # recorded again below
+        return _sqp_descent(form, y, point, R, run, max_iter=max_iter, gtol=gtol, rtol=rtol,
+                            window=window, vstep_solver=vstep_solver, deadline=deadline)
     step = R
     radius = 2 * R  # longest Newton step tried
     stable, cooldown = 0, 0
@@ -678,3 +710,124 @@ def descend(
     if len(run.norm_history) == run.n_iter:  # the last accepted iterate is not recorded yet
         run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))
     return run
+
+
+# Ratio test of the SQP step (Nocedal and Wright, Algorithm 4.1): accept when phi decreased
+# by at least this fraction of the model's prediction; divide the proximal parameter t by
+# _SQP_FACTOR below the lower ratio, multiply it above the upper one.
+_SQP_ACCEPT = 0.1
+_SQP_LOW, _SQP_HIGH, _SQP_FACTOR = 0.25, 0.75, 4.0
+# Trials of one SQP step before the descent declares that no step decreases phi.
+_SQP_TRIALS = 40
+
+
+def _sqp_model(form: Form, point: PhiPoint, R: float) -> SQPModel | None:
+    """The QP model of phi at ``point`` (:mod:`margin_solver.sqp`), or None when p is not
+    in the tokens' span (a dense p from outside; then only the quasi-Newton step applies).
+
+    The ball's multiplier is ``mu = -<grad phi, p> / ||p||^2`` when p is on the sphere
+    (within 1e-6 R) and the gradient pushes outward, else 0 (the ball enters linearised).
+    """
+    c = form.token_coefficients(point.p)
+    if c is None:
+        return None
+    pp = form.inner(point.p, point.p)
+    mu = 0.0
+    if pp >= (R * (1 - 1e-6)) ** 2:
+        mu = max(0.0, -form.inner(point.gradient, point.p) / pp)
+    return SQPModel(form.token_gram_matrix(), point.y, point.attention,
+                    point.value_coefficients, point.vstep.alpha, c, R, mu)
+
+
+def _sqp_descent(
+    form: Form,
+    y: np.ndarray,
+    point: PhiPoint,
+    R: float,
+    run: DescentRun,
+    *,
+    max_iter: int,
+    gtol: float,
+    rtol: float,
+    window: int,
+    vstep_solver: str,
+    deadline: float,
+) -> DescentRun:
+    """:func:`descend` with support-aware SQP steps (``sqp=True``) from a feasible point
+    (``run.n_iter`` steps already taken; ``max_iter`` counts them).
+
+    Each step solves the QP model of :class:`margin_solver.sqp.SQPModel` (all n margins
+    linearised, the Lagrangian's second derivatives, a proximal term 1/(2t) ||dp||^2), maps
+    p + dp back onto the sphere when the ball is active (else projects it onto the ball),
+    and accepts it by the ratio of phi's actual to predicted decrease; t grows after good
+    ratios and shrinks after bad ones (docs/theory.md, "Support-aware SQP step"). Same
+    stopping tests as the quasi-Newton descent (gtol, rtol over ``window`` steps, no
+    decreasing step, max_iter, deadline).
+    """
+    t = math.inf
+    phis = [point.phi]
+    for it in range(run.n_iter, max_iter):
+        pg_norm = run.record(point, norm(form, projected_gradient(form, point.p,
+                                                                  point.gradient, R)))
+        if time.perf_counter() > deadline:
+            run.status, run.reason = TIME_LIMIT, "stopped by the time limit"
+            break
+        if pg_norm * R <= gtol * point.phi:
+            run.status = LOCAL_OPTIMAL
+            run.reason = f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
+            break
+        model = _sqp_model(form, point, R)
+        trial = None if model is None else _sqp_trial(form, y, point, model, R, run,
+                                                      min(t, R / pg_norm), vstep_solver)
+        if trial is None:
+            run.status = LOCAL_OPTIMAL
+            run.reason = "no SQP step decreases phi (a kink of phi or a stationary point)"
+            break
+        trial_point, t = trial
+        point = _with_gradient(form, trial_point)
+        run.point, run.n_iter = point, it + 1
+        phis.append(point.phi)
+        if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
+            run.status = LOCAL_OPTIMAL
+            run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
+            break
+    if len(run.norm_history) == run.n_iter:
+        run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))
+    return run
+
+
+def _sqp_trial(
+    form: Form,
+    y: np.ndarray,
+    point: PhiPoint,
+    model: SQPModel,
+    R: float,
+    run: DescentRun,
+    t: float,
+    vstep_solver: str,
+) -> tuple[PhiPoint, float] | None:
+    """The first SQP trial point that passes the ratio test, with the next t; None if none."""
+    on_sphere = model.mu > 0
+    for _ in range(_SQP_TRIALS):
+        out = model.step(t)
+        if out is None or not (np.all(np.isfinite(out[1])) and math.isfinite(out[2])):
+            t /= _SQP_FACTOR  # a failed (or, in rounding, non-finite) model: a shorter step
+            continue
+        _, dc, value = out
+        move = form.from_coefficients(dc.reshape(form.n, form.T))
+        if norm(form, move) <= _MIN_STEP * R:
+            return None
+        predicted = point.phi - value
+        q = point.p + move
+        q = q * (R / norm(form, q)) if on_sphere else project(form, q, R)
+        candidate = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
+        run.count_solve(candidate)
+        ratio = (point.phi - candidate.phi) / predicted if predicted > 0 else -math.inf
+        accepted = ratio >= _SQP_ACCEPT and candidate.phi < point.phi
+        if ratio < _SQP_LOW:
+            t /= _SQP_FACTOR
+        elif ratio > _SQP_HIGH:
+            t *= _SQP_FACTOR
+        if accepted:
+            return candidate, t
+    return None

@@ -390,9 +390,16 @@ def solve_min_norm(
             (docs/theory.md, "Newton steps in the score space"). Opt-in: on the digits
             study's cells it ends more descents at a stationary point, not all, and can
             change which start wins (docs/benchmarks.md, "Newton steps in the score space").
+        ``"sqp"`` : bool, default True
+            Support-aware sequential-QP steps (every margin linearised, so samples may
+            enter and leave the support within a step; docs/theory.md, "Support-aware SQP
+            step") after ``"sqp_after"`` (int >= 0, default 250) quasi-Newton steps: a
+            descent that stops within them is the quasi-Newton one (the paper's data);
+            on the digits study's cells the rest end at a stationarity or decrease test
+            instead of the 500-step cap (docs/benchmarks.md, "Support-aware SQP step").
 
-        ``{"memory": 0, "use_bb": False}`` is the plain projected-gradient method that the
-        quasi-Newton descent replaced (docs/benchmarks.md, "Convergence on digits").
+        ``{"memory": 0, "use_bb": False, "sqp": False}`` is the plain projected-gradient
+        method that the quasi-Newton descent replaced (docs/benchmarks.md, "Convergence on digits").
     gap_tol : float, default=1e-4 (:data:`DEFAULT_GAP_TOL`)
         Largest relative gap ``(norm - lower_bound) / norm`` for which a feasible point is
         certified ``"optimal"`` (the default of mixed-integer solvers, e.g. Gurobi's

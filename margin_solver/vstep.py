@@ -737,17 +737,17 @@ _SOLVER_EXCEPTIONS = (
 )
 
 
-def _ldp(G: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """Least-distance programming: minimize ||w|| s.t. G w >= 1, by one NNLS.
+def _ldp(G: np.ndarray, h: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Least-distance programming: minimize ||w|| s.t. G w >= h (default h = 1), by one NNLS.
 
-    Lawson and Hanson (1974, ch. 23): with E = [G^T; 1^T] and f = (0, ..., 0, 1), solve
+    Lawson and Hanson (1974, ch. 23): with E = [G^T; h^T] and f = (0, ..., 0, 1), solve
     minimize ||E u - f|| over u >= 0 and let r = E u - f. If r = 0 then u >= 0, G^T u = 0,
-    sum(u) = 1: a certificate that G w >= 1 is infeasible. Otherwise w = -r[:-1] / r[-1] =
-    G^T u / (1 - sum(u)), so the dual (w = G^T alpha) is alpha = u / (1 - sum(u)).
+    h^T u = 1: a certificate that G w >= h is infeasible. Otherwise w = -r[:-1] / r[-1] =
+    G^T u / (1 - h^T u), so the dual (w = G^T alpha) is alpha = u / (1 - h^T u).
 
     At the NNLS optimum r is orthogonal to E u (complementary slackness), so
-    ||r||^2 = -r^T f = 1 - sum(u), and alpha = u / ||r||^2 is computed that way: near
-    infeasibility (||r|| of order 1e-8, ||w|| of order 1e8) 1 - sum(u) cancels to a few
+    ||r||^2 = -r^T f = 1 - h^T u, and alpha = u / ||r||^2 is computed that way: near
+    infeasibility (||r|| of order 1e-8, ||w|| of order 1e8) 1 - h^T u cancels to a few
     rounding errors or to exactly 0, while ||r|| = ||E u - f|| keeps its accuracy.
 
     Returns
@@ -758,7 +758,7 @@ def _ldp(G: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         The dual of 1/2 ||w||^2, None when infeasible.
     """
     n = G.shape[0]
-    E = np.vstack([G.T, np.ones((1, n))])
+    E = np.vstack([G.T, np.ones((1, n)) if h is None else h[None, :]])
     f = np.zeros(E.shape[0])
     f[-1] = 1.0
     # Lawson-Hanson needs about one outer iteration per active constraint; 3 n (scipy's

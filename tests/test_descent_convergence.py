@@ -1,5 +1,7 @@
-"""Newton steps in the score space (margin_solver.alternating, issue 12 part 3)."""
+"""Second-order steps of the P_R descent: Newton in the score space and the support-aware SQP
+step (margin_solver.alternating, margin_solver.sqp; issue 12 part 3)."""
 
+import functools
 import math
 
 import numpy as np
@@ -8,6 +10,7 @@ import pytest
 from margin_solver.alternating import (
     DenseForm,
     KernelForm,
+    _sqp_model,
     _with_gradient,
     descend,
     evaluate_phi,
@@ -55,14 +58,22 @@ def test_score_hessian_matches_finite_differences_of_the_gradient(form_name):
     assert np.linalg.norm(G1 - G0 - predicted) <= 1e-3 * np.linalg.norm(G1 - G0)
 
 
-def test_newton_steps_converge_where_the_quasi_newton_descent_hits_the_cap():
-    # lifted digit patches: token Gram condition number ~1e6; from the hard-selection start
-    # the quasi-Newton descent crawls (400 steps to its rtol stop here, docs/benchmarks.md)
+@functools.lru_cache(maxsize=1)
+def _digits_case():
+    """Lifted digit patches (token Gram condition number ~1e6), the hard-selection start and
+    the quasi-Newton descent from it capped at 200 steps: it crawls (400 steps to its rtol
+    stop, docs/benchmarks.md)."""
     train, _ = digits_train_test(20, 0.1, 2, 1002, lift=256, lift_seed=0)
     R = 100 / math.sqrt(token_scale(train.X))
     form, y, p0 = _hard_selection_start(train, R)
     with single_threaded_blas():  # as solve_min_norm runs it; threads only slow these sizes
         quasi = descend(form, y, p0, R, max_iter=200)
+    return train, R, form, y, p0, quasi
+
+
+def test_newton_steps_converge_where_the_quasi_newton_descent_hits_the_cap():
+    train, R, form, y, p0, quasi = _digits_case()
+    with single_threaded_blas():
         newton = descend(form, y, p0, R, max_iter=200, newton=True)
     assert quasi.status == "max_iter" and quasi.n_newton == 0
     assert newton.status == "local_optimal" and newton.n_iter < 200 and newton.n_newton > 0
@@ -81,9 +92,9 @@ def _dense(X, run):
     return TokenGram.materialize(X, np.stack([run.point.value_coefficients, run.point.p]))
 
 
-def test_newton_steps_leave_a_short_descent_unchanged():
-    # the paper's data: the quasi-Newton descent ends before Newton steps are tried, so the
-    # option changes nothing there (docs/benchmarks.md, "Newton steps in the score space")
+def test_second_order_steps_leave_a_short_descent_unchanged():
+    # the paper's data: the quasi-Newton descent ends before Newton or SQP steps are tried, so
+    # the options change nothing there (docs/benchmarks.md, "Newton steps in the score space")
     ds = PaperDistribution(d=300, T=2, snr=math.sqrt(4 / 20), eta=0.1).sample(20, seed=3)
     X, y = ds.X, ds.y.astype(float)
     form = KernelForm(X, TokenGram(X))
@@ -93,3 +104,62 @@ def test_newton_steps_leave_a_short_descent_unchanged():
     assert quasi.status == newton.status == "local_optimal" and 0 < quasi.n_iter
     assert newton.n_newton == 0 and newton.n_iter == quasi.n_iter
     assert newton.norm == quasi.norm
+    # solve_min_norm's default: SQP steps only after 250 quasi-Newton steps
+    sqp = descend(form, y, form.zeros(), R, sqp=True, sqp_after=250)
+    assert sqp.n_iter == quasi.n_iter < 250 and sqp.norm == quasi.norm
+
+
+def test_sqp_model_predicts_phi_to_second_order():
+    # at a fixed support the QP model's value at p + dp is phi(p + dp) up to O(||dp||^3): its
+    # error must be far below that of the first-order prediction phi + <g, dp>
+    ds = PaperDistribution(d=30, T=3, snr=0.5, eta=0.1).sample(8, seed=4)
+    X, y = ds.X, ds.y.astype(float)
+    gram = TokenGram(X)
+    form = KernelForm(X, gram)
+    rng = np.random.default_rng(0)
+    p = form.from_coefficients(0.3 * rng.standard_normal((8, 3)))
+    point = _with_gradient(form, evaluate_phi(form, y, p))
+    model = _sqp_model(form, point, R=1e6)  # inside the ball: mu = 0
+    assert model.mu == 0
+    errors, lengths = [], []
+    for t in (1e-5, 1e-4):
+        _, dc, value = model.step(t)
+        moved = evaluate_phi(form, y, p + dc.reshape(8, 3), support=point.vstep.alpha > 0)
+        assert np.array_equal(moved.vstep.alpha > 0, point.vstep.alpha > 0)
+        first_order = point.phi + form.inner(point.gradient, dc.reshape(8, 3))
+        assert moved.phi < point.phi  # the model's step decreases phi
+        assert abs(moved.phi - value) <= 1e-2 * abs(moved.phi - first_order)
+        errors.append(abs(moved.phi - value))
+        lengths.append(math.sqrt(form.inner(dc, dc)))
+    # third order: a step ~10x longer has an error ~1000x larger (a wrong second-order
+    # term would give ~100x)
+    assert errors[1] / errors[0] >= 0.3 * (lengths[1] / lengths[0]) ** 3
+
+
+def test_sqp_steps_converge_on_a_digits_instance_where_the_quasi_newton_descent_crawls():
+    # the support-aware SQP steps end at a first-order stationary point, lower than the
+    # quasi-Newton descent's 200 steps (which end far from it, asserted in the Newton test)
+    train, R, form, y, p0, quasi = _digits_case()
+    with single_threaded_blas():
+        sqp = descend(form, y, p0, R, sqp=True)
+    assert sqp.status == "local_optimal" and sqp.n_iter < 60
+    assert "projected gradient" in sqp.reason  # first-order stationary, not a stall
+    assert sqp.norm <= quasi.norm
+    assert sqp.point.vstep.min_margin >= 1 - 1e-7
+    rel, kkt = stationarity(train.X, y, *_dense(train.X, sqp), R)
+    assert rel <= 1e-5 and kkt <= 1e-6
+
+
+def test_sqp_descent_is_the_same_in_the_dense_and_the_kernel_form():
+    # the SQP model works in token coefficients; the dense form reaches them by least squares
+    train, _ = digits_train_test(20, 0.1, 2, 1002, lift=64, lift_seed=0)
+    X, y = train.X, train.y.astype(float)
+    R = 100 / math.sqrt(token_scale(X))
+    c0 = np.random.default_rng(1).standard_normal((20, 4))
+    runs = []
+    for form in (DenseForm(X), KernelForm(X, TokenGram(X))):
+        p0 = form.from_coefficients(c0)
+        runs.append(descend(form, y, p0 * (R / math.sqrt(form.inner(p0, p0))), R, sqp=True))
+    for run in runs:
+        assert run.status == "local_optimal" and "projected gradient" in run.reason
+    assert runs[0].norm == pytest.approx(runs[1].norm, rel=1e-7)

@@ -15,7 +15,7 @@ independently of the descent (:func:`stationarity`), seconds and the winning sta
 
 Usage::
 
-    .venv/bin/python benchmarks/minnorm_convergence.py [--variants quasi-Newton Newton]
+    .venv/bin/python benchmarks/minnorm_convergence.py [--variants quasi-Newton "SQP after 250"]
         [--n 20 40] [--seeds 0 1] [--no-paper]
 """
 
@@ -42,9 +42,11 @@ from margin_solver.minnorm import MinNormResult, solve_min_norm
 
 #: Descent options of each variant (``solve_min_norm(options=...)``).
 VARIANTS = {
-    "plain": {"memory": 0, "use_bb": False, "newton": False},
-    "quasi-Newton": {"newton": False},
-    "Newton": {"newton": True},
+    "plain": {"memory": 0, "use_bb": False, "newton": False, "sqp": False},
+    "quasi-Newton": {"newton": False, "sqp": False},
+    "Newton": {"newton": True, "sqp": False},
+    "SQP": {"sqp": True, "sqp_after": 0},
+    "SQP after 250": {"sqp": True, "sqp_after": 250},
 }
 
 # Margins within this of 1 count as active in the independent KKT check.
@@ -117,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print the table (markdown) on stdout."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS),
-                        default=["quasi-Newton", "Newton"])
+                        default=["quasi-Newton", "SQP after 250"])
     parser.add_argument("--n", nargs="+", type=int, help="digits cells with these n only")
     parser.add_argument("--seeds", nargs="+", type=int, help="digits cells with these seeds only")
     parser.add_argument("--no-paper", action="store_true", help="skip the paper's data")
