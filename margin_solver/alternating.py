@@ -583,6 +583,30 @@ class DescentRun:
         self.pg_history.append(pg_norm)
         return pg_norm
 
+    def stops_at(self, point: PhiPoint, pg_norm: float, R: float, gtol: float,
+                 deadline: float) -> bool:
+        """The tests every descent applies at an iterate before its next step: the time
+        limit (status ``"time_limit"``) and stationarity, ``||pg|| R / phi <= gtol``
+        (``"local_optimal"``). True, with the status and reason set, when the run stops."""
+        if time.perf_counter() > deadline:
+            self.status, self.reason = TIME_LIMIT, "stopped by the time limit"
+        elif pg_norm * R <= gtol * point.phi:
+            self.status = LOCAL_OPTIMAL
+            self.reason = f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
+        else:
+            return False
+        return True
+
+    def stalls(self, phis: list[float], rtol: float, window: int) -> bool:
+        """The stall test after an accepted step: phi (history ``phis``) decreased by less
+        than ``rtol`` (relative) over the last ``window`` steps; True, with status
+        ``"local_optimal"`` and the reason set, when the run stops."""
+        if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
+            self.status = LOCAL_OPTIMAL
+            self.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
+            return True
+        return False
+
 
 def descend(
     form: Form,
@@ -654,12 +678,7 @@ def descend(
         g = point.gradient
         pg = projected_gradient(form, point.p, g, R)
         pg_norm = run.record(point, norm(form, pg))
-        if time.perf_counter() > deadline:
-            run.status, run.reason = TIME_LIMIT, "stopped by the time limit"
-            break
-        if pg_norm * R <= gtol * point.phi:
-            run.status = LOCAL_OPTIMAL
-            run.reason = f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
+        if run.stops_at(point, pg_norm, R, gtol, deadline):
             break
         if last_move is not None:
             _remember(form, pairs, last_move, pg - last_pg, memory)
@@ -703,9 +722,7 @@ def descend(
         if bb_lambda is None and first_trial:
             step = min(2 * step, 2 * R)
         phis.append(point.phi)
-        if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
-            run.status = LOCAL_OPTIMAL
-            run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
+        if run.stalls(phis, rtol, window):
             break
     if len(run.norm_history) == run.n_iter:  # the last accepted iterate is not recorded yet
         run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))
@@ -769,12 +786,7 @@ def _sqp_descent(
     for it in range(run.n_iter, max_iter):
         pg_norm = run.record(point, norm(form, projected_gradient(form, point.p,
                                                                   point.gradient, R)))
-        if time.perf_counter() > deadline:
-            run.status, run.reason = TIME_LIMIT, "stopped by the time limit"
-            break
-        if pg_norm * R <= gtol * point.phi:
-            run.status = LOCAL_OPTIMAL
-            run.reason = f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
+        if run.stops_at(point, pg_norm, R, gtol, deadline):
             break
         model = _sqp_model(form, point, R)
         trial = None if model is None else _sqp_trial(form, y, point, model, R, run,
@@ -787,9 +799,7 @@ def _sqp_descent(
         point = _with_gradient(form, trial_point)
         run.point, run.n_iter = point, it + 1
         phis.append(point.phi)
-        if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
-            run.status = LOCAL_OPTIMAL
-            run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
+        if run.stalls(phis, rtol, window):
             break
     if len(run.norm_history) == run.n_iter:
         run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))

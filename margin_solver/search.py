@@ -90,7 +90,7 @@ from margin_solver.alternating import (
 )
 from margin_solver.kernel import softmax
 from margin_solver.realisable import Realiser, realisable_selections
-from margin_solver.results import LOCAL_OPTIMAL, MAX_ITER, TIME_LIMIT
+from margin_solver.results import LOCAL_OPTIMAL, MAX_ITER
 from margin_solver.selection import attention_svm, hard_selection_alternation, selection_svm
 from margin_solver.vstep import solve_trusted_vstep
 
@@ -236,18 +236,8 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
     while True:
         pg_norm = run.record(point, norm(form, projected_gradient(form, point.p,
                                                                   point.gradient, R)))
-        if pg_norm * R <= gtol * point.phi:
-            run.status = LOCAL_OPTIMAL
-            run.reason = f"projected gradient ||pg|| R / phi <= gtol={gtol:g}"
-            break
-        if len(phis) > window and phis[-1 - window] - phis[-1] <= rtol * phis[-1 - window]:
-            run.status = LOCAL_OPTIMAL
-            run.reason = f"phi decreased by less than rtol={rtol:g} (relative) in {window} steps"
-            break
-        if run.n_iter >= max_iter:
-            break
-        if time.perf_counter() > deadline:
-            run.status, run.reason = TIME_LIMIT, "stopped by the time limit"
+        if (run.stops_at(point, pg_norm, R, gtol, deadline) or run.stalls(phis, rtol, window)
+                or run.n_iter >= max_iter):
             break
         trial, lam = _polish_step(form, y, point, R, lam, run, vstep_solver)
         if trial is None:
