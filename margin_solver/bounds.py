@@ -56,6 +56,7 @@ from margin_solver.rbounds import finite_r_bound
 from margin_solver.results import (
     FAILED,
     INFEASIBLE,
+    MAX_ITER,
     OPTIMAL,
     TIME_LIMIT,
     ConvergenceWarning,
@@ -138,7 +139,9 @@ class LowerBoundResult(ResultMixin):
         ``"failed"`` (an SVM's engines all broke down: ``value`` is the trivial bound 0),
         ``"optimal"`` (the search finished: ``value`` is LB), ``"time_limit"`` (the
         branch-and-bound stopped at its time limit: ``value`` is the bound proven so far, a
-        valid lower bound but not LB) or ``"infeasible"`` (the search finished and no
+        valid lower bound but not LB), ``"max_iter"`` (finite R only: the box search
+        stopped after its budget of SVMs without progress, or with no node left to refine;
+        ``value`` is the bound proven so far) or ``"infeasible"`` (the search finished and no
         selection can be separated: P_R is infeasible for every R). docs/statuses.md.
     message : str
     method : str
@@ -411,6 +414,7 @@ def _finite_r(
                                      incumbent))
             methods.append("lagrangian")
             show(proven)
+        found = None
         if proven < incumbent * (1 - gap_tol):
             methods.append("bnb")
             found = finite_r_bound(H, y, T, R, incumbent=incumbent, time_limit=time_limit,
@@ -432,10 +436,12 @@ def _finite_r(
         message = (f"finite-R bound ({method}) within relative gap {gap:.3g} <= {gap_tol:.3g} "
                    f"of the best point found: bound {proven:.6g}, best {incumbent:.6g}")
     else:
-        status = TIME_LIMIT
-        message = (f"stopped ({method}, {nodes} SVMs) at the time limit or after "
-                   f"{_STALL_NODES} SVMs without progress; proven finite-R bound {proven:.6g}, "
-                   f"best point {incumbent:.6g} (relative gap {gap:.3g})")
+        # the box search ran whenever the gap was open, so its stop says why it stayed open
+        status = found.status if found is not None and found.status == TIME_LIMIT else MAX_ITER
+        why = ("at the time limit" if status == TIME_LIMIT else
+               f"after {_STALL_NODES} SVMs without progress (or no node left to refine)")
+        message = (f"stopped ({method}, {nodes} SVMs) {why}; proven finite-R bound "
+                   f"{proven:.6g}, best point {incumbent:.6g} (relative gap {gap:.3g})")
     return LowerBoundResult(proven, incumbent, selection, status, message, method, nodes,
                             time.perf_counter() - start, certified=status == OPTIMAL,
                             bound_kind=FINITE_R, R=R)

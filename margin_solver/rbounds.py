@@ -34,7 +34,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from margin_solver.progress import ProgressBar
-from margin_solver.results import FAILED, INFEASIBLE, OPTIMAL, TIME_LIMIT
+from margin_solver.results import FAILED, INFEASIBLE, MAX_ITER, OPTIMAL, TIME_LIMIT
 from margin_solver.selection import lifted_bounds
 from margin_solver.vstep import solve_vstep, solve_vstep_on_support
 
@@ -61,7 +61,9 @@ class FiniteRBound:
         Smallest ``||v||`` of a point (v, p) found feasible for P_R (inf when none).
     status : str
         ``"optimal"`` when ``(incumbent - value) / incumbent <= gap_tol``, ``"infeasible"``
-        when every node was pruned as infeasible, else ``"time_limit"``.
+        when every node was pruned as infeasible, ``"time_limit"`` when the time limit
+        stopped it, else ``"max_iter"`` (``stall_nodes`` SVMs without progress, or no node
+        left that can be refined).
     nodes : int
         SVMs solved.
     scores : ndarray of shape (n, T-1) or None
@@ -340,6 +342,8 @@ class _Search:
         self.floor = math.inf
         # smallest bound of a node left unrefined (its SVM failed, or nothing to split)
         self.stuck = math.inf
+        # why the search ended short of the gap: the clock, or its work without progress
+        self.stopped_by = MAX_ITER
 
     def closes(self, bound: float) -> bool:
         return bound >= self.incumbent * (1 - self.gap_tol)
@@ -394,6 +398,7 @@ class _Search:
                 break
             now = time.perf_counter()
             if now - start > time_limit:
+                self.stopped_by = TIME_LIMIT
                 break
             # progress counts only above the bound known from elsewhere
             proven = max(min([self.incumbent, self.floor, self.stuck, self.heap[0].bound]),
@@ -450,7 +455,7 @@ class _Search:
             return FiniteRBound(math.inf, math.inf, INFEASIBLE, self.nodes, None)
         value = min([self.incumbent, self.floor, self.stuck] + [nd.bound for nd in self.heap])
         gap = (self.incumbent - value) / self.incumbent if math.isfinite(self.incumbent) else math.inf
-        status = OPTIMAL if gap <= self.gap_tol else TIME_LIMIT
+        status = OPTIMAL if gap <= self.gap_tol else self.stopped_by
         return FiniteRBound(value, self.incumbent, status, self.nodes, self.best_scores)
 
     def split(self, node: _Node, margins: np.ndarray) -> bool:

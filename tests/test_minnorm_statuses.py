@@ -61,7 +61,7 @@ def test_a_bound_stopped_by_its_time_limit_does_not_certify():
     ds = PaperDistribution(d=d, T=4, snr=math.sqrt(0.5 / 30), eta=0.15).sample(30, seed=1)
     res = solve_min_norm(ds, R=3 / math.sqrt(d), certify=True, bound_time_limit=1.0)
     assert res.status == "local_optimal" and not res.certified
-    assert res.bound.status == "time_limit" and not res.bound.certified
+    assert res.bound.status in ("time_limit", "max_iter") and not res.bound.certified
     assert res.gap > DEFAULT_GAP_TOL
 
 

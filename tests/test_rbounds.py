@@ -13,6 +13,7 @@ from margin_solver.data import PaperDistribution
 from margin_solver.kernel import TokenGram
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.rbounds import finite_r_bound, score_difference_gram, vertex_attention
+from margin_solver.results import ConvergenceWarning
 from margin_solver.sdpbound import lagrangian_bound
 from margin_solver.validation import InvalidInputError
 from margin_solver.vstep import solve_vstep
@@ -242,7 +243,7 @@ def test_progress_bar_shows_the_gap(capsys):
     res = global_lower_bound(ds.X, ds.y, R=3 / math.sqrt(300), time_limit=1.0, progress=True)
     err = capsys.readouterr().err
     assert "lower bound (finite R)" in err and "gap=" in err
-    assert res.status in ("optimal", "time_limit")
+    assert res.status in ("optimal", "time_limit", "max_iter")
 
 
 def test_bad_arguments_with_r():
@@ -359,3 +360,18 @@ def test_linearised_bound_certifies_wine_tokens_at_small_r():
     res = global_lower_bound(X, y, R=0.1 / math.sqrt(6), gap_tol=1e-4)
     assert res.status == "optimal" and res.method == "hard-selection+linearised"
     assert res.gap <= 1e-4
+
+
+def test_a_finite_r_bound_that_stalls_says_so_not_time_limit():
+    # breast-cancer features cut into T = 4 tokens: the box search stops after its
+    # no-progress budget long before the 600 s limit; "time_limit" would be untrue
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    idx = np.concatenate([np.flatnonzero(y == 0)[:5], np.flatnonzero(y == 1)[:5]])
+    with pytest.warns(ConvergenceWarning, match="'max_iter'"):
+        res = global_lower_bound(X[idx, :24].reshape(10, 4, 6), np.where(y[idx] == 1, 1.0, -1.0),
+                                 R=0.05, time_limit=600)
+    assert res.status == "max_iter" and not res.certified
+    assert "without progress" in res.message and res.value < res.incumbent
