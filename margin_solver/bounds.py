@@ -139,9 +139,9 @@ class LowerBoundResult(ResultMixin):
         ``"failed"`` (an SVM's engines all broke down: ``value`` is the trivial bound 0),
         ``"optimal"`` (the search finished: ``value`` is LB), ``"time_limit"`` (the
         branch-and-bound stopped at its time limit: ``value`` is the bound proven so far, a
-        valid lower bound but not LB), ``"max_iter"`` (finite R only: the box search
-        stopped after its budget of SVMs without progress, or with no node left to refine;
-        ``value`` is the bound proven so far) or ``"infeasible"`` (the search finished and no
+        valid lower bound but not LB), ``"max_iter"`` (a budget of SVMs stopped it: LB's
+        ``max_nodes``, or the finite-R box search's SVMs without progress or no node left to
+        refine; ``value`` is the bound proven so far) or ``"infeasible"`` (the search finished and no
         selection can be separated: P_R is infeasible for every R). docs/statuses.md.
     message : str
     method : str
@@ -298,7 +298,7 @@ def trusted_lower_bound(
     the data already (:func:`margin_solver.minnorm.solve_min_norm`).
 
     Without ``R``: ``max_nodes`` also stops the branch-and-bound after that many SVMs (status
-    ``"time_limit"``; a budget that gives the same answer on a loaded and an idle machine),
+    ``"max_iter"``; a budget that gives the same answer on a loaded and an idle machine),
     and a list ``incumbents`` receives every selection (ndarray of shape (n,)) that became
     the best found, in order (the search for P_R's starts realises them all).
     """
@@ -629,6 +629,7 @@ def _branch_and_bound(
     root = search.solve(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     search.evaluate(root, np.ones((n, T), dtype=bool), 0.0)
     heap = search.heap
+    stopped_by = TIME_LIMIT
     while heap:
         if search.prunes(heap[0].bound):
             heap.clear()
@@ -636,12 +637,13 @@ def _branch_and_bound(
         if time.perf_counter() - start > time_limit:
             break
         if max_nodes is not None and search.nodes >= max_nodes:
+            stopped_by = MAX_ITER
             break
         if bar.throttle():
             _show_gap(bar, search, start, time_limit)
         search.branch(heapq.heappop(heap))
     _show_gap(bar, search, start, time_limit)
-    status = OPTIMAL if not heap else TIME_LIMIT
+    status = OPTIMAL if not heap else stopped_by
     return _finish(search.incumbent, search.proven(), status, "bnb", search.nodes, start,
                    search.failed)
 
@@ -699,8 +701,9 @@ def _finish(
     if status == OPTIMAL:
         message = f"LB solved exactly by {method} ({nodes} SVMs)"
     else:
+        why = "time limit reached" if status == TIME_LIMIT else "node budget reached"
         message = (
-            f"time limit reached after {nodes} SVMs; proven bound {bound:.6g}, best selection "
+            f"{why} after {nodes} SVMs; proven bound {bound:.6g}, best selection "
             f"{best.norm:.6g} (relative gap {(best.norm - bound) / best.norm:.3g})"
         )
     return LowerBoundResult(bound, best.norm, selection, status, message, method, nodes, elapsed,
