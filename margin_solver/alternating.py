@@ -82,7 +82,7 @@ from typing import Any
 
 from margin_solver.kernel import TokenGram, attended_features, softmax
 from margin_solver.results import INFEASIBLE, LOCAL_OPTIMAL, MAX_ITER, TIME_LIMIT
-from margin_solver.sqp import SQPModel
+from margin_solver.sqp import SQPModel, block_diagonal, score_blocks, support_tokens
 from margin_solver.validation import InvalidInputError, check_int, check_options
 from margin_solver.vstep import VStepResult, solve_trusted_vstep, solve_vstep_on_support
 
@@ -100,6 +100,7 @@ __all__ = [
     "project",
     "projected_gradient",
     "score_hessian",
+    "with_gradient",
 ]
 
 #: The descent's knobs and their defaults (the ``options`` of
@@ -300,7 +301,8 @@ def gradient_coefficients(form: Form, point: PhiPoint) -> np.ndarray:
     return -(point.vstep.alpha * point.y)[:, None] * s * (u - f)
 
 
-def _with_gradient(form: Form, point: PhiPoint) -> PhiPoint:
+def with_gradient(form: Form, point: PhiPoint) -> PhiPoint:
+    """``point`` with its envelope gradient of phi set (:func:`gradient_coefficients`)."""
     point.gradient = form.from_coefficients(gradient_coefficients(form, point))
     return point
 
@@ -378,14 +380,6 @@ def _line_search(
     return None, step, False
 
 
-def _block_diagonal(blocks: np.ndarray) -> np.ndarray:
-    """The (nT x nT) matrix with the (T x T) ``blocks`` (shape (n, T, T)) on its diagonal."""
-    n, T, _ = blocks.shape
-    out = np.zeros((n, T, n, T))
-    out[np.arange(n), :, np.arange(n), :] = blocks
-    return out.reshape(n * T, n * T)
-
-
 def score_hessian(form: Form, point: PhiPoint, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Hessian of phi in the scores of the support samples, at a fixed support.
 
@@ -415,10 +409,9 @@ def score_hessian(form: Form, point: PhiPoint, H: np.ndarray) -> tuple[np.ndarra
     n_s, T = s.shape
     m = n_s * T
     u = form.token_values(point.value_coefficients)[support]
-    f = np.sum(s * u, axis=1, keepdims=True)
-    tokens = (np.flatnonzero(support)[:, None] * T + np.arange(T)).reshape(-1)
+    tokens = support_tokens(support, T)
     H_s = H[np.ix_(tokens, tokens)]
-    D = np.einsum("it,tu->itu", s, np.eye(T)) - s[:, :, None] * s[:, None, :]
+    D, F = score_blocks(s, u)
     # rows of (U^T + S^T H E): u_i in block i, plus s_i^T H_{i., jr} e_jr
     rows = np.einsum("it,itk->ik", s, H_s.reshape(n_s, T, m)) * np.repeat(e, T)[None, :]
     rows.reshape(n_s, n_s, T)[np.arange(n_s), np.arange(n_s)] += u
@@ -426,12 +419,11 @@ def score_hessian(form: Form, point: PhiPoint, H: np.ndarray) -> tuple[np.ndarra
     K = form.feature_gram(point.attention)[np.ix_(support, support)]
     YW = y[:, None] * W
     first = YW.T @ np.linalg.solve(y[:, None] * K * y[None, :], YW)
-    F = np.einsum("it,tu->itu", u - f, np.eye(T)) - s[:, :, None] * u[:, None, :]
     EFD = e[:, None, None] * np.einsum("itu,iuv->itv", F, D)
     ED = e[:, None, None] * D
     EDH = np.einsum("itu,iujv->itjv", ED, H_s.reshape(n_s, T, n_s, T))
     EDHED = np.einsum("itjv,jvw->itjw", EDH, ED).reshape(m, m)
-    return first - _block_diagonal(EFD) - EDHED, tokens
+    return first - block_diagonal(EFD) - EDHED, tokens
 
 
 def _newton_step(form: Form, point: PhiPoint, R: float) -> np.ndarray | None:
@@ -654,7 +646,7 @@ def descend(
     if not point.feasible:
         run.status, run.reason = INFEASIBLE, point.vstep.message
         return run
-    point = _with_gradient(form, point)
+    point = with_gradient(form, point)
     if sqp and type(form) in (DenseForm, KernelForm):
         if sqp_after > 0:
             run = descend(form, y, p0, R, max_iter=min(sqp_after, max_iter), gtol=gtol,
@@ -713,7 +705,7 @@ def descend(
             run.status = LOCAL_OPTIMAL
             run.reason = "no step passes the Armijo test (a kink of phi or a stationary point)"
             break
-        previous, point = point, _with_gradient(form, trial)
+        previous, point = point, with_gradient(form, trial)
         same = np.array_equal(previous.vstep.alpha > 0, point.vstep.alpha > 0)
         stable = stable + 1 if same else 0
         run.point, run.n_iter = point, it + 1
@@ -796,7 +788,7 @@ def _sqp_descent(
             run.reason = "no SQP step decreases phi (a kink of phi or a stationary point)"
             break
         trial_point, t = trial
-        point = _with_gradient(form, trial_point)
+        point = with_gradient(form, trial_point)
         run.point, run.n_iter = point, it + 1
         phis.append(point.phi)
         if run.stalls(phis, rtol, window):

@@ -83,10 +83,10 @@ from margin_solver.alternating import (
     PhiPoint,
     descend,
     evaluate_phi,
-    gradient_coefficients,
     norm,
     project,
     projected_gradient,
+    with_gradient,
 )
 from margin_solver.kernel import softmax
 from margin_solver.realisable import Realiser, realisable_selections
@@ -228,7 +228,7 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
     passed (``"time_limit"``). ``point`` must be feasible. Other keywords (the quasi-Newton
     descent's knobs) are ignored.
     """
-    point.gradient = form.from_coefficients(gradient_coefficients(form, point))
+    point = with_gradient(form, point)
     run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
     run.count_fallbacks(point)
     lam = _POLISH_LAM0 * 2 * point.phi / R**2  # ||v||^2 / R^2: the two terms' scales
@@ -245,8 +245,7 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
             run.reason = (f"no linearised step decreases phi ({POLISH_MAX_FAILS} trust-region "
                           "contractions in a row)")
             break
-        point = trial
-        point.gradient = form.from_coefficients(gradient_coefficients(form, point))
+        point = with_gradient(form, trial)
         run.point, run.n_iter = point, run.n_iter + 1
         phis.append(point.phi)
     run.reason = f"nearly hard attention, linearised SVM steps: {run.reason}"
@@ -270,9 +269,9 @@ def _polish_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float, run
 
 
 def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
-                     vstep_solver: str) -> np.ndarray | None:
-    """The p of one step of :func:`hard_polish` with weight ``lam``; None when its SVM has
-    no solution."""
+                     vstep_solver: str) -> tuple[np.ndarray | None, float]:
+    """The p of one step of :func:`hard_polish` with weight ``lam`` and the model's phi
+    there; ``(None, nan)`` when its SVM has no solution."""
     s, p = point.attention, point.p
     u = form.token_values(point.value_coefficients)
     f = np.sum(s * u, axis=1, keepdims=True)

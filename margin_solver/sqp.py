@@ -34,7 +34,31 @@ from scipy.linalg import lu_factor, lu_solve
 from margin_solver.validation import InvalidInputError
 from margin_solver.vstep import _ldp, _VStepData, symmetric_eigh
 
-__all__ = ["SQPModel"]
+__all__ = ["SQPModel", "block_diagonal", "score_blocks", "support_tokens"]
+
+
+def block_diagonal(blocks: np.ndarray) -> np.ndarray:
+    """The (kT x kT) matrix with the (T x T) ``blocks`` (shape (k, T, T)) on its diagonal."""
+    k, T, _ = blocks.shape
+    out = np.zeros((k, T, k, T))
+    out[np.arange(k), :, np.arange(k), :] = blocks
+    return out.reshape(k * T, k * T)
+
+
+def support_tokens(support: np.ndarray, T: int) -> np.ndarray:
+    """Flat indices (in the nT token order) of the tokens of the samples in ``support``."""
+    return (np.flatnonzero(support)[:, None] * T + np.arange(T)).reshape(-1)
+
+
+def score_blocks(s: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-sample blocks of phi's second derivatives in the scores, shape (k, T, T) each:
+    the softmax Jacobian ``D_i = diag(s_i) - s_i s_i^T`` and ``F_i = diag(u_i - f_i) -
+    s_i u_i^T`` (``f_i = s_i^T u_i``), for attentions ``s`` and token values ``u``."""
+    eye = np.eye(s.shape[1])
+    f = np.sum(s * u, axis=1, keepdims=True)
+    D = s[:, :, None] * eye - s[:, :, None] * s[:, None, :]
+    F = (u - f)[:, :, None] * eye - s[:, :, None] * u[:, None, :]
+    return D, F
 
 
 class SQPModel:
@@ -72,11 +96,9 @@ class SQPModel:
         beta = s * (u - f)  # D_i u_i: how the margin of sample i moves with its scores
         e = alpha * y
         support = alpha > 0
-        self.tokens = (np.flatnonzero(support)[:, None] * T + np.arange(T)).reshape(-1)
-        ss, us, fs, es = s[support], u[support], f[support], e[support]
-        eye = np.eye(T)
-        D = ss[:, :, None] * eye - ss[:, :, None] * ss[:, None, :]
-        F = (us - fs)[:, :, None] * eye - ss[:, :, None] * us[:, None, :]
+        self.tokens = support_tokens(support, T)
+        es = e[support]
+        D, F = score_blocks(s[support], u[support])
         # block-diagonal (support tokens) parts of C and P, kept as (k, T, T) blocks
         self.N_blocks = -es[:, None, None] * D
         Pb = -es[:, None, None] * (F @ D)
@@ -89,7 +111,7 @@ class SQPModel:
         # by the ratio test alone (docs/theory.md, "Support-aware SQP step", measured)
         NHN = np.einsum("itu,iujv,jvw->itjw", self.N_blocks, H_ss.reshape(k, T, k, T),
                         self.N_blocks, optimize=True).reshape(k * T, k * T)
-        self.W = _psd_part(self._block(self.Ps_blocks) - NHN)
+        self.W = _psd_part(block_diagonal(self.Ps_blocks) - NHN)
         # constraint rows (coefficient vectors, block i for sample i): w-part y_i s_i and
         # dp-part y_i D_i u_i; the last row is the ball's, -c in the dp-part
         self.Gw = np.zeros((n * T, n + 1))
@@ -112,12 +134,6 @@ class SQPModel:
         self.HGw[:, :n] = np.einsum("ait,it->ai", H3, y[:, None] * s)
         self.HGq[:, :n] = np.einsum("ait,it->ai", H3, y[:, None] * beta)
         self.HGq[:, n] = -self.Hc
-
-    def _block(self, blocks: np.ndarray) -> np.ndarray:
-        k = blocks.shape[0]
-        out = np.zeros((k, self.T, k, self.T))
-        out[np.arange(k), :, np.arange(k), :] = blocks
-        return out.reshape(k * self.T, k * self.T)
 
     def _apply_blocks(self, blocks: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Coefficients of ``B x`` for B block-diagonal on the support tokens (blocks of shape

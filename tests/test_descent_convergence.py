@@ -11,7 +11,7 @@ from margin_solver.alternating import (
     DenseForm,
     KernelForm,
     _sqp_model,
-    _with_gradient,
+    with_gradient,
     descend,
     evaluate_phi,
     score_hessian,
@@ -42,11 +42,11 @@ def test_score_hessian_matches_finite_differences_of_the_gradient(form_name):
     form = KernelForm(X, gram) if form_name == "kernel" else DenseForm(X)
     rng = np.random.default_rng(0)
     p = form.from_coefficients(0.3 * rng.standard_normal((8, 3)))
-    point = _with_gradient(form, evaluate_phi(form, y, p))
+    point = with_gradient(form, evaluate_phi(form, y, p))
     J, tokens = score_hessian(form, point, gram.H)
     assert np.allclose(J, J.T, rtol=1e-10, atol=1e-12 * np.abs(J).max())
     dc = 1e-6 * rng.standard_normal((8, 3))
-    moved = _with_gradient(form, evaluate_phi(form, y, p + form.from_coefficients(dc),
+    moved = with_gradient(form, evaluate_phi(form, y, p + form.from_coefficients(dc),
                                              support=point.vstep.alpha > 0))
     assert np.array_equal(moved.vstep.alpha > 0, point.vstep.alpha > 0)
     # the gradient as a vector of R^d in both forms
@@ -118,7 +118,7 @@ def test_sqp_model_predicts_phi_to_second_order():
     form = KernelForm(X, gram)
     rng = np.random.default_rng(0)
     p = form.from_coefficients(0.3 * rng.standard_normal((8, 3)))
-    point = _with_gradient(form, evaluate_phi(form, y, p))
+    point = with_gradient(form, evaluate_phi(form, y, p))
     model = _sqp_model(form, point, R=1e6)  # inside the ball: mu = 0
     assert model.mu == 0
     errors, lengths = [], []
