@@ -109,9 +109,9 @@ from margin_solver.results import (
 )
 from margin_solver.results import Renamed, renamed
 from margin_solver.search import (
-    HARD_LEAK,
     RETIRE_RTOL,
     hard_descend,
+    nearly_hard,
     settled_run,
     settled_value,
 )
@@ -662,17 +662,13 @@ def _run_starts(
                     hard_descend(form, H, y, T, p0, R, best, **descent) if hard
                     else descend(form, y, p0, R, **descent))
                 start_norms[name] = run.norm
-                if settled is not None and _nearly_hard(run):
+                if settled is not None and nearly_hard(run.point.attention):
                     # a later start on the selection this polish ended on ends here too
                     seen.setdefault(_key(np.argmax(run.point.attention, axis=1)), name)
                 logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
                             run.reason, run.n_iter)
         bar.update(1, start=name, best=f"{min(start_norms.values(), default=math.inf):.6g}")
     return runs, start_norms
-
-
-def _nearly_hard(run: DescentRun) -> bool:
-    return bool(np.min(np.max(run.point.attention, axis=1)) >= 1 - HARD_LEAK)
 
 
 def _key(selection) -> tuple[int, ...]:

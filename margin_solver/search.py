@@ -96,8 +96,8 @@ from margin_solver.vstep import solve_trusted_vstep
 
 __all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "POLISH_MAX_FAILS",
            "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "RETIRE_RTOL", "PenalisedForm",
-           "hard_descend", "hard_polish", "hard_value", "search_starts", "settled_run",
-           "settled_value"]
+           "hard_descend", "hard_polish", "hard_value", "nearly_hard", "search_starts",
+           "settled_run", "settled_value"]
 
 #: Every family of starts :func:`search_starts` knows (``"random"``: more random starts,
 #: alternately on the sphere and inside the ball).
@@ -136,6 +136,12 @@ _POLISH_LAM0 = 0.1
 REALISABLE_MAX_SAMPLES = 32
 
 
+def nearly_hard(attention: np.ndarray) -> bool:
+    """Whether every sample leaves at most :data:`HARD_LEAK` of its attention (rows of
+    ``attention``, shape (n, T)) off its most attended token."""
+    return bool(np.min(np.max(attention, axis=1)) >= 1 - HARD_LEAK)
+
+
 def hard_value(H: np.ndarray, y: np.ndarray, T: int, attention: np.ndarray) -> float | None:
     """SVM norm of the selection that ``attention`` nearly hard-selects, else None.
 
@@ -157,7 +163,7 @@ def hard_value(H: np.ndarray, y: np.ndarray, T: int, attention: np.ndarray) -> f
         :data:`HARD_LEAK` of its attention off that token; None when some sample leaves more,
         or when no v separates that selection.
     """
-    if np.min(np.max(attention, axis=1)) < 1 - HARD_LEAK:
+    if not nearly_hard(attention):
         return None
     svm = selection_svm(H, y, T, np.argmax(attention, axis=1))
     return svm.norm if svm.feasible else None
@@ -184,7 +190,7 @@ def settled_run(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: f
     others ignored).
     """
     p0 = project(form, p0, R)
-    if np.min(np.max(softmax(form.scores(p0)), axis=1)) < 1 - HARD_LEAK:
+    if not nearly_hard(softmax(form.scores(p0))):
         return None  # soft attention: decided before any v-step
     point = evaluate_phi(form, y, p0, vstep_solver)
     if not point.feasible:
