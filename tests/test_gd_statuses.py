@@ -99,8 +99,12 @@ def test_exact_scaled_steps_that_raise_the_loss_are_diverged(name):
 
 def test_constant_schedule_that_ends_above_its_start_is_diverged():
     X, y = REAL["digits"]
-    res, caught = run_warned(X, y, schedule="constant", step_size=default_step_sizes(X)[0])
-    assert res.loss > math.log(2)  # measured 0.86 after 1000 steps of the scaled size
+    # Three steps, not 1000: after 1000 steps of this size the loss is chaotic and its end
+    # depends on the BLAS (0.86 on one machine, 0.46 on another); after three it is 3.6.
+    res, caught = run_warned(
+        X, y, schedule="constant", step_size=default_step_sizes(X)[0], steps=3
+    )
+    assert res.loss > math.log(2)
     assert res.status == "diverged" and len(caught) == 1 and "rose from" in res.message
 
 
