@@ -12,27 +12,7 @@ from margin_solver.kernel import TokenGram
 from margin_solver.linbound import linearised_bound
 from margin_solver.minnorm import solve_min_norm
 from margin_solver.vstep import solve_vstep
-
-
-def _softmax(scores):
-    scores = scores - scores.max(axis=-1, keepdims=True)
-    w = np.exp(scores)
-    return w / w.sum(axis=-1, keepdims=True)
-
-
-def _p_r_upper(X, y, R, rng, n_points):
-    """min of the v-step norm over random points of the ball (on the sphere and inside): an
-    upper estimate of P_R."""
-    d = X.shape[2]
-    points = rng.standard_normal((n_points, d))
-    points /= np.linalg.norm(points, axis=1, keepdims=True)
-    points *= np.where(np.arange(n_points) % 2 == 0, R, R * rng.random(n_points) ** (1 / d))[:, None]
-    best = math.inf
-    for p in points:
-        res = solve_vstep(np.einsum("itd,it->id", X, _softmax(X @ p)), y, "ldp")
-        if res.success:
-            best = min(best, res.norm)
-    return best
+from test_rbounds import _softmax, exhaustive_p_r
 
 
 def test_softmax_second_order_expansion_leaves_the_stated_third_order_remainder():
@@ -66,7 +46,7 @@ def test_linearised_bound_is_below_random_points_of_the_ball(seed, T, R):
     uniform = solve_vstep(X.mean(axis=1), y, "ldp")  # seeds where uniform attention separates
     assert uniform.success
     bound = linearised_bound(TokenGram(X).H, y, T, R, uniform.alpha)
-    upper = min(_p_r_upper(X, y, R, rng, 300), solve_min_norm(X, y, R=R).norm)
+    upper = min(exhaustive_p_r(X, y, R, rng, n_points=300, n_polish=0), solve_min_norm(X, y, R=R).norm)
     assert 0 < bound <= upper * (1 + 1e-9)
 
 
@@ -94,7 +74,7 @@ def test_cancer_tokens_t3_certified_at_small_r_by_the_linearised_bound():
     R = 0.1 / math.sqrt(10)
     res = global_lower_bound(X, y, R=R, gap_tol=1e-4)
     assert res.status == "optimal" and res.method == "hard-selection+linearised"
-    assert res.value <= _p_r_upper(X, y, R, np.random.default_rng(0), 200) * (1 + 1e-9)
+    assert res.value <= exhaustive_p_r(X, y, R, np.random.default_rng(0), n_points=200, n_polish=0) * (1 + 1e-9)
 
 
 @pytest.mark.filterwarnings("ignore::margin_solver.results.ConvergenceWarning")  # not closed
@@ -103,7 +83,7 @@ def test_wine_tokens_t3_bound_below_restarts_and_within_one_percent():
     R = 0.1 / math.sqrt(4)
     n, T, _ = X.shape
     res = global_lower_bound(X, y, R=R, gap_tol=1e-4, time_limit=5)
-    upper = _p_r_upper(X, y, R, np.random.default_rng(0), 200)
+    upper = exhaustive_p_r(X, y, R, np.random.default_rng(0), n_points=200, n_polish=0)
     assert res.value <= min(upper, res.incumbent) * (1 + 1e-9)
     # the linearised bound alone: 4.90 (gap 0.024) before the second-order term was kept
     means = np.full((n, T), 1 / T)
