@@ -100,7 +100,8 @@ class _Linearised:
         M_along = R * np.linalg.norm(np.einsum("rs,iks->ikr", M, self.directions), axis=2)
         # (q_i's weights are known, so its terms keep one weight per direction; r_i's are not)
         weights = 2 * (alpha * self.coef * (np.abs(b_along) + M_along).max(axis=1))[:, None]
-        weights = weights + 2 * self.quad * (alpha[:, None] * M_along + (alpha * self.y)[:, None] * b_along)
+        weights = weights + 2 * self.quad * (alpha[:, None] * M_along
+                                             + (alpha * self.y)[:, None] * b_along)
         cross = self.form(weights)
         # ||w||^2 <= ||b + M p||^2 + 2 <b + M p, E> + ||E||^2: the first two over the ball at once
         top = _quadratic_max(M @ M + cross, M @ b, float(b @ b), R)
