@@ -1,0 +1,78 @@
+"""A new user's pass off the paper's distribution: messages that say what is true.
+
+Each test pins a defect found by running the public entry points on data the paper does not
+model (duplicated samples with opposite labels, a check without R).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from margin_solver import ConvergenceWarning
+from margin_solver.cli import main
+from margin_solver.data import Dataset
+from margin_solver.gd import gradient_descent
+from margin_solver.theory import check_conditions
+
+
+@pytest.fixture(scope="module")
+def twins() -> Dataset:
+    """Ten random samples plus copies of samples 0 and 1 with the opposite labels: no (v, p)
+    interpolates them."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((10, 2, 5))
+    y = np.where(rng.random(10) < 0.5, 1, -1)
+    return Dataset(np.concatenate([X, X[:2, ::-1]]), np.concatenate([y, -y[:2]]))
+
+
+def test_check_without_R_shows_the_radius_row_as_infinite(twins, tmp_path, capsys):
+    report = check_conditions(twins, method="min-norm")
+    row = report.condition("attention_radius")
+    assert row.value == np.inf and row.holds is True
+    assert "R = infinity" in row.note
+    line = next(s for s in str(report).splitlines() if s.startswith("attention_radius"))
+    assert line.split()[1] == "inf"
+    with_R = check_conditions(twins, method="min-norm", R=0.01).condition("attention_radius")
+    assert np.isfinite(with_R.value) and with_R.holds is False
+    # The JSON stays strict: the infinite value is null there, the note says why.
+    path = tmp_path / "twins.npz"
+    twins.save(path)
+    assert main(["check", str(path), "--json", str(tmp_path / "r.json")]) == 0
+    capsys.readouterr()
+    rows = json.loads((tmp_path / "r.json").read_text())["conditions"]
+    saved = next(r for r in rows if r["name"] == "attention_radius")
+    assert saved["value"] is None and saved["holds"] is True and "R = infinity" in saved["note"]
+
+
+@pytest.mark.parametrize("schedule", ["two-step", "constant"])
+def test_gd_on_unfittable_data_does_not_blame_the_optimiser(twins, schedule):
+    # Two steps that leave labels unfitted end `not_fitted` and warn; 50 constant steps are
+    # `completed` (they did what they set out to do) and must not warn.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        steps = {} if schedule == "two-step" else {"steps": 50}
+        res = gradient_descent(twins, schedule=schedule, **steps)
+    assert len(caught) == (schedule == "two-step")
+    assert res.status == ("not_fitted" if schedule == "two-step" else "completed")
+    assert res.min_margin <= 0
+    assert "No model interpolates these data: samples 0 and 10" in res.message
+    assert "(2 such pairs)" in res.message
+    assert "failure of the optimiser" not in res.message
+    assert "may fit" not in res.message
+
+
+def test_gd_not_fitted_on_fittable_data_keeps_the_optimiser_note():
+    # The same samples without the twins can be fitted: two steps that do not fit them are
+    # the optimiser's failure, and the message says so (nothing about unfittable data).
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((10, 2, 5))
+    y = np.where(rng.random(10) < 0.5, 1, -1)
+    with pytest.warns(ConvergenceWarning):
+        res = gradient_descent(X, y, beta0=1e-6, beta1=1e-6)
+    assert res.status == "not_fitted"
+    assert "failure of the optimiser" in res.message
+    assert "No model interpolates" not in res.message
