@@ -76,3 +76,32 @@ def test_gd_not_fitted_on_fittable_data_keeps_the_optimiser_note():
     assert res.status == "not_fitted"
     assert "failure of the optimiser" in res.message
     assert "No model interpolates" not in res.message
+
+
+@pytest.mark.parametrize(
+    "verb, option, name",
+    [("solve", "--json", "mine.json"), ("check", "--json", "notes.txt"),
+     ("gd", "--json", "mine.json"), ("gd", "--plot", "photo.png")],
+)
+def test_cli_refuses_to_overwrite_a_file_it_did_not_write(
+    twins, tmp_path, capsys, verb, option, name
+):
+    data = tmp_path / "twins.npz"
+    twins.save(data)
+    foreign = tmp_path / name
+    foreign.write_bytes(b'{"v": [1.0], "p": [0.0]}\n' if name.endswith(".json") else b"mine\n")
+    before = foreign.read_bytes()
+    extra = ["--R", "1", "--no-progress"] if verb == "solve" else []
+    assert main([verb, str(data), option, str(foreign), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "was not written by margin-solver" in err
+    assert foreign.read_bytes() == before
+    # A file this tool wrote is replaced on the next run (same command twice).
+    own = tmp_path / ("own" + (".png" if option == "--plot" else ".json"))
+    for _ in range(2):
+        assert main([verb, str(data), option, str(own), *extra]) != 2
+    capsys.readouterr()
+    if own.suffix == ".json":
+        assert json.loads(own.read_text())["written_by"].startswith("margin-solver")
+    else:
+        assert b"margin-solver" in own.read_bytes()
