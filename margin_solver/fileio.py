@@ -75,6 +75,9 @@ def check_output_path(path: str | os.PathLike) -> Path:
 #: so that a later run may replace them and never a file someone else made.
 WRITTEN_BY = "margin-solver"
 
+#: :data:`WRITTEN_BY` with the version, the value the outputs carry.
+WRITER = f"{WRITTEN_BY} {__version__}"
+
 
 def written_by_us(path: str | os.PathLike) -> bool:
     """Whether the regular file ``path`` is one of this package's outputs: a JSON object
@@ -173,5 +176,5 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
         obj = obj.to_dict()
     obj = to_jsonable(obj)
     if isinstance(obj, dict):  # marks the file as ours: a later run may replace it
-        obj = {**obj, "written_by": f"{WRITTEN_BY} {__version__}"}
+        obj = {**obj, "written_by": WRITER}
     return atomic_write_text(path, json.dumps(obj, indent=2) + "\n")

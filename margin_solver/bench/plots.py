@@ -18,8 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from margin_solver.bench.style import OKABE_ITO, figure_style, figure_target, text_colour_on
-from margin_solver._version import __version__
-from margin_solver.fileio import WRITTEN_BY, atomic_write
+from margin_solver.fileio import WRITER, atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -268,8 +267,7 @@ def save_figure(fig: Figure, path: str | os.PathLike, dpi: int = DPI) -> Path:
     """
     target, fmt = figure_target(path)
     # The creator's name marks the file as ours (fileio.written_by_us): a later run may replace it.
-    creator = f"{WRITTEN_BY} {__version__} (Matplotlib)"
-    metadata = {**_NO_DATE.get(fmt, {}), _CREATOR_KEY[fmt]: creator}
+    metadata = {**_NO_DATE.get(fmt, {}), _CREATOR_KEY[fmt]: f"{WRITER} (Matplotlib)"}
 
     def write(fh) -> None:
         with figure_style():
