@@ -15,6 +15,9 @@ import pytest
 from margin_solver import ConvergenceWarning
 from margin_solver.bounds import global_lower_bound
 from margin_solver.cli import main
+from margin_solver.compare import compare
+from margin_solver.minnorm import solve_min_norm
+from margin_solver.validation import InvalidInputError
 from margin_solver.data import Dataset
 from margin_solver.gd import gradient_descent
 from margin_solver.theory import check_conditions
@@ -120,3 +123,12 @@ def test_finite_r_bound_does_not_call_near_duplicates_the_same_tokens(twins):
     assert global_lower_bound(*near).status == "optimal"  # LB: a selection separates them
     exact = global_lower_bound(twins.X, twins.y, R=1.0, time_limit=1.0)
     assert exact.status == "infeasible" and "samples 0 and 10 have the same tokens" in exact.message
+
+
+def test_compare_names_the_status_of_a_result_without_a_point(twins):
+    with pytest.warns(ConvergenceWarning):
+        none = solve_min_norm(twins, R=1.0)
+    gd = gradient_descent(twins, schedule="constant", steps=5)
+    with pytest.raises(InvalidInputError, match=r"has no dense v and p \(status 'infeasible': "
+                       r"proven infeasible: samples 0 and 10"):
+        compare(none, gd, twins)
