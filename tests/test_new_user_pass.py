@@ -132,3 +132,12 @@ def test_compare_names_the_status_of_a_result_without_a_point(twins):
     with pytest.raises(InvalidInputError, match=r"has no dense v and p \(status 'infeasible': "
                        r"proven infeasible: samples 0 and 10"):
         compare(none, gd, twins)
+
+
+def test_bench_out_that_is_a_file_is_one_clear_line(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    assert main(["bench", "--tiny", "--only", "speed", "--out", str(notes), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "notes.txt exists and is not a directory" in err and "\n" not in err
+    assert notes.read_text() == "mine\n"
