@@ -48,7 +48,7 @@ import numpy as np
 
 from margin_solver.alternating import KernelForm, descend
 from margin_solver.blas import single_threaded_blas
-from margin_solver.kernel import TokenGram
+from margin_solver.kernel import TokenGram, conflicting_pairs
 from margin_solver.linbound import MAX_TOKENS as LINEARISED_MAX_TOKENS
 from margin_solver.linbound import linearised_bound
 from margin_solver.progress import ProgressBar
@@ -360,11 +360,14 @@ def _finite_r(
         realised = [best_tokens(margins0)] + ([hard_tokens] if hard_tokens is not None else [])
         incumbent, selection = _descent_incumbent(X, H, y, R, realised, zero=True)
         methods = [HARD_SELECTION]
-        clash = _equal_samples_opposite_labels(H, y, T)
-        if clash is not None:
+        # Compared exactly on X: the Gram matrix cannot tell tokens 1e-9 apart (its squared
+        # distances carry rounding of eps ||x||^2), and such samples can be interpolated.
+        clash = conflicting_pairs(X, y)
+        if clash:
+            i, j = clash[0]
             return LowerBoundResult(
                 math.inf, math.inf, None, INFEASIBLE,
-                f"infeasible: samples {clash[0]} and {clash[1]} have the same tokens and "
+                f"infeasible: samples {i} and {j} have the same tokens (in some order) and "
                 "opposite labels, so every p gives them the same feature", HARD_SELECTION, 0,
                 time.perf_counter() - start, certified=True, bound_kind=FINITE_R, R=R)
         lb_selection = None
@@ -488,21 +491,6 @@ def _descent_incumbent(
         if run.point.feasible and run.norm < best:
             best, selection = run.norm, np.argmax(run.point.attention, axis=1)
     return best, selection
-
-
-def _equal_samples_opposite_labels(
-    H: np.ndarray, y: np.ndarray, T: int
-) -> tuple[int, int] | None:
-    """Two samples whose tokens agree one by one (squared distance below 100 eps of their
-    squared norms, as :mod:`margin_solver.vstep` tells equal features) with opposite labels."""
-    n = len(y)
-    sq = np.diag(H).reshape(n, T)
-    H4 = H.reshape(n, T, n, T)
-    cross = np.einsum("itjt->ijt", H4)
-    dist = sq[:, None, :] + sq[None, :, :] - 2 * cross
-    same = (dist <= 100 * np.finfo(np.float64).eps * (sq[:, None, :] + sq[None, :, :])).all(axis=2)
-    clash = np.argwhere(np.triu(same & (y[:, None] != y[None, :]), k=1))
-    return (int(clash[0, 0]), int(clash[0, 1])) if clash.size else None
 
 
 def _enumerate(
