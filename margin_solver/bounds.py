@@ -360,9 +360,10 @@ def _finite_r(
         realised = [best_tokens(margins0)] + ([hard_tokens] if hard_tokens is not None else [])
         incumbent, selection = _descent_incumbent(X, H, y, R, realised, zero=True)
         methods = [HARD_SELECTION]
-        # Compared exactly on X: the Gram matrix cannot tell tokens 1e-9 apart (its squared
-        # distances carry rounding of eps ||x||^2), and such samples can be interpolated.
-        clash = conflicting_pairs(X, y)
+        # Confirmed exactly on X (the Gram matrix only screens): it cannot tell tokens 1e-9
+        # apart (its squared distances carry rounding of eps ||x||^2), and such samples can
+        # be interpolated.
+        clash = conflicting_pairs(X, y, H)
         if clash:
             i, j = clash[0]
             return LowerBoundResult(
