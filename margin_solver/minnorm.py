@@ -34,7 +34,8 @@ show the landscape is rugged (a start where no v interpolates, or final norms mo
 ``SPREAD_RTOL`` apart), up to ``search_starts`` further starts from
 :mod:`margin_solver.search` (selections of small SVM norm or their nearest realisable ones,
 the best selections some p realises, continuation in R with a penalised v-step, more random
-starts), stopping as soon as the gap
+starts; then, up to 32 samples, the best of a screen of many starts by a few descent steps
+each), stopping as soon as the gap
 to the bound closes. Uncertified, the bound that may close it is LB's branch-and-bound, whose
 selections are also the search's first starts; above ``SCREEN_MIN_SAMPLES`` samples, when the
 best first start is already above the SVM norm of its first incumbent (so its bound cannot
@@ -425,7 +426,10 @@ def solve_min_norm(
         d <= n T, or when the first starts disagree (finite norms more than ``SPREAD_RTOL``
         apart, or a start where no v interpolates), else none; when they disagree only in
         norm, n > ``SCREEN_MIN_SAMPLES`` and the best is nearly hard at its selection's SVM
-        norm, a screen of selections by SVM norm. 0 turns the search off.
+        norm, a screen of selections by SVM norm. Up to ``REALISABLE_MAX_SAMPLES`` samples
+        (32), when these leave the gap to the bound open, :data:`margin_solver.search.SCREEN_TOP`
+        more: the best of a screen of many starts by a few descent steps each
+        (:mod:`margin_solver.search`, ``screen_k``). 0 turns the search off.
 
     Returns
     -------
