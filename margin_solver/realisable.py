@@ -49,7 +49,6 @@ from margin_solver.selection import (
     selection_svm,
     token_margins,
 )
-from margin_solver.validation import check_int
 
 __all__ = ["REALISABLE_TOL", "Realiser", "realisable_selections"]
 
@@ -220,7 +219,8 @@ def realisable_selections(
     """
     n = len(y)
     realiser = Realiser(H, T) if realiser is None else realiser
-    check_int(keep, "keep", 1)
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
     sq_norms = np.diag(H).reshape(n, T)
     svms = 0
     kept: list[tuple[float, bytes]] = []  # max-heap (negated norms) of the kept selections

@@ -74,6 +74,12 @@ def test_kept_selections_are_the_best_realisable_ones(kind, T, d, seed):
     assert kept == pytest.approx(everything[:keep], rel=1e-9)
 
 
+def test_keep_must_be_positive():
+    X, y, H = small("gaussian", 2, 2, 1)
+    with pytest.raises(ValueError, match="keep"):
+        next(realisable_selections(H, y, 2, keep=0))
+
+
 def test_least_distance_decisions_agree_with_the_linear_program():
     X, y, H = small("integer", 3, 2, 5)  # integer tokens: ties and identical tokens
     realiser, reference = Realiser(H, 3), Realiser(H, 3)
