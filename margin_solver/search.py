@@ -446,6 +446,7 @@ def search_starts(
     max_starts: int = 8,
     time_limit: float = math.inf,
     gap_rtol: float = 1e-9,
+    screen_gap_rtol: float | None = None,
     rng: np.random.Generator | None = None,
     ideas: tuple[str, ...] | None = None,
     options: dict | None = None,
@@ -485,6 +486,9 @@ def search_starts(
         Seconds; no new start begins after it.
     gap_rtol : float, default=1e-9
         Relative gap at which the search stops.
+    screen_gap_rtol : float, optional
+        Relative gap ``(norm - lower_bound) / norm`` at which the screen is not begun
+        (``gap_rtol`` when omitted): e.g. the gap that certifies the answer.
     rng : numpy.random.Generator, optional
         Randomness of the random value vectors, directions and hops.
     ideas : tuple of str, optional
@@ -526,9 +530,9 @@ def search_starts(
     retired = set(retired)
     done = 0
 
-    def closed() -> bool:
+    def closed(rtol: float = gap_rtol) -> bool:
         return best is not None and lower_bound is not None and \
-            best.norm <= lower_bound * (1 + gap_rtol)
+            best.norm - lower_bound <= rtol * best.norm
 
     while active and done < max_starts and time.perf_counter() < deadline:
         if closed():
@@ -552,7 +556,7 @@ def search_starts(
         yield name, run
         if all(name in retired for name in active):
             return  # every family ended far above the best: the screen is not tried either
-    if "screen" not in ideas or closed():
+    if "screen" not in ideas or closed(gap_rtol if screen_gap_rtol is None else screen_gap_rtol):
         return
     for name, run in _screen_starts(context, deadline):
         if run.point.feasible and (best is None or run.norm < best.norm):
