@@ -34,7 +34,8 @@ show the landscape is rugged (a start where no v interpolates, or final norms mo
 ``SPREAD_RTOL`` apart), up to ``search_starts`` further starts from
 :mod:`margin_solver.search` (selections of small SVM norm or their nearest realisable ones,
 the best selections some p realises, continuation in R with a penalised v-step, more random
-starts), stopping as soon as the gap
+starts; then, up to 32 samples, the best of a screen of many starts by a few descent steps
+each), stopping as soon as the gap
 to the bound closes. Uncertified, the bound that may close it is LB's branch-and-bound, whose
 selections are also the search's first starts; above ``SCREEN_MIN_SAMPLES`` samples, when the
 best first start is already above the SVM norm of its first incumbent (so its bound cannot
@@ -425,7 +426,10 @@ def solve_min_norm(
         d <= n T, or when the first starts disagree (finite norms more than ``SPREAD_RTOL``
         apart, or a start where no v interpolates), else none; when they disagree only in
         norm, n > ``SCREEN_MIN_SAMPLES`` and the best is nearly hard at its selection's SVM
-        norm, a screen of selections by SVM norm. 0 turns the search off.
+        norm, a screen of selections by SVM norm. Up to ``REALISABLE_MAX_SAMPLES`` samples
+        (32), when these leave the gap to the bound open, :data:`margin_solver.search.SCREEN_TOP`
+        more: the best of a screen of many starts by a few descent steps each
+        (:mod:`margin_solver.search`, ``screen_k``). 0 turns the search off.
 
     Returns
     -------
@@ -536,7 +540,7 @@ def solve_min_norm(
             hard = _hard_spread(search_starts, start_norms, bound, d <= n * T, gram.H, y, T,
                                 feasible)
             _search(solver_form, gram.H, y, T, R, runs, start_norms, bound, realised,
-                    {**descent, "deadline": deadline}, budget, seed, deadline, hard)
+                    {**descent, "deadline": deadline}, budget, seed, deadline, hard, gap_tol)
             feasible = {k: r for k, r in runs.items() if r.point.feasible}
     skipped = [name for name, *_ in starts if name not in start_norms]
     timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
@@ -708,7 +712,7 @@ def _hard_spread(search_starts, start_norms, bound, dependent, H, y, T, feasible
 
 def _search(
     form, H, y, T, R, runs, start_norms, bound, realised, options, budget, seed, deadline,
-    hard=False,
+    hard=False, gap_tol=DEFAULT_GAP_TOL,
 ) -> None:
     """Add the runs of :func:`margin_solver.search.search_starts` to ``runs``/``start_norms``
     (no new start after ``deadline``, a :func:`time.perf_counter` reading).
@@ -719,7 +723,9 @@ def _search(
     starts realised and descended (not run again; a selection no p realises is not among
     them, so the search tries its nearest realisable one); ``hard``: only the selection
     family, screened by SVM norm (:func:`_hard_spread`). More random starts are left out when
-    the first ones all ended far above the best (:func:`_retired_families`)."""
+    the first ones all ended far above the best (:func:`_retired_families`). The screen is
+    skipped once the gap to the bound is at most ``gap_tol`` (certified: it could win no
+    more than the certificate already allows)."""
     feasible = [r for r in runs.values() if r.point.feasible]
     best = min(feasible, key=lambda r: r.norm) if feasible else None
     incumbents: list[np.ndarray] = []
@@ -736,6 +742,7 @@ def _search(
     for name, run in _search_starts(form, H, y, T, R, best, lower_bound=lower,
                                     selections=selections, realised=realised,
                                     max_starts=budget, rng=rng, gap_rtol=_SEARCH_GAP_RTOL,
+                                    screen_gap_rtol=gap_tol,
                                     options=options, hard=hard,
                                     ideas=("selection",) if hard else None,
                                     retired=_retired_families(runs, best),

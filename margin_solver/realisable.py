@@ -186,8 +186,9 @@ def realisable_selections(
     *,
     max_work: int = 2000,
     realiser: Realiser | None = None,
+    keep: int = 1,
 ) -> Iterator[tuple[np.ndarray, float]]:
-    """Yield realisable selections of decreasing selection-SVM norm, best-first.
+    """Yield realisable selections of small selection-SVM norm, best-first.
 
     Parameters
     ----------
@@ -201,21 +202,42 @@ def realisable_selections(
         Realisability problems plus SVMs after which the search stops.
     realiser : Realiser, optional
         Its counters are shared (built from H when omitted).
+    keep : int, default=1
+        Size of the set of best selections the search keeps: a node is pruned when its bound
+        reaches the ``keep``-th smallest SVM norm found so far (the incumbent when 1).
 
     Yields
     ------
     (ndarray of int of shape (n,), float)
-        Each new incumbent: a realisable selection and its SVM norm, strictly decreasing. When
-        the generator ends before the budget, the last one yielded has the smallest SVM norm
-        of all realisable selections (none yielded: no realisable selection is separable),
-        unless an SVM's engines all broke down (its node is dropped: this search proves
-        nothing, it only finds starts).
+        Each selection that enters the kept set: a realisable selection and its SVM norm,
+        each selection once. With ``keep=1`` these are the incumbents, of strictly
+        decreasing norm; in general the ``keep`` smallest norms yielded are the kept set.
+        When the generator ends before the budget, the kept set holds the ``keep`` smallest
+        SVM norms of all realisable selections (fewer when fewer are separable; none
+        yielded: no realisable selection is separable), unless an SVM's engines all broke
+        down (its node is dropped: this search proves nothing, it only finds starts).
     """
     n = len(y)
     realiser = Realiser(H, T) if realiser is None else realiser
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
     sq_norms = np.diag(H).reshape(n, T)
     svms = 0
-    incumbent = math.inf
+    kept: list[tuple[float, bytes]] = []  # max-heap (negated norms) of the kept selections
+    yielded: set[bytes] = set()
+
+    def threshold() -> float:
+        """The norm a selection must beat to enter the kept set."""
+        return -kept[0][0] if len(kept) == keep else math.inf
+
+    def offer(selection: np.ndarray, value: float) -> bool:
+        """Put a full selection in the kept set if it enters; True when it does."""
+        key = selection.tobytes()
+        if key in yielded or not value < threshold() * (1 - _PRUNE_RTOL):
+            return False
+        yielded.add(key)
+        (heapq.heappush if len(kept) < keep else heapq.heapreplace)(kept, (-value, key))
+        return True
 
     def work() -> int:
         return realiser.checks + svms
@@ -246,16 +268,14 @@ def realisable_selections(
         return selection
 
     def improve(selection: np.ndarray) -> Iterator[tuple[np.ndarray, float]]:
-        """Offer ``selection`` as incumbent, then alternate "realisable best tokens for v"
-        and "SVM on them" from it while the norm decreases."""
-        nonlocal incumbent
+        """Offer ``selection`` to the kept set, then alternate "realisable best tokens for v"
+        and "SVM on them" from it while the selections enter."""
         for _ in range(_POLISH_ROUNDS):
             if work() >= max_work:
                 return
             full = svm(selection)
-            if not full.norm < incumbent * (1 - _PRUNE_RTOL):
+            if not offer(selection, full.norm):
                 return
-            incumbent = full.norm
             yield selection.copy(), full.norm
             following = dive(root, origin, token_margins(H, y, T, full))
             if following is None or np.array_equal(following, selection):
@@ -268,14 +288,13 @@ def realisable_selections(
     heap = [(0.0, next(counter), root, origin)]
     while heap and work() < max_work:
         bound, _, node, p = heapq.heappop(heap)
-        if bound >= incumbent * (1 - _PRUNE_RTOL):
+        if bound >= threshold() * (1 - _PRUNE_RTOL):
             return
         free = np.setdiff1d(np.arange(n), node.samples)
         if free.size == 0:  # a full selection, realisable by construction
-            if node.norm < incumbent * (1 - _PRUNE_RTOL):
-                incumbent = node.norm
-                selection = np.empty(n, dtype=np.int64)
-                selection[node.samples] = node.tokens
+            selection = np.empty(n, dtype=np.int64)
+            selection[node.samples] = node.tokens
+            if offer(selection, node.norm):
                 yield selection, node.norm
             continue
         margins = token_margins(H, y, T, node)
@@ -287,11 +306,11 @@ def realisable_selections(
         hardest = int(np.argmax(lifted.min(axis=1)))
         branch = free[hardest]
         for t in np.argsort(lifted[hardest], kind="stable"):
-            if lifted[hardest, t] >= incumbent * (1 + _PRUNE_RTOL) or work() >= max_work:
+            if lifted[hardest, t] >= threshold() * (1 + _PRUNE_RTOL) or work() >= max_work:
                 break
             witness = realiser.extend(p, node.samples, node.tokens, branch, t)
             if witness is None:
                 continue
             child = svm(np.append(node.tokens, t), np.append(node.samples, branch))
-            if child.norm < incumbent * (1 - _PRUNE_RTOL):
+            if child.norm < threshold() * (1 - _PRUNE_RTOL):
                 heapq.heappush(heap, (child.norm, next(counter), child, witness))

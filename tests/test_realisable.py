@@ -58,6 +58,28 @@ def test_search_finds_the_best_realisable_selection(kind, T, d, seed):
     assert all(tokens.tobytes() in realisable for tokens, _ in found)
 
 
+@pytest.mark.parametrize("kind, T, d, seed", [("gaussian", 2, 2, 1), ("cls", 3, 2, 2),
+                                             ("integer", 3, 3, 5)])
+def test_kept_selections_are_the_best_realisable_ones(kind, T, d, seed):
+    # keep=k: the k smallest norms yielded are the k smallest SVM norms over every
+    # realisable selection (by the LP), each selection yielded once
+    X, y, H = small(kind, T, d, seed)
+    everything = sorted(norm for _, norm in brute_force(H, y, T, Realiser(H, T))
+                        if math.isfinite(norm))
+    keep = 4
+    assert len(everything) > keep
+    found = list(realisable_selections(H, y, T, max_work=10**6, keep=keep))
+    assert len({tokens.tobytes() for tokens, _ in found}) == len(found)
+    kept = sorted(norm for _, norm in found)[:keep]
+    assert kept == pytest.approx(everything[:keep], rel=1e-9)
+
+
+def test_keep_must_be_positive():
+    X, y, H = small("gaussian", 2, 2, 1)
+    with pytest.raises(ValueError, match="keep"):
+        next(realisable_selections(H, y, 2, keep=0))
+
+
 def test_least_distance_decisions_agree_with_the_linear_program():
     X, y, H = small("integer", 3, 2, 5)  # integer tokens: ties and identical tokens
     realiser, reference = Realiser(H, 3), Realiser(H, 3)
