@@ -90,6 +90,11 @@ class _Linearised:
     def value(self, alpha: np.ndarray) -> float:
         """``sum(alpha) / K(alpha)``: a lower bound on P_R for this alpha >= 0."""
         R = self.R
+        # K is homogeneous of degree 1 in alpha, so the value is scale-free; scaling alpha to
+        # max 1 keeps ||E||^2 finite (the dual ascent's line search tried alpha ~ 1e200 on an
+        # issue-19 instance, scales n = 8, T = 3, seed 20261293: OverflowError)
+        if alpha.max() > 0:
+            alpha = alpha / alpha.max()
         b, M = self.affine(alpha)
         # E = sum_i alpha_i y_i (q_i + r_i), q_i the second-order term: ||E|| <= p^T P p
         P = self.form(alpha * (self.coef + self.quad) * self.reach_norm)

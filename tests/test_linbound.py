@@ -92,3 +92,18 @@ def test_wine_tokens_t3_bound_below_restarts_and_within_one_percent():
     alpha = solve_vstep(np.einsum("it,itd->id", means, X), y, "ldp").alpha
     alone = linearised_bound(TokenGram(X).H, y, T, R, alpha)
     assert res.incumbent * 0.99 <= alone <= res.incumbent
+
+
+def test_the_value_is_scale_free_in_the_multipliers_and_does_not_overflow():
+    # the line search of the dual ascent can try alpha of order 1e200: ||E||^2 overflowed a
+    # Python float (OverflowError out of certify=True on a search-quality instance)
+    from margin_solver.linbound import _Linearised
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((6, 3, 4))
+    y = np.array([1.0, -1.0, 1.0, -1.0, 1.0, -1.0])
+    model = _Linearised(TokenGram(X).H, y, 3, 0.5)
+    alpha = rng.uniform(0.5, 1.5, 6)
+    moderate = model.value(alpha)
+    huge = model.value(alpha * 1e200)
+    assert math.isfinite(huge) and huge == pytest.approx(moderate, rel=1e-12)  # scale-free
