@@ -505,6 +505,9 @@ def _linearised(H: np.ndarray, y: np.ndarray, T: int, R: float, target: float,
     n = len(y)
     means = np.full((n, T), 1.0 / T)
     K = np.einsum("it,itju,ju->ij", means, H.reshape(n, T, n, T), means)
+    # a sample whose mean token is 0 has K_ii a rounding error either side of 0 (-1.1e-16 on
+    # an integer-token instance of the search-quality set), which the v-step rejects
+    np.fill_diagonal(K, np.maximum(np.diag(K), 0.0))
     uniform = solve_vstep(None, y, solver="ldp", K=K)
     if uniform.alpha is None:
         return 0.0

@@ -18,7 +18,7 @@ feasible norm:
     tokens, repeat), realised the same way.
 ``"lb_selection"``
     With ``certify=True``: the selection of the lower bound LB (the finite-R bound's first
-    stage), realised the same way; as R grows P_R approaches LB through it whenever the
+    stage, computed before the starts), realised the same way; as R grows P_R approaches LB through it whenever the
     selection is linearly separable.
 ``"random_k"``
     ``n_random_starts`` seeded random p of norm R in the span of the tokens.
@@ -51,7 +51,11 @@ their SVM norm (docs/theory.md, "nearly hard attention").
 
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
 finite-R bound (:func:`margin_solver.bounds.global_lower_bound` with ``R``) gives a lower
-bound on P_R and the relative ``gap = (norm - lower_bound) / norm``.
+bound on P_R and the relative ``gap = (norm - lower_bound) / norm``: its first stage LB
+before the starts (a proof of infeasibility, the ``lb_selection`` start, the value that
+stops the search), its other stages after the search against the best point found
+(:func:`_finite_r_bound`), so that the bound runs no descent of its own and sees what the
+search found.
 
 Statuses (docs/statuses.md, "Min-norm specifics"): ``optimal`` only when certified (a
 feasible point and ``gap <= gap_tol``); a descent that met its stopping test without that
@@ -368,11 +372,13 @@ def solve_min_norm(
     bound_method : {"auto", "enumerate", "bnb"}, default="auto"
         Method of the lower bound (with ``certify``).
     bound_time_limit : float, default=30.0
-        Seconds for the branch-and-bound (with ``certify``, or when it is run to try to prove
-        infeasibility); on time-out the bound proven so far is used.
+        Seconds for the lower bound (with ``certify``, or when it is run to try to prove
+        infeasibility); on time-out the bound proven so far is used. With ``certify`` they
+        are shared by LB, before the starts (at most a quarter), and the finite-R stages
+        after the search (the rest); the starts' seconds do not count in them.
     progress : bool, default=False
-        Show progress bars on stderr: the lower bound's, then one over the starts (with the
-        best norm so far).
+        Show progress bars on stderr: LB's, one over the starts (with the best norm so far),
+        then the finite-R bound's.
     options : mapping, optional
         Knobs of the descent from each start (:func:`margin_solver.alternating.descend`),
         for benchmarks and experts; unknown keys raise. Keys and defaults:
@@ -413,7 +419,10 @@ def solve_min_norm(
         Seconds for the whole call (lower bound, starts, descents). On expiry the best
         feasible point so far is returned with status ``"time_limit"``, or
         ``"no_feasible_point_found"`` saying the time limit stopped the search. The bound
-        gets ``min(bound_time_limit, time left)``.
+        gets at most the time left: LB before the starts a quarter of
+        ``min(bound_time_limit, time left)``, the finite-R stages after the search what is
+        left of ``bound_time_limit`` but no more than the time left then (none when the
+        starts used it all: the stages stop at once, with status ``"time_limit"``).
     p0 : array-like of shape (n_features,), optional
         A warm start (e.g. a gradient-descent endpoint), run first (after the selection
         starts when attention is nearly hard) as the start ``"p0"``: its
