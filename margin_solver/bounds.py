@@ -214,8 +214,9 @@ def global_lower_bound(
     R : float, optional
         Radius of the ball ``||p|| <= R``. Without it (the default) the bound is LB, valid
         for every R (``bound_kind="hard-selection"``). With it the bound is for P_R at this
-        R (``bound_kind="finite-R"``): the alternating descent's best point is the
-        incumbent, and LB, then the linearised bound
+        R (``bound_kind="finite-R"``): LB, then the alternating descent's best point as
+        incumbent (from p = 0, the first GD step's selection, the hard-selection
+        alternation's and LB's), then the linearised bound
         (:func:`margin_solver.linbound.linearised_bound`, tight at small R), then (T = 2) the
         Lagrangian bound (:func:`margin_solver.sdpbound.lagrangian_bound`), then
         branch-and-bound over the attention the ball can reach
@@ -302,10 +303,11 @@ def trusted_lower_bound(
     for callers that validated the data already (:func:`margin_solver.minnorm.solve_min_norm`).
 
     ``first``: :func:`first_selection` when the caller has it (LB's first incumbent; a start
-    of the finite-R bound's descents); computed here when None. Without ``R``: ``max_nodes`` also stops the branch-and-bound after that many SVMs
-    (status ``"max_iter"``; a budget that gives the same answer on a loaded and an idle
-    machine), and a list ``incumbents`` receives every selection (ndarray of shape (n,)) that
-    became the best found, in order (the search for P_R's starts realises them all).
+    of the finite-R bound's descents); computed here when None. Without ``R``:
+    ``max_nodes`` also stops the branch-and-bound after that many SVMs (status
+    ``"max_iter"``; a budget that gives the same answer on a loaded and an idle machine),
+    and a list ``incumbents`` receives every selection (ndarray of shape (n,)) that became
+    the best found, in order (the search for P_R's starts realises them all).
 
     With ``R``, a caller that ran its own starts passes what it has, so nothing is done
     twice: ``hard_bound``, LB as this function returned it without ``R`` (its first stage;

@@ -18,8 +18,8 @@ feasible norm:
     tokens, repeat), realised the same way.
 ``"lb_selection"``
     With ``certify=True``: the selection of the lower bound LB (the finite-R bound's first
-    stage, computed before the starts), realised the same way; as R grows P_R approaches LB through it whenever the
-    selection is linearly separable.
+    stage, computed before the starts), realised the same way; as R grows P_R approaches
+    LB through it whenever the selection is linearly separable.
 ``"random_k"``
     ``n_random_starts`` seeded random p of norm R in the span of the tokens.
 
