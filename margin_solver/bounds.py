@@ -48,7 +48,7 @@ import numpy as np
 
 from margin_solver.alternating import KernelForm, descend
 from margin_solver.blas import single_threaded_blas
-from margin_solver.kernel import TokenGram
+from margin_solver.kernel import TokenGram, conflicting_pairs
 from margin_solver.linbound import MAX_TOKENS as LINEARISED_MAX_TOKENS
 from margin_solver.linbound import linearised_bound
 from margin_solver.progress import ProgressBar
@@ -82,7 +82,7 @@ from margin_solver.validation import (
     check_tokens,
 )
 from margin_solver.progress import verbose_switch
-from margin_solver.vstep import solve_vstep
+from margin_solver.vstep import solve_trusted_vstep
 
 __all__ = [
     "BOUND_METHODS",
@@ -378,11 +378,15 @@ def _finite_r(
     n = len(y)
     T = H.shape[0] // n
     if hard_bound is None:
-        clash = _equal_samples_opposite_labels(H, y, T)
-        if clash is not None:
+        # Confirmed exactly on X (the Gram matrix only screens): it cannot tell tokens 1e-9
+        # apart (its squared distances carry rounding of eps ||x||^2), and such samples can
+        # be interpolated.
+        clash = conflicting_pairs(X, y, H)
+        if clash:
+            i, j = clash[0]
             return LowerBoundResult(
                 math.inf, math.inf, None, INFEASIBLE,
-                f"infeasible: samples {clash[0]} and {clash[1]} have the same tokens and "
+                f"infeasible: samples {i} and {j} have the same tokens (in some order) and "
                 "opposite labels, so every p gives them the same feature", HARD_SELECTION, 0,
                 time.perf_counter() - start, certified=True, bound_kind=FINITE_R, R=R)
         if first is None:
@@ -507,10 +511,9 @@ def _linearised(H: np.ndarray, y: np.ndarray, T: int, R: float, target: float,
     n = len(y)
     means = np.full((n, T), 1.0 / T)
     K = np.einsum("it,itju,ju->ij", means, H.reshape(n, T, n, T), means)
-    # a sample whose mean token is 0 has K_ii a rounding error either side of 0 (-1.1e-16 on
-    # an integer-token instance of the search-quality set), which the v-step rejects
-    np.fill_diagonal(K, np.maximum(np.diag(K), 0.0))
-    uniform = solve_vstep(None, y, solver="ldp", K=K)
+    # formed from validated tokens: the public door's checks would reject a rounding-level
+    # negative diagonal (a sample whose mean token is zero gave K_ii = -1.1e-16)
+    uniform = solve_trusted_vstep((K + K.T) / 2, y)
     if uniform.alpha is None:
         return 0.0
     return linearised_bound(H, y, T, R, uniform.alpha, target=target, floor=floor,
@@ -540,21 +543,6 @@ def _descent_incumbent(
         if run.point.feasible and run.norm < best:
             best, selection = run.norm, np.argmax(run.point.attention, axis=1)
     return best, selection
-
-
-def _equal_samples_opposite_labels(
-    H: np.ndarray, y: np.ndarray, T: int
-) -> tuple[int, int] | None:
-    """Two samples whose tokens agree one by one (squared distance below 100 eps of their
-    squared norms, as :mod:`margin_solver.vstep` tells equal features) with opposite labels."""
-    n = len(y)
-    sq = np.diag(H).reshape(n, T)
-    H4 = H.reshape(n, T, n, T)
-    cross = np.einsum("itjt->ijt", H4)
-    dist = sq[:, None, :] + sq[None, :, :] - 2 * cross
-    same = (dist <= 100 * np.finfo(np.float64).eps * (sq[:, None, :] + sq[None, :, :])).all(axis=2)
-    clash = np.argwhere(np.triu(same & (y[:, None] != y[None, :]), k=1))
-    return (int(clash[0, 0]), int(clash[0, 1])) if clash.size else None
 
 
 def _enumerate(

@@ -197,9 +197,12 @@ def _params(model: Any, d: int, name: str) -> tuple[np.ndarray, np.ndarray]:
                     f"Model {name!r}: {vk} has shape {v.shape} but {pk} has shape {p.shape}."
                 )
             return v, p
+    status = getattr(model, "status", None)
+    # A solver result without a point (infeasible, nothing found) says why, not just "no v".
+    why = "" if status is None else f" (status {status!r}: {getattr(model, 'message', '')})"
     raise InvalidInputError(
-        f"Model {name!r} ({type(model).__name__}) has no dense v and p; compare needs fitted "
-        "models exposing arrays v and p (or v_ and p_) of shape (d,) or (H, d)."
+        f"Model {name!r} ({type(model).__name__}) has no dense v and p{why}; compare needs "
+        "fitted models exposing arrays v and p (or v_ and p_) of shape (d,) or (H, d)."
     )
 
 

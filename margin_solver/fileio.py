@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from margin_solver._version import __version__
 from margin_solver.results import to_jsonable
 from margin_solver.validation import InvalidInputError
 
@@ -68,6 +69,46 @@ def check_output_path(path: str | os.PathLike) -> Path:
         f"{path} is {kind}, not a regular file; outputs are written to regular files only "
         "(give a new file name)."
     )
+
+
+#: What this package writes into its JSON outputs (key ``written_by``) and figures' metadata,
+#: so that a later run may replace them and never a file someone else made.
+WRITTEN_BY = "margin-solver"
+
+#: :data:`WRITTEN_BY` with the version, the value the outputs carry.
+WRITER = f"{WRITTEN_BY} {__version__}"
+
+
+def written_by_us(path: str | os.PathLike) -> bool:
+    """Whether the regular file ``path`` is one of this package's outputs: a JSON object
+    written by :func:`write_json` (key ``written_by``) or a figure whose metadata names
+    :data:`WRITTEN_BY` (:func:`margin_solver.bench.plots.save_figure`)."""
+    data = Path(path).read_bytes()
+    if Path(path).suffix.lower() == ".json":
+        try:
+            obj = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            return False
+        return isinstance(obj, dict) and str(obj.get("written_by", "")).startswith(WRITTEN_BY)
+    return WRITTEN_BY.encode("ascii") in data
+
+
+def check_replaceable(path: str | os.PathLike) -> Path:
+    """Return ``path`` when it is missing or one of this package's outputs; refuse a file
+    someone else made (and anything :func:`check_output_path` refuses).
+
+    Raises
+    ------
+    InvalidInputError
+        ``path`` exists and was not written by this package, or is not a regular file.
+    """
+    path = check_output_path(path)
+    if path.exists() and not written_by_us(path):
+        raise InvalidInputError(
+            f"{path} exists and was not written by {WRITTEN_BY}; it is left as it is (give a "
+            "new file name or remove it)."
+        )
+    return path
 
 
 def current_umask() -> int:
@@ -129,7 +170,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Write ``obj`` (result objects, numpy values, dicts) as indented JSON, atomically."""
+    """Write ``obj`` (result objects, numpy values, dicts) as indented JSON, atomically; an
+    object gets the key ``written_by`` (this package and its version)."""
     if hasattr(obj, "to_dict"):
         obj = obj.to_dict()
-    return atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2) + "\n")
+    obj = to_jsonable(obj)
+    if isinstance(obj, dict):  # marks the file as ours: a later run may replace it
+        obj = {**obj, "written_by": WRITER}
+    return atomic_write_text(path, json.dumps(obj, indent=2) + "\n")

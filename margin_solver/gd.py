@@ -48,7 +48,12 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from margin_solver.data import Dataset, as_dataset
-from margin_solver.kernel import LossGrads, multihead_token_loss_and_grads, token_loss_and_grads
+from margin_solver.kernel import (
+    LossGrads,
+    conflicting_pairs,
+    multihead_token_loss_and_grads,
+    token_loss_and_grads,
+)
 from margin_solver.metrics import output_metrics
 from margin_solver.heads import head_metrics
 from margin_solver.results import (
@@ -671,6 +676,7 @@ def gradient_descent(
         message = (
             f"ran all {steps} steps ({schedule}); final loss {lg.loss:.4g}, "
             f"{'interpolates' if margin > 0 else 'does not interpolate'} the training set."
+            + ("" if margin > 0 else _unfittable_note(train))
         )
     message += backtracked
     if STATUS_TABLE[status][0]:
@@ -805,6 +811,9 @@ def _not_fitted_message(train: Dataset, margins: np.ndarray, loss: float) -> str
     if train.clean_y is not None:
         flipped = int(np.sum(wrong & (train.y != train.clean_y)))
         what += f" ({flipped} of them flipped)"
+    unfittable = _unfittable_note(train)
+    if unfittable:  # no model fits these data: neither the optimiser nor the theorem is at fault
+        return f"{what}; final loss {loss:.4g}.{unfittable}"
     at = f" (here kappa = n SNR^2 = {train.kappa:.3g})" if train.kappa is not None else ""
     return (
         f"{what}; final loss {loss:.4g}. Theorem 3.3 of Magen et al. (arXiv 2410.07746) "
@@ -812,6 +821,24 @@ def _not_fitted_message(train: Dataset, margins: np.ndarray, loss: float) -> str
         f"its upper limit{at} and the authors' step sizes (the defaults here are this "
         "package's own): a failure of the optimiser, not evidence against the theorem. "
         "Longer GD (schedule='constant') or the min-norm solver may fit."
+    )
+
+
+def _unfittable_note(train: Dataset) -> str:
+    """A sentence when no (v, p) can fit every label, else the empty string.
+
+    Samples with the same tokens and opposite labels get the same output for every (v, p)
+    (:func:`margin_solver.kernel.conflicting_pairs`), so a run that leaves them unfitted has
+    not failed as an optimiser.
+    """
+    pairs = conflicting_pairs(train.X, train.y)
+    if not pairs:
+        return ""
+    i, j = pairs[0]
+    return (
+        f" No model interpolates these data: samples {i} and {j} have the same tokens and "
+        f"opposite labels ({len(pairs)} such pair{'s' if len(pairs) > 1 else ''}), so at least "
+        "one of each pair stays misfitted whatever the steps."
     )
 
 

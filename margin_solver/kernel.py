@@ -342,7 +342,9 @@ class TokenGram:
         return materialize(X, coef) if is_on_disk(X) else np.tensordot(coef, X, axes=2)
 
 
-def conflicting_pairs(X: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:
+def conflicting_pairs(
+    X: np.ndarray, y: np.ndarray, H: np.ndarray | None = None
+) -> list[tuple[int, int]]:
     """Pairs (i, j), i < j, of samples with the same multiset of tokens and opposite labels,
     naming every sample that has such a twin.
 
@@ -353,14 +355,27 @@ def conflicting_pairs(X: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:
     pairs, so memory stays linear in n (listing every pair would be quadratic: 25,000 copies
     of one token with 10% flipped labels make 56 million pairs).
 
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_tokens, n_features)
+    y : ndarray of shape (n_samples,)
+    H : ndarray of shape (n_samples * n_tokens, n_samples * n_tokens), optional
+        The token Gram matrix ``X X^T`` as computed in float64 (:class:`TokenGram`). When
+        given, only the samples it cannot tell apart from a sample of the other label
+        (:func:`_twin_candidates`) are hashed: the answer is the same, and on data without
+        such samples no token is read again (hashing every token costs as much as the Gram
+        product itself).
+
     Examples
     --------
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]], [[2.0, 0.0], [0.0, 1.0]]])
     >>> conflicting_pairs(X, np.array([1, -1, -1]))
     [(0, 1)]
     """
+    samples = range(len(y)) if H is None else _twin_candidates(H, y, X.shape)
     groups: dict[bytes, list[int]] = {}
-    for i, sample in enumerate(np.ascontiguousarray(X, dtype=np.float64)):
+    for i in samples:
+        sample = np.ascontiguousarray(X[i], dtype=np.float64)
         key = b"".join(sorted(hashlib.sha256(token.tobytes()).digest() for token in sample))
         groups.setdefault(key, []).append(i)
     pairs: list[tuple[int, int]] = []
@@ -374,3 +389,43 @@ def conflicting_pairs(X: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:
             j = next(first[label] for label in first if label != y[i])
             pairs.append((min(i, j), max(i, j)))
     return sorted(set(pairs))  # the two firsts were paired from both sides
+
+
+#: Bytes of float64 distances :func:`_twin_candidates` holds at once.
+_SCREEN_BYTES = 1 << 23
+
+
+def _twin_candidates(H: np.ndarray, y: np.ndarray, shape: tuple[int, int, int]) -> list[int]:
+    """Samples that may share their token multiset with a sample of the other label, judged
+    from the token Gram matrix ``H`` alone; a superset of the samples in conflicting pairs.
+
+    Equal tokens a, b have ``||x_a - x_b||^2 = H_aa + H_bb - 2 H_ab = 0``. Each entry of H is a
+    float64 dot product of length d, off by at most ``gamma_d ||x_a|| ||x_b||`` with
+    ``gamma_d = d eps / (1 - d eps)`` whatever the summation order (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., eq. 3.5; blocked and FMA sums included),
+    plus ``d`` times the smallest subnormal when products underflow. So for equal tokens the
+    computed distance is at most ``4 (d + 2) eps (H_aa + H_bb)`` (the extra covers gamma's
+    denominator, the sums and a symmetrised H) plus ``8 d`` subnormals, and a pair of tokens
+    farther apart than that is proven unequal. Two samples with the same multiset have every
+    token of each near some token of the other; samples without such a partner of the other
+    label cannot be in a conflicting pair. A non-finite distance counts as near.
+    """
+    n, T, d = shape
+    diag = np.diag(H)
+    rel = 4.0 * (d + 2) * np.finfo(np.float64).eps
+    floor = 8.0 * d * np.finfo(np.float64).smallest_subnormal
+    y = np.asarray(y)
+    block = max(1, _SCREEN_BYTES // (8 * T * T * n))
+    found: list[int] = []
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        rows = slice(lo * T, hi * T)
+        total = diag[rows, None] + diag[None, :]
+        with np.errstate(invalid="ignore", over="ignore"):
+            gap = np.abs(total - 2.0 * H[rows])
+            near = ~(np.isfinite(gap) & (gap > rel * total + floor))
+        near = near.reshape(hi - lo, T, n, T)
+        covers = near.any(axis=3).all(axis=1) & near.any(axis=1).all(axis=2)
+        twin = (covers & (y[lo:hi, None] != y[None, :])).any(axis=1)
+        found.extend(lo + np.flatnonzero(twin))
+    return [int(i) for i in found]

@@ -484,7 +484,15 @@ def solve_min_norm(
         p0 = check_vector(p0, d, "p0")
     tol = (gap_tol, FEAS_TOL)
 
-    conflicts = conflicting_pairs(X, y)
+    if is_on_disk(X) and form == "dense":
+        raise InvalidInputError(
+            "form='dense' needs the tokens in memory; tokens on disk run in the kernel form "
+            "(form='auto' or 'kernel')."
+        )
+    use_kernel = form == "kernel" or (form == "auto" and (d > n * T or is_on_disk(X)))
+    gram = TokenGram(X)
+    # after the Gram product, which screens the samples to compare (none on most data)
+    conflicts = conflicting_pairs(X, y, gram.H)
     if conflicts:
         i, j = conflicts[0]
         why = (
@@ -493,13 +501,6 @@ def solve_min_norm(
             + (f" ({len(conflicts)} such pairs)" if len(conflicts) > 1 else "")
         )
         return _warn(_no_point(R, "dense", INFEASIBLE, why, None, start_time, tol))
-    if is_on_disk(X) and form == "dense":
-        raise InvalidInputError(
-            "form='dense' needs the tokens in memory; tokens on disk run in the kernel form "
-            "(form='auto' or 'kernel')."
-        )
-    use_kernel = form == "kernel" or (form == "auto" and (d > n * T or is_on_disk(X)))
-    gram = TokenGram(X)
     solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
 
     def bound_now(share: float = 1.0) -> LowerBoundResult:

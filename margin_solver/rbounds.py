@@ -36,7 +36,7 @@ from scipy.optimize import nnls
 from margin_solver.progress import ProgressBar
 from margin_solver.results import FAILED, INFEASIBLE, MAX_ITER, OPTIMAL, TIME_LIMIT
 from margin_solver.selection import lifted_bounds
-from margin_solver.vstep import solve_vstep, solve_vstep_on_support
+from margin_solver.vstep import solve_trusted_vstep, solve_vstep_on_support
 
 __all__ = ["FiniteRBound", "finite_r_bound", "score_difference_gram", "vertex_attention"]
 
@@ -139,7 +139,8 @@ class _Problem:
     def gram(self, samples: np.ndarray, attention: np.ndarray) -> np.ndarray:
         """Gram matrix of the attended features ``X_i^T s`` of the given (sample, attention)."""
         block = self.H4[samples][:, :, samples]
-        return np.einsum("at,atbu,bu->ab", attention, block, attention)
+        K = np.einsum("at,atbu,bu->ab", attention, block, attention)
+        return (K + K.T) / 2  # exactly symmetric, as solve_trusted_vstep needs
 
     def feature_sq_norms(self, i: int, attention: np.ndarray) -> np.ndarray:
         """``||X_i^T s||^2`` for each row s of ``attention``."""
@@ -162,7 +163,7 @@ class _Problem:
         if support is not None and support.any():
             result = solve_vstep_on_support(K, y, support)
         if result is None:
-            result = solve_vstep(None, y, solver="ldp", K=K)
+            result = solve_trusted_vstep(K, y)
         if result.status == INFEASIBLE:
             return math.inf, None, None, INFEASIBLE
         if not result.success:

@@ -308,7 +308,7 @@ def _attended_sum(X, y, alpha, p):
     return float(np.linalg.norm((alpha * y) @ Z))
 
 
-@pytest.mark.parametrize("T", [2, 3])
+@pytest.mark.parametrize("T", [2, 3, 4])
 def test_linearised_bound_dominates_w_alpha_over_the_ball(T):
     # The linearised bound is sum(alpha) / K with K >= max_{||p|| <= R} ||w_alpha(p)||: check
     # K against sampled p and a Nelder-Mead ascent on ||w_alpha(p)|| from the best of them, on

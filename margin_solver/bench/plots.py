@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from margin_solver.bench.style import OKABE_ITO, figure_style, figure_target, text_colour_on
-from margin_solver.fileio import atomic_write
+from margin_solver.fileio import WRITER, atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -266,7 +266,8 @@ def save_figure(fig: Figure, path: str | os.PathLike, dpi: int = DPI) -> Path:
     b'%PDF-'
     """
     target, fmt = figure_target(path)
-    metadata = _NO_DATE.get(fmt)
+    # The creator's name marks the file as ours (fileio.written_by_us): a later run may replace it.
+    metadata = {**_NO_DATE.get(fmt, {}), _CREATOR_KEY[fmt]: f"{WRITER} (Matplotlib)"}
 
     def write(fh) -> None:
         with figure_style():
@@ -277,6 +278,9 @@ def save_figure(fig: Figure, path: str | os.PathLike, dpi: int = DPI) -> Path:
 
 #: Metadata that keeps the creation date out of vector files (same figure, same bytes).
 _NO_DATE: dict[str, dict[str, None]] = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+
+#: The metadata key naming the program that wrote a file, per format (matplotlib's names).
+_CREATOR_KEY: dict[str, str] = {"pdf": "Creator", "svg": "Creator", "png": "Software"}
 
 
 def label_cells(

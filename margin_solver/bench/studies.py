@@ -626,6 +626,11 @@ def run_bench(
     if data_path is not None:
         _check_data_path(data_path)  # before the other studies spend their time
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():  # else the first write fails with a bare errno line
+        raise InvalidInputError(
+            f"{out} exists and is not a directory; --out names the folder the studies write "
+            "their files into (give a new or existing folder)."
+        )
     started = datetime.now(timezone.utc)
     sections = []
     for name in names:

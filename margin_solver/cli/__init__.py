@@ -54,13 +54,14 @@ class CLIError(Exception):
 
 
 def check_outputs(*paths: str | None) -> None:
-    """Refuse output paths that are not regular files before any work starts (see
-    :func:`margin_solver.fileio.check_output_path`); None entries are options not given."""
-    from margin_solver.fileio import check_output_path
+    """Refuse output paths that are not regular files or are files this package did not
+    write, before any work starts (see :func:`margin_solver.fileio.check_replaceable`); None
+    entries are options not given."""
+    from margin_solver.fileio import check_replaceable
 
     for path in paths:
         if path is not None:
-            check_output_path(path)
+            check_replaceable(path)
 
 
 class _Parser(argparse.ArgumentParser):

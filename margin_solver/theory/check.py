@@ -20,7 +20,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -718,7 +718,7 @@ def _method_rows(
     if setting.method == "min-norm":
         if setting.R is None:
             value, holds = None, True
-            note = "R not given: the hard-selection limit (R -> infinity)"
+            note = "R not given: R = infinity (the hard-selection limit), so the condition holds"
         else:
             value = setting.R * math.sqrt(nu2) / math.sqrt(n)
             holds = bool(value >= c.R_select)
@@ -729,15 +729,16 @@ def _method_rows(
                 f"{value:.3g} < {c.R_select:g}): attention stays soft and P_R is near the "
                 "uniform-attention SVM, which the theorem does not cover"
             )
-        return [
-            _row(
-                value, c.R_select, name="attention_radius", tag="min-norm",
-                source="the paper (min-norm theorem: token selection); docs/theory.md, Theorem "
-                "conditions",
-                formula="R nu / sqrt(n) >= C_R", constant=f"C_R = {c.R_select:g}",
-                holds=holds, estimated=False, role=COVERAGE, note=note,
-            )
-        ]
+        row = _row(
+            value, c.R_select, name="attention_radius", tag="min-norm",
+            source="the paper (min-norm theorem: token selection); docs/theory.md, Theorem "
+            "conditions",
+            formula="R nu / sqrt(n) >= C_R", constant=f"C_R = {c.R_select:g}",
+            holds=holds, estimated=False, role=COVERAGE, note=note,
+        )
+        # _row maps non-finite values to None ("unknown"); without R the value is known to be
+        # infinite, and the table shows it so (the JSON, strict, carries null and the note).
+        return [row if setting.R is not None else replace(row, value=math.inf)]
     if setting.method == OTHER_GD:
         return [
             _row(
