@@ -89,6 +89,7 @@ __all__ = [
     "FINITE_R",
     "HARD_SELECTION",
     "LowerBoundResult",
+    "first_selection",
     "first_step_margins",
     "global_lower_bound",
     "trusted_lower_bound",
@@ -213,8 +214,9 @@ def global_lower_bound(
     R : float, optional
         Radius of the ball ``||p|| <= R``. Without it (the default) the bound is LB, valid
         for every R (``bound_kind="hard-selection"``). With it the bound is for P_R at this
-        R (``bound_kind="finite-R"``): the alternating descent's best point is the
-        incumbent, and LB, then the linearised bound
+        R (``bound_kind="finite-R"``): LB, then the alternating descent's best point as
+        incumbent (from p = 0, the first GD step's selection, the hard-selection
+        alternation's and LB's), then the linearised bound
         (:func:`margin_solver.linbound.linearised_bound`, tight at small R), then (T = 2) the
         Lagrangian bound (:func:`margin_solver.sdpbound.lagrangian_bound`), then
         branch-and-bound over the attention the ball can reach
@@ -286,6 +288,9 @@ def trusted_lower_bound(
     gap_tol: float = 1e-4,
     max_nodes: int | None = None,
     incumbents: list | None = None,
+    first: SelectionSVM | None = None,
+    hard_bound: LowerBoundResult | None = None,
+    incumbent: tuple[float, np.ndarray | None] | None = None,
 ) -> LowerBoundResult:
     """:func:`global_lower_bound` on checked inputs (the worker behind that door).
 
@@ -293,32 +298,58 @@ def trusted_lower_bound(
     (:attr:`margin_solver.kernel.TokenGram.H`), ``y`` float64 labels in {-1, +1}, ``method``
     one of :data:`BOUND_METHODS`, ``time_limit`` positive; ``start`` the
     :func:`time.perf_counter` reading the solve time counts from. With ``R`` (positive) the
-    finite-R bound, which also needs the tokens ``X`` (for the alternating solver's
-    incumbent) and ``gap_tol`` (positive). Nothing is validated: for callers that validated
-    the data already (:func:`margin_solver.minnorm.solve_min_norm`).
+    finite-R bound, which also needs ``gap_tol`` (positive) and, unless ``incumbent`` is
+    given, the tokens ``X`` (for the alternating solver's incumbent). Nothing is validated:
+    for callers that validated the data already (:func:`margin_solver.minnorm.solve_min_norm`).
 
-    Without ``R``: ``max_nodes`` also stops the branch-and-bound after that many SVMs (status
+    ``first``: :func:`first_selection` when the caller has it (LB's first incumbent; a start
+    of the finite-R bound's descents); computed here when None. Without ``R``:
+    ``max_nodes`` also stops the branch-and-bound after that many SVMs (status
     ``"max_iter"``; a budget that gives the same answer on a loaded and an idle machine),
     and a list ``incumbents`` receives every selection (ndarray of shape (n,)) that became
     the best found, in order (the search for P_R's starts realises them all).
+
+    With ``R``, a caller that ran its own starts passes what it has, so nothing is done
+    twice: ``hard_bound``, LB as this function returned it without ``R`` (its first stage;
+    its SVMs count in ``nodes``, and its seconds in the time limit when ``start`` is moved
+    back by its ``solve_time``), and ``incumbent``, ``(norm, selection)`` of the best
+    feasible point of P_R found (``(inf, None)`` when none), which replaces the descents.
     """
-    n = len(y)
     if R is not None and T > 1:
         with single_threaded_blas():
-            return _finite_r(X, y, H, R, method, time_limit, gap_tol, start, progress)
-    if method == "auto":
-        method = "enumerate" if T**n <= ENUMERATION_LIMIT else "bnb"
+            return _finite_r(X, y, H, R, method, time_limit, gap_tol, start, progress,
+                             first=first, hard_bound=hard_bound, incumbent=incumbent)
+    if hard_bound is not None:  # T = 1: LB is P_R itself
+        return hard_bound
     with single_threaded_blas():
-        if method == "enumerate":
-            with ProgressBar(progress, total=T**n, desc="lower bound (enumeration)",
-                             unit="SVM") as bar:
-                best, nodes, failed = _enumerate(H, y, T, bar, incumbents)
-            return _finish(best, best.norm, OPTIMAL, "enumerate", nodes, start, failed)
-        total = time_limit if math.isfinite(time_limit) else None
-        with ProgressBar(progress, total=total, desc="lower bound (branch-and-bound)",
-                         unit="s", bar_format=_BNB_BAR) as bar:
-            return _branch_and_bound(H, y, T, time_limit, start, bar, max_nodes=max_nodes,
-                                     incumbents=incumbents)
+        return _hard_selection_bound(H, y, T, method, time_limit, progress, start,
+                                     max_nodes=max_nodes, incumbents=incumbents, first=first)
+
+
+def _hard_selection_bound(
+    H: np.ndarray, y: np.ndarray, T: int, method: str, time_limit: float, progress: bool,
+    start: float, *, max_nodes: int | None = None, incumbents: list | None = None,
+    first: SelectionSVM | None = None,
+) -> LowerBoundResult:
+    """LB by enumeration or branch-and-bound (``method``, ``"auto"`` by the size of T^n)."""
+    if method == "auto":
+        method = "enumerate" if T**len(y) <= ENUMERATION_LIMIT else "bnb"
+    if method == "enumerate":
+        with ProgressBar(progress, total=T**len(y), desc="lower bound (enumeration)",
+                         unit="SVM") as bar:
+            best, nodes, failed = _enumerate(H, y, T, bar, incumbents)
+        return _finish(best, best.norm, OPTIMAL, "enumerate", nodes, start, failed)
+    total = time_limit if math.isfinite(time_limit) else None
+    with ProgressBar(progress, total=total, desc="lower bound (branch-and-bound)",
+                     unit="s", bar_format=_BNB_BAR) as bar:
+        return _branch_and_bound(H, y, T, time_limit, start, bar, max_nodes=max_nodes,
+                                 incumbents=incumbents, first=first)
+
+
+def first_selection(H: np.ndarray, y: np.ndarray, T: int) -> SelectionSVM:
+    """The hard-selection alternation from the first GD step's selection
+    (:func:`first_step_margins`): LB's first incumbent and a start of P_R's solver."""
+    return hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
 
 
 # elapsed seconds against the time limit, then nodes, proven bound and best selection
@@ -326,7 +357,7 @@ _BNB_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} s{postfix}"
 
 
 def _finite_r(
-    X: np.ndarray,
+    X: np.ndarray | None,
     y: np.ndarray,
     H: np.ndarray,
     R: float,
@@ -335,31 +366,18 @@ def _finite_r(
     gap_tol: float,
     start: float,
     progress: bool,
+    *,
+    first: SelectionSVM | None = None,
+    hard_bound: LowerBoundResult | None = None,
+    incumbent: tuple[float, np.ndarray | None] | None = None,
 ) -> LowerBoundResult:
-    """The finite-R bound: the alternating solver's point as incumbent, then the bounds in
-    order of cost until one is within ``gap_tol`` of it: LB (valid for every R, tight at large
-    R; at most a quarter of the time), the linearised bound (tight at small R), the
-    Lagrangian bound (T = 2), branch-and-bound over score boxes for the time left. The
-    largest bound proven is kept."""
-    n, T, _ = X.shape
-    total = time_limit if math.isfinite(time_limit) else None
-    with ProgressBar(progress, total=total, desc="lower bound (finite R)", unit="s",
-                     bar_format=_BNB_BAR) as bar:
-
-        def show(bound: float) -> None:
-            gap = (incumbent - bound) / incumbent if math.isfinite(incumbent) else math.nan
-            bar.set_to(min(time.perf_counter() - start, time_limit), bound=f"{bound:.6g}",
-                       best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
-
-        margins0 = first_step_margins(H, y, T)
-        hard_start = hard_selection_alternation(H, y, T, margins0)
-        hard_tokens = hard_start.tokens if hard_start.feasible else None
-        # solve_min_norm's deterministic starts: without the first step's selection the
-        # incumbent of a cancer-feature instance (T = 3, R sqrt(d) = 1e4) stayed 8 % above the
-        # point that start reaches, which equals LB, and the box search ran to its time limit
-        realised = [best_tokens(margins0)] + ([hard_tokens] if hard_tokens is not None else [])
-        incumbent, selection = _descent_incumbent(X, H, y, R, realised, zero=True)
-        methods = [HARD_SELECTION]
+    """The finite-R bound: LB (valid for every R, tight at large R; at most a quarter of the
+    time), the alternating solver's best point as incumbent, then the bounds in order of
+    cost until one is within ``gap_tol`` of it (:func:`_finite_r_stages`). ``hard_bound``
+    and ``incumbent`` given (:func:`trusted_lower_bound`) skip the first two steps."""
+    n = len(y)
+    T = H.shape[0] // n
+    if hard_bound is None:
         # Confirmed exactly on X (the Gram matrix only screens): it cannot tell tokens 1e-9
         # apart (its squared distances carry rounding of eps ||x||^2), and such samples can
         # be interpolated.
@@ -371,39 +389,72 @@ def _finite_r(
                 f"infeasible: samples {i} and {j} have the same tokens (in some order) and "
                 "opposite labels, so every p gives them the same feature", HARD_SELECTION, 0,
                 time.perf_counter() - start, certified=True, bound_kind=FINITE_R, R=R)
-        lb_selection = None
-        if method == "enumerate" or (method == "auto" and T**n <= ENUMERATION_LIMIT):
-            best, nodes, failed = _enumerate(H, y, T, ProgressBar(False))
-            hard = best.norm
-            if best.feasible:
-                lb_selection = np.empty(n, dtype=np.int64)
-                lb_selection[best.samples] = best.tokens
-        else:
-            budget = (time_limit - (time.perf_counter() - start)) / 4
-            lb = _branch_and_bound(H, y, T, budget, time.perf_counter(), ProgressBar(False))
-            hard, nodes, failed = lb.value, lb.nodes, lb.status == FAILED
-            lb_selection = lb.selection
-        if lb_selection is not None and not failed:
-            selection = lb_selection
-            # LB's selection realised at norm R is solve_min_norm's 'lb_selection' start; when
-            # it reaches LB the bound is closed at once (else the box search below ran to its
-            # stall limit, 18 s on an n = 8 instance whose optimum is this start's point)
-            if not any(np.array_equal(lb_selection, tokens) for tokens in realised):
-                incumbent = min(incumbent,
-                                _descent_incumbent(X, H, y, R, [lb_selection], zero=False)[0])
-        if failed:  # the v-step engines broke down: report it as LB does, proving only 0
-            return LowerBoundResult(
-                0.0, incumbent, None, FAILED,
-                "every v-step engine broke down on some selection SVM; nothing beyond the "
-                "trivial bound 0 is proven", HARD_SELECTION, nodes, time.perf_counter() - start,
-                bound_kind=FINITE_R, R=R)
-        if hard == math.inf:
-            return LowerBoundResult(
-                math.inf, math.inf, None, INFEASIBLE,
-                "infeasible: no token selection can be separated, so no (v, p) interpolates "
-                "the data for any R", HARD_SELECTION, nodes, time.perf_counter() - start,
-                certified=True, bound_kind=FINITE_R, R=R)
-        proven = min(hard, incumbent)
+        if first is None:
+            first = first_selection(H, y, T)
+        budget = (time_limit - (time.perf_counter() - start)) / 4
+        hard_bound = _hard_selection_bound(H, y, T, method, budget, False, time.perf_counter(),
+                                           first=first)
+    if incumbent is None:
+        # solve_min_norm's deterministic starts: without the first step's selection the
+        # incumbent of a cancer-feature instance (T = 3, R sqrt(d) = 1e4) stayed 8 % above the
+        # point that start reaches, which equals LB, and the box search ran to its time limit;
+        # LB's selection realised at norm R is its 'lb_selection' start: when it reaches LB
+        # the bound is closed at once (else the box search ran to its stall limit, 18 s on an
+        # n = 8 instance whose optimum is this start's point)
+        if first is None:
+            first = first_selection(H, y, T)
+        selections = [best_tokens(first_step_margins(H, y, T)),
+                      first.tokens if first.feasible else None,
+                      None if hard_bound.status == FAILED else hard_bound.selection]
+        incumbent = _descent_incumbent(X, H, y, R, selections)
+    return _finite_r_stages(H, y, T, R, hard_bound, incumbent, time_limit, gap_tol, start,
+                            progress)
+
+
+def _finite_r_stages(
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    R: float,
+    hard_bound: LowerBoundResult,
+    incumbent: tuple[float, np.ndarray | None],
+    time_limit: float,
+    gap_tol: float,
+    start: float,
+    progress: bool,
+) -> LowerBoundResult:
+    """The finite-R bound's stages after LB (``hard_bound``) against the best point
+    ``incumbent = (norm, selection)``, in order of cost until one is within ``gap_tol`` of
+    it: the linearised bound (tight at small R), the Lagrangian bound (T = 2),
+    branch-and-bound over score boxes for the time left. The largest bound proven is kept."""
+    n = len(y)
+    incumbent, selection = incumbent
+    nodes = hard_bound.nodes
+    if hard_bound.status == FAILED:  # the v-step engines broke down: report it as LB does
+        return LowerBoundResult(
+            0.0, incumbent, None, FAILED,
+            "every v-step engine broke down on some selection SVM; nothing beyond the "
+            "trivial bound 0 is proven", HARD_SELECTION, nodes, time.perf_counter() - start,
+            bound_kind=FINITE_R, R=R)
+    if hard_bound.value == math.inf:
+        return LowerBoundResult(
+            math.inf, math.inf, None, INFEASIBLE,
+            "infeasible: no token selection can be separated, so no (v, p) interpolates "
+            "the data for any R", HARD_SELECTION, nodes, time.perf_counter() - start,
+            certified=True, bound_kind=FINITE_R, R=R)
+    if hard_bound.selection is not None:
+        selection = hard_bound.selection
+    methods = [HARD_SELECTION]
+    total = time_limit if math.isfinite(time_limit) else None
+    with ProgressBar(progress, total=total, desc="lower bound (finite R)", unit="s",
+                     bar_format=_BNB_BAR) as bar:
+
+        def show(bound: float) -> None:
+            gap = (incumbent - bound) / incumbent if math.isfinite(incumbent) else math.nan
+            bar.set_to(min(time.perf_counter() - start, time_limit), bound=f"{bound:.6g}",
+                       best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
+
+        proven = min(hard_bound.value, incumbent)
         show(proven)
         if n * T <= LINEARISED_MAX_TOKENS and proven < incumbent * (1 - gap_tol):
             left = time_limit - (time.perf_counter() - start)
@@ -471,15 +522,15 @@ def _linearised(H: np.ndarray, y: np.ndarray, T: int, R: float, target: float,
 
 def _descent_incumbent(
     X: np.ndarray, H: np.ndarray, y: np.ndarray, R: float,
-    selections: Sequence[np.ndarray | None], *, zero: bool,
+    selections: Sequence[np.ndarray | None],
 ) -> tuple[float, np.ndarray | None]:
-    """The smallest ``||v||`` the alternating descent reaches from each token selection of
-    ``selections`` (shape (n,); None and repeats skipped) realised with norm R, and from p = 0 when
-    ``zero`` (starts of :func:`margin_solver.minnorm.solve_min_norm`), with each sample's most
+    """The smallest ``||v||`` the alternating descent reaches from p = 0 and from each token
+    selection of ``selections`` (shape (n,); None and repeats skipped) realised with norm R
+    (starts of :func:`margin_solver.minnorm.solve_min_norm`), with each sample's most
     attended token there; ``(inf, None)`` when no start is feasible."""
     n, T, d = X.shape
     form = KernelForm(X, TokenGram.from_gram(H, n, T, d))
-    starts = [form.zeros()] if zero else []
+    starts = [form.zeros()]
     for k, tokens in enumerate(selections):
         if tokens is None or any(np.array_equal(tokens, other) for other in selections[:k]):
             continue
@@ -530,14 +581,14 @@ class _SelectionSearch:
     the samples left with one; its bound combines the SVM over the fixed samples with the
     lifted and aggregated bounds of the free ones."""
 
-    def __init__(self, H: np.ndarray, y: np.ndarray, T: int,
-                 incumbents: list | None = None) -> None:
+    def __init__(self, H: np.ndarray, y: np.ndarray, T: int, incumbents: list | None = None,
+                 first: SelectionSVM | None = None) -> None:
         self.H, self.y, self.T = H, y, T
         self.n = len(y)
         self.sq_norms = np.diag(H).reshape(self.n, T)
         # every selection that becomes the incumbent is appended here (search starts)
         self.incumbents = incumbents
-        self.incumbent = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+        self.incumbent = first if first is not None else first_selection(H, y, T)
         if incumbents is not None and self.incumbent.feasible:
             incumbents.append(self.incumbent.tokens)
         self.heap: list[_Node] = []
@@ -614,8 +665,9 @@ class _SelectionSearch:
 def _branch_and_bound(
     H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar,
     *, max_nodes: int | None = None, incumbents: list | None = None,
+    first: SelectionSVM | None = None,
 ) -> LowerBoundResult:
-    search = _SelectionSearch(H, y, T, incumbents)
+    search = _SelectionSearch(H, y, T, incumbents, first)
     n = len(y)
     root = search.solve(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     search.evaluate(root, np.ones((n, T), dtype=bool), 0.0)

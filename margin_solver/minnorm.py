@@ -18,8 +18,8 @@ feasible norm:
     tokens, repeat), realised the same way.
 ``"lb_selection"``
     With ``certify=True``: the selection of the lower bound LB (the finite-R bound's first
-    stage), realised the same way; as R grows P_R approaches LB through it whenever the
-    selection is linearly separable.
+    stage, computed before the starts), realised the same way; as R grows P_R approaches
+    LB through it whenever the selection is linearly separable.
 ``"random_k"``
     ``n_random_starts`` seeded random p of norm R in the span of the tokens.
 
@@ -52,7 +52,11 @@ their SVM norm (docs/theory.md, "nearly hard attention").
 
 Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
 finite-R bound (:func:`margin_solver.bounds.global_lower_bound` with ``R``) gives a lower
-bound on P_R and the relative ``gap = (norm - lower_bound) / norm``.
+bound on P_R and the relative ``gap = (norm - lower_bound) / norm``: its first stage LB
+before the starts (a proof of infeasibility, the ``lb_selection`` start, the value that
+stops the search), its other stages after the search against the best point found
+(:func:`_finite_r_bound`), so that the bound runs no descent of its own and sees what the
+search found.
 
 Statuses (docs/statuses.md, "Min-norm specifics"): ``optimal`` only when certified (a
 feasible point and ``gap <= gap_tol``); a descent that met its stopping test without that
@@ -89,6 +93,7 @@ from margin_solver.bounds import (
     BOUND_METHODS,
     FINITE_R,
     LowerBoundResult,
+    first_selection,
     first_step_margins,
     trusted_lower_bound,
 )
@@ -117,7 +122,7 @@ from margin_solver.search import (
     settled_value,
 )
 from margin_solver.search import search_starts as _search_starts
-from margin_solver.selection import attention_svm, best_tokens, hard_selection_alternation
+from margin_solver.selection import attention_svm, best_tokens
 from margin_solver.validation import (
     InvalidInputError,
     check_int,
@@ -368,11 +373,13 @@ def solve_min_norm(
     bound_method : {"auto", "enumerate", "bnb"}, default="auto"
         Method of the lower bound (with ``certify``).
     bound_time_limit : float, default=30.0
-        Seconds for the branch-and-bound (with ``certify``, or when it is run to try to prove
-        infeasibility); on time-out the bound proven so far is used.
+        Seconds for the lower bound (with ``certify``, or when it is run to try to prove
+        infeasibility); on time-out the bound proven so far is used. With ``certify`` they
+        are shared by LB, before the starts (at most a quarter), and the finite-R stages
+        after the search (the rest); the starts' seconds do not count in them.
     progress : bool, default=False
-        Show progress bars on stderr: the lower bound's, then one over the starts (with the
-        best norm so far).
+        Show progress bars on stderr: LB's, one over the starts (with the best norm so far),
+        then the finite-R bound's.
     options : mapping, optional
         Knobs of the descent from each start (:func:`margin_solver.alternating.descend`),
         for benchmarks and experts; unknown keys raise. Keys and defaults:
@@ -413,7 +420,10 @@ def solve_min_norm(
         Seconds for the whole call (lower bound, starts, descents). On expiry the best
         feasible point so far is returned with status ``"time_limit"``, or
         ``"no_feasible_point_found"`` saying the time limit stopped the search. The bound
-        gets ``min(bound_time_limit, time left)``.
+        gets at most the time left: LB before the starts a quarter of
+        ``min(bound_time_limit, time left)``, the finite-R stages after the search what is
+        left of ``bound_time_limit`` but no more than the time left then (none when the
+        starts used it all: the stages stop at once, with status ``"time_limit"``).
     p0 : array-like of shape (n_features,), optional
         A warm start (e.g. a gradient-descent endpoint), run first (after the selection
         starts when attention is nearly hard) as the start ``"p0"``: its
@@ -497,17 +507,22 @@ def solve_min_norm(
         return _warn(_no_point(R, "dense", INFEASIBLE, why, None, start_time, tol))
     solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
 
-    def bound_now(radius: float | None = None) -> LowerBoundResult:
-        limit = max(min(bound_time_limit, deadline - time.perf_counter()), 0.0)
+    def bound_now(share: float = 1.0) -> LowerBoundResult:
+        """LB with ``share`` of the bound's time (a quarter when the finite-R stages follow)."""
+        limit = max(min(bound_time_limit, deadline - time.perf_counter()), 0.0) * share
         return trusted_lower_bound(gram.H, y, T, bound_method, limit, progress,
-                                   time.perf_counter(), R=radius, X=X, gap_tol=gap_tol)
+                                   time.perf_counter(), first=first)
 
     with single_threaded_blas():
-        bound = bound_now(R) if certify else None
+        first = first_selection(gram.H, y, T)
+        # certify: LB first (its proof of infeasibility, its selection as a start, its value
+        # to stop the search); the finite-R stages after the search, against its best point
+        bound = bound_now(0.25 if T > 1 else 1.0) if certify else None
         if bound is not None and bound.status == INFEASIBLE:
             return _warn(_no_point(R, solver_form.name, INFEASIBLE,
                                    _infeasibility_proof(bound), bound, start_time, tol))
-        starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound))
+        starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound,
+                              first))
         if p0 is not None:
             starts.insert(0, ("p0", _warm_start(solver_form, gram, X, p0, R), None))
         with ProgressBar(progress, total=len(starts), desc="P_R starts", unit="start") as bar:
@@ -540,8 +555,15 @@ def solve_min_norm(
             hard = _hard_spread(search_starts, start_norms, bound, d <= n * T, gram.H, y, T,
                                 feasible)
             _search(solver_form, gram.H, y, T, R, runs, start_norms, bound, realised,
-                    {**descent, "deadline": deadline}, budget, seed, deadline, hard, gap_tol)
+                    {**descent, "deadline": deadline}, budget, seed, deadline, first, hard,
+                    gap_tol)
             feasible = {k: r for k, r in runs.items() if r.point.feasible}
+        if certify:
+            bound = _finite_r_bound(gram.H, y, T, R, bound, feasible, bound_method,
+                                    bound_time_limit, deadline, gap_tol, progress)
+            if bound.status == INFEASIBLE:
+                return _warn(_no_point(R, solver_form.name, INFEASIBLE,
+                                       _infeasibility_proof(bound), bound, start_time, tol))
     skipped = [name for name, *_ in starts if name not in start_norms]
     timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
     timed_out |= bound is not None and bound.status == TIME_LIMIT and \
@@ -566,6 +588,25 @@ def solve_min_norm(
     result.message += note
     result.solve_time = time.perf_counter() - start_time
     return _warn(result)
+
+
+def _finite_r_bound(H, y, T, R, hard_bound, feasible, method, bound_time_limit, deadline,
+                    gap_tol, progress) -> LowerBoundResult:
+    """The finite-R bound's stages after LB (``hard_bound``, computed before the starts)
+    against the best of the ``feasible`` runs, for what is left of ``bound_time_limit``
+    after LB (at most the time left before ``deadline``); LB itself when T = 1."""
+    if feasible:
+        best = min(feasible.values(), key=lambda run: run.norm)
+        incumbent = best.norm, np.argmax(best.point.attention, axis=1)
+    else:
+        incumbent = math.inf, None
+    now = time.perf_counter()
+    limit = max(min(bound_time_limit, hard_bound.solve_time + deadline - now),
+                hard_bound.solve_time)
+    # the clock moved back by LB's seconds: they count in the bound's time, the starts' do not
+    return trusted_lower_bound(H, y, T, method, limit, progress, now - hard_bound.solve_time,
+                               R=R, gap_tol=gap_tol, hard_bound=hard_bound,
+                               incumbent=incumbent)
 
 
 def _infeasibility_proof(bound: LowerBoundResult) -> str:
@@ -712,7 +753,7 @@ def _hard_spread(search_starts, start_norms, bound, dependent, H, y, T, feasible
 
 def _search(
     form, H, y, T, R, runs, start_norms, bound, realised, options, budget, seed, deadline,
-    hard=False, gap_tol=DEFAULT_GAP_TOL,
+    first, hard=False, gap_tol=DEFAULT_GAP_TOL,
 ) -> None:
     """Add the runs of :func:`margin_solver.search.search_starts` to ``runs``/``start_norms``
     (no new start after ``deadline``, a :func:`time.perf_counter` reading).
@@ -730,7 +771,7 @@ def _search(
     best = min(feasible, key=lambda r: r.norm) if feasible else None
     incumbents: list[np.ndarray] = []
     if bound is None and not hard:
-        bound = _search_guide(H, y, T, runs, best, incumbents, deadline)
+        bound = _search_guide(H, y, T, runs, best, incumbents, deadline, first)
     if bound is not None and "lb_selection" in runs:
         realised = [*realised, bound.selection]
     lower = None if bound is None else bound.value
@@ -753,7 +794,7 @@ def _search(
                     run.reason, run.n_iter)
 
 
-def _search_guide(H, y, T, runs, best, incumbents, deadline) -> LowerBoundResult:
+def _search_guide(H, y, T, runs, best, incumbents, deadline, first) -> LowerBoundResult:
     """LB's branch-and-bound for an uncertified search; ``incumbents`` receives every
     selection that became its best, in order.
 
@@ -773,13 +814,12 @@ def _search_guide(H, y, T, runs, best, incumbents, deadline) -> LowerBoundResult
     """
     max_nodes = SEARCH_BOUND_NODES
     if best is not None and len(y) > SCREEN_MIN_SAMPLES:
-        first = hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
         if not (first.feasible and best.norm <= first.norm * (1 + _SEARCH_GAP_RTOL)):
             spent = sum(run.n_eval for run in runs.values())
             max_nodes = min(max_nodes, math.ceil(SEARCH_BOUND_NODES_PER_EVAL * spent))
     return trusted_lower_bound(H, y, T, "auto", max(deadline - time.perf_counter(), 0.0),
                                False, time.perf_counter(), max_nodes=max_nodes,
-                               incumbents=incumbents)
+                               incumbents=incumbents, first=first)
 
 
 def _retired_families(runs, best) -> tuple[str, ...]:
@@ -823,16 +863,14 @@ def _check_choices(form: str, n_random_starts: Any, max_iter: Any) -> None:
     check_int(max_iter, "max_iter", 1)
 
 
-def _starts(form, H, y, T, R, n_random, seed, bound):
+def _starts(form, H, y, T, R, n_random, seed, bound, first):
     """Yield ``(name, p0, selection)``: a selection start has p0 None (realised by
-    :func:`_run_starts`), a random start p0 None when it is the zero vector."""
+    :func:`_run_starts`), a random start p0 None when it is the zero vector. ``first``:
+    :func:`margin_solver.bounds.first_selection`."""
     yield "zero", form.zeros(), None
-    margins0 = first_step_margins(H, y, T)
-    first = best_tokens(margins0)
-    yield "first_step", None, first
-    hard = hard_selection_alternation(H, y, T, margins0)
-    if hard.feasible:
-        yield "hard_selection", None, hard.tokens
+    yield "first_step", None, best_tokens(first_step_margins(H, y, T))
+    if first.feasible:
+        yield "hard_selection", None, first.tokens
     if bound is not None and bound.selection is not None:
         yield "lb_selection", None, bound.selection
     n = len(y)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from margin_solver.alternating import DenseForm, descend, evaluate_phi
-from margin_solver.bounds import global_lower_bound
+from margin_solver.bounds import first_selection, global_lower_bound
 from margin_solver.data import PaperDistribution
 from margin_solver.kernel import TokenGram, margins
 from margin_solver.minnorm import solve_min_norm
@@ -203,9 +203,11 @@ def test_large_search_guides_spend_in_proportion_to_the_first_starts():
     ds = PaperDistribution(d=400, T=2, snr=math.sqrt(1.0 / n), eta=0.15).sample(n, seed=1)
     H, y = TokenGram(ds.X).H, ds.y.astype(float)
     runs = {"zero": SimpleNamespace(n_eval=40)}
-    full = _search_guide(H, y, 2, runs, SimpleNamespace(norm=0.0), [], math.inf)
+    first = first_selection(H, y, 2)
+    full = _search_guide(H, y, 2, runs, SimpleNamespace(norm=0.0), [], math.inf, first)
     assert full.status == "optimal" and full.nodes > 20
-    cut = _search_guide(H, y, 2, runs, SimpleNamespace(norm=10 * full.incumbent), [], math.inf)
+    cut = _search_guide(H, y, 2, runs, SimpleNamespace(norm=10 * full.incumbent), [], math.inf,
+                        first)
     assert cut.status == "max_iter" and "node budget" in cut.message
     assert cut.nodes <= math.ceil(SEARCH_BOUND_NODES_PER_EVAL * 40) + 4  # + one branching
 
