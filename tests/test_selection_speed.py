@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from margin_solver.kernel import TokenGram
-from margin_solver.selection import _SLICED_RUNS, _principal_block
+from margin_solver.selection import _SLICED_RUNS, _difference_gram, _principal_block
 
 
 @pytest.mark.parametrize("n,T", [(1, 1), (1, 3), (7, 1), (30, 4), (100, 4)])
@@ -36,3 +36,17 @@ def test_principal_block_equals_fancy_indexing(dropped):
     assert not np.shares_memory(block, H)
     runs = 1 + np.count_nonzero(np.diff(rows) != 1)
     assert (runs > _SLICED_RUNS) == (len(dropped) == 50)  # both branches are exercised
+
+
+def test_difference_gram_is_bitwise_the_dense_products():
+    rng = np.random.default_rng(5)
+    n, T = 60, 4
+    H = TokenGram(rng.standard_normal((n, T, 30))).H
+    for _ in range(3):
+        selection = rng.integers(0, T, n)
+        samples, others = np.nonzero(np.arange(T)[None, :] != selection[:, None])
+        plus, minus = samples * T + selection[samples], samples * T + others
+        E = np.zeros((samples.size, n * T))
+        E[np.arange(samples.size), plus] = 1.0
+        E[np.arange(samples.size), minus] = -1.0
+        assert np.array_equal(_difference_gram(H, plus, minus), E @ H @ E.T)
