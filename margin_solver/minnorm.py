@@ -511,7 +511,7 @@ def solve_min_norm(
                 solver_form, gram.H, y, T, R, starts, {**descent, "deadline": deadline}, bar
             )
         feasible = {k: r for k, r in runs.items() if r.point.feasible}
-        failed = [r for r in runs.values() if r.point.vstep.status == FAILED]
+        failed = [r for r in runs.values() if r.point.vstep.broke_down]
         if not feasible and not failed and bound is None:
             # try to prove infeasibility; a feasible LB selection gives one more start
             bound = bound_now()
@@ -956,7 +956,8 @@ def _no_feasible_point(X, y, R, form, runs, bound, start_time, tol) -> MinNormRe
         worst = float(np.min(y * (K @ a)))
         if best is None or worst > best[0]:
             best = (worst, name, run, a)
-    why = "no feasible point found: the v-step is infeasible at the final p of every start"
+    why = ("no feasible point found: the v-step is infeasible (or cannot tell, features equal "
+           "to within rounding) at the final p of every start")
     if best is not None:
         _, name, run, a = best
         point = run.point
