@@ -483,15 +483,14 @@ def _solve(
     data: _VStepData, solver: str, tol: float, fallback: bool, start: float
 ) -> VStepResult:
     """The v-step on checked inputs: conflicts, then the engines in turn (see solve_vstep)."""
-    conflict = _obvious_conflicts(data)
-    if conflict is not None:
-        samples, why = conflict
-        return _infeasible(samples, why, None, [], start)
-    near = _near_conflicts(data)
-    if near is not None:
+    zero, pairs = _conflict_candidates(data.K, data.y)
+    if zero or pairs:
+        conflict = _obvious_conflicts(data, zero, pairs)
+        if conflict is not None:
+            return _infeasible(*conflict, None, [], start)
         # A separator, if any, has ||v|| >= 2 / (rounding of K): no engine resolves that
         # (their infeasibility test stops at margins of 1e-8), and no proof says none exists.
-        return _warn_unsolved(_cannot_tell(*near, start))
+        return _warn_unsolved(_cannot_tell(*_near_conflicts(data, zero, pairs), start))
 
     # Every engine needs a factor of K; a K that is not a Gram matrix raises here, not in one
     # (a successful Cholesky factorisation, enough for LDP, proves positive definiteness).
@@ -706,17 +705,19 @@ def _check_gram(K: Any, n: int | None) -> np.ndarray:
     return (K + K.T) / 2
 
 
-def _obvious_conflicts(data: _VStepData) -> tuple[list[int], str] | None:
+def _obvious_conflicts(
+    data: _VStepData, zero: list[int], pairs: list[tuple[int, int]]
+) -> tuple[list[int], str] | None:
     """Find zero features and equal features with opposite labels: proofs of infeasibility.
 
-    Candidates are read off K (:func:`_conflict_candidates`) and confirmed exactly on the
-    features (Z, or the caller's ``row``); with only K given nothing is confirmed (entries equal to within rounding do not prove equal
+    The candidates ``zero`` and ``pairs`` read off K (:func:`_conflict_candidates`) are
+    confirmed exactly on the features (Z, or the caller's ``row``); with only K given nothing
+    is confirmed (entries equal to within rounding do not prove equal
     features), and :func:`_near_conflicts` bounds ``||v||`` instead. These are the common
     infeasible inputs; naming them directly gives a clearer message than a general certificate.
     """
     if data.row is None:
         return None
-    zero, pairs = _conflict_candidates(data.K, data.y)
     zero = [i for i in zero if not data.row(i).any()]
     if zero:
         return zero, f"samples {zero} have zero features, so y z^T v = 0 < 1"
@@ -739,17 +740,17 @@ def _conflict_candidates(
     return zero, [(int(i), int(j)) for i, j in clash]
 
 
-def _near_conflicts(data: _VStepData) -> tuple[float, str] | None:
-    """A lower bound on ``||v||`` from features equal (or zero) to within the rounding of K.
+def _near_conflicts(
+    data: _VStepData, zero: list[int], pairs: list[tuple[int, int]]
+) -> tuple[float, str]:
+    """A lower bound on ``||v||`` from features equal (or zero) to within the rounding of K,
+    the candidates of :func:`_conflict_candidates`, and why.
 
     ``y_i v.z_i >= 1`` and ``y_j v.z_j >= 1`` with opposite labels give ``v.(z_i - z_j) >= 2``,
     so ``||v|| >= 2 / ||z_i - z_j||``; a single constraint gives ``||v|| >= 1 / ||z_i||``. The
     distances are bounded from above by the computed ones plus the rounding K may carry
-    (:meth:`_VStepData.rounding`). None when K tells every such pair apart.
+    (:meth:`_VStepData.rounding`).
     """
-    zero, pairs = _conflict_candidates(data.K, data.y)
-    if not zero and not pairs:
-        return None
     diag = np.maximum(np.diag(data.K), 0.0)
     what = f"zero features {zero}" if zero else ""
     if pairs:
