@@ -971,7 +971,9 @@ def _no_feasible_point(X, y, R, form, runs, bound, start_time, tol) -> MinNormRe
                 f"attempt: start "
                 f"{name!r}, least-squares v with min margin {result.min_margin:.6g}")
     if bound is not None:
-        why += (f"; infeasibility is not proven: the hard-selection bound is feasible "
+        # LB is "no_feasible_point_found" when its selections could not be resolved
+        found = "is feasible" if bound.selection is not None else "did not prove it either"
+        why += (f"; infeasibility is not proven: the hard-selection bound {found} "
                 f"(LB >= {bound.value:.6g}, {bound.status})")
     else:
         why += "; infeasibility is not proven"

@@ -1031,7 +1031,7 @@ def _infeasible(
 
 
 def _cannot_tell(bound: float, why: str, start: float) -> VStepResult:
-    result = _no_solution(FAILED, why, None, [why], start)
+    result = _no_solution(FAILED, why, None, [], start)
     result.norm_bound, result.unresolved = bound, True
     return result
 

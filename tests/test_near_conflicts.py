@@ -67,7 +67,8 @@ def test_features_equal_to_within_rounding_are_not_infeasible(resolved_norm):
     assert 1e6 < bound.value <= resolved_norm * 100 * 1.01
 
     res = _quiet(lambda: solve_min_norm(X, Y, R=1.0, certify=True, n_random_starts=2))
-    assert res.status != "infeasible" and not res.certified
+    assert res.status == "no_feasible_point_found" and not res.certified
+    assert "infeasibility is not proven" in res.message and res.lower_bound == bound.value
 
 
 def test_exactly_equal_opposite_labels_stay_infeasible():
