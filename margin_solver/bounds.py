@@ -55,8 +55,10 @@ from margin_solver.progress import ProgressBar
 from margin_solver.rbounds import finite_r_bound
 from margin_solver.results import (
     FAILED,
+    INACCURATE,
     INFEASIBLE,
     MAX_ITER,
+    NO_FEASIBLE_POINT_FOUND,
     OPTIMAL,
     TIME_LIMIT,
     ConvergenceWarning,
@@ -322,28 +324,50 @@ def trusted_lower_bound(
     if hard_bound is not None:  # T = 1: LB is P_R itself
         return hard_bound
     with single_threaded_blas():
-        return _hard_selection_bound(H, y, T, method, time_limit, progress, start,
-                                     max_nodes=max_nodes, incumbents=incumbents, first=first)
+        result = _hard_selection_bound(H, y, T, method, time_limit, progress, start,
+                                       max_nodes=max_nodes, incumbents=incumbents,
+                                       first=first, X=X)
+    if result.status in (NO_FEASIBLE_POINT_FOUND, INACCURATE) and X is not None:
+        # Unresolved selections: samples with exactly the same tokens may still prove it.
+        clash = conflicting_pairs(X, y, H)
+        if clash:
+            return _conflict_result(clash[0], result.nodes, start, R)
+    return result
+
+
+def _conflict_result(
+    pair: tuple[int, int], nodes: int, start: float, R: float | None
+) -> LowerBoundResult:
+    """``infeasible``: samples ``pair`` have the same tokens and opposite labels."""
+    i, j = pair
+    return LowerBoundResult(
+        math.inf, math.inf, None, INFEASIBLE,
+        f"infeasible: samples {i} and {j} have the same tokens (in some order) and "
+        "opposite labels, so every p gives them the same feature", HARD_SELECTION, nodes,
+        time.perf_counter() - start, certified=True,
+        **({} if R is None else {"bound_kind": FINITE_R, "R": R}))
 
 
 def _hard_selection_bound(
     H: np.ndarray, y: np.ndarray, T: int, method: str, time_limit: float, progress: bool,
     start: float, *, max_nodes: int | None = None, incumbents: list | None = None,
-    first: SelectionSVM | None = None,
+    first: SelectionSVM | None = None, X: np.ndarray | None = None,
 ) -> LowerBoundResult:
-    """LB by enumeration or branch-and-bound (``method``, ``"auto"`` by the size of T^n)."""
+    """LB by enumeration or branch-and-bound (``method``, ``"auto"`` by the size of T^n);
+    ``X``, the tokens behind H, lets exactly equal tokens prove a selection infeasible
+    (:func:`margin_solver.selection.selection_svm`)."""
     if method == "auto":
         method = "enumerate" if T**len(y) <= ENUMERATION_LIMIT else "bnb"
     if method == "enumerate":
         with ProgressBar(progress, total=T**len(y), desc="lower bound (enumeration)",
                          unit="SVM") as bar:
-            best, nodes, failed = _enumerate(H, y, T, bar, incumbents)
-        return _finish(best, best.norm, OPTIMAL, "enumerate", nodes, start, failed)
+            best, nodes, failed, floor = _enumerate(H, y, T, bar, incumbents, X)
+        return _finish(best, floor, OPTIMAL, "enumerate", nodes, start, failed, floor)
     total = time_limit if math.isfinite(time_limit) else None
     with ProgressBar(progress, total=total, desc="lower bound (branch-and-bound)",
                      unit="s", bar_format=_BNB_BAR) as bar:
         return _branch_and_bound(H, y, T, time_limit, start, bar, max_nodes=max_nodes,
-                                 incumbents=incumbents, first=first)
+                                 incumbents=incumbents, first=first, X=X)
 
 
 def first_selection(H: np.ndarray, y: np.ndarray, T: int) -> SelectionSVM:
@@ -383,17 +407,12 @@ def _finite_r(
         # be interpolated.
         clash = conflicting_pairs(X, y, H)
         if clash:
-            i, j = clash[0]
-            return LowerBoundResult(
-                math.inf, math.inf, None, INFEASIBLE,
-                f"infeasible: samples {i} and {j} have the same tokens (in some order) and "
-                "opposite labels, so every p gives them the same feature", HARD_SELECTION, 0,
-                time.perf_counter() - start, certified=True, bound_kind=FINITE_R, R=R)
+            return _conflict_result(clash[0], 0, start, R)
         if first is None:
             first = first_selection(H, y, T)
         budget = (time_limit - (time.perf_counter() - start)) / 4
         hard_bound = _hard_selection_bound(H, y, T, method, budget, False, time.perf_counter(),
-                                           first=first)
+                                           first=first, X=X)
     if incumbent is None:
         # solve_min_norm's deterministic starts: without the first step's selection the
         # incumbent of a cancer-feature instance (T = 3, R sqrt(d) = 1e4) stayed 8 % above the
@@ -546,15 +565,21 @@ def _descent_incumbent(
 
 
 def _enumerate(
-    H: np.ndarray, y: np.ndarray, T: int, bar: ProgressBar, incumbents: list | None = None
-) -> tuple[SelectionSVM, int, bool]:
+    H: np.ndarray, y: np.ndarray, T: int, bar: ProgressBar, incumbents: list | None = None,
+    X: np.ndarray | None = None,
+) -> tuple[SelectionSVM, int, bool, float]:
+    """Every selection's SVM: the best one, the count, whether an engine broke down, and LB
+    (the smallest proven bound, below the best norm when some SVM could not be resolved).
+    ``X`` are the tokens behind H (see :func:`selection_svm`)."""
     best = None
     nodes = 0
     failed = False
+    floor = math.inf
     for tokens in itertools.product(range(T), repeat=len(y)):
-        svm = selection_svm(H, y, T, np.array(tokens))
+        svm = selection_svm(H, y, T, np.array(tokens), X=X)
         nodes += 1
         failed |= svm.failed
+        floor = min(floor, svm.bound)
         if best is None or svm.norm < best.norm:
             best = svm
             if incumbents is not None and svm.feasible:
@@ -562,7 +587,7 @@ def _enumerate(
         if bar.throttle():
             bar.set_to(nodes, best=f"{best.norm:.6g}")
     bar.set_to(nodes)
-    return best, nodes, failed
+    return best, nodes, failed, floor
 
 
 @dataclass(order=True)
@@ -582,8 +607,8 @@ class _SelectionSearch:
     lifted and aggregated bounds of the free ones."""
 
     def __init__(self, H: np.ndarray, y: np.ndarray, T: int, incumbents: list | None = None,
-                 first: SelectionSVM | None = None) -> None:
-        self.H, self.y, self.T = H, y, T
+                 first: SelectionSVM | None = None, X: np.ndarray | None = None) -> None:
+        self.H, self.y, self.T, self.X = H, y, T, X
         self.n = len(y)
         self.sq_norms = np.diag(H).reshape(self.n, T)
         # every selection that becomes the incumbent is appended here (search starts)
@@ -598,9 +623,12 @@ class _SelectionSearch:
         # rounding error below the completed SVM's norm, and the proven bound must include them.
         self.closed_floor = math.inf
         self.failed = False  # an engine breakdown drops a node without proof
+        # Smallest bound among nodes closed because their SVM could not be resolved (tokens
+        # of opposite labels equal to within rounding): only that bound is proven there.
+        self.unresolved_floor = math.inf
 
     def solve(self, tokens: np.ndarray, samples: np.ndarray | None = None) -> SelectionSVM:
-        svm = selection_svm(self.H, self.y, self.T, tokens, samples)
+        svm = selection_svm(self.H, self.y, self.T, tokens, samples, X=self.X)
         self.nodes += 1
         self.failed |= svm.failed
         return svm
@@ -611,6 +639,8 @@ class _SelectionSearch:
     def evaluate(self, svm: SelectionSVM, allowed: np.ndarray, parent_bound: float) -> None:
         """Bound a node and queue it, or close it (completion, pruning, infeasibility)."""
         if not svm.feasible:
+            # closed: infeasible (bound inf), or unresolved with its proven bound
+            self.unresolved_floor = min(self.unresolved_floor, max(parent_bound, svm.norm_bound))
             return
         n, T = self.n, self.T
         margins = token_margins(self.H, self.y, T, svm)
@@ -659,15 +689,16 @@ class _SelectionSearch:
             self.evaluate(child, allowed, node.bound)
 
     def proven(self) -> float:
-        return min([self.incumbent.norm, self.closed_floor] + [node.bound for node in self.heap])
+        return min([self.incumbent.norm, self.closed_floor, self.unresolved_floor]
+                   + [node.bound for node in self.heap])
 
 
 def _branch_and_bound(
     H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar,
     *, max_nodes: int | None = None, incumbents: list | None = None,
-    first: SelectionSVM | None = None,
+    first: SelectionSVM | None = None, X: np.ndarray | None = None,
 ) -> LowerBoundResult:
-    search = _SelectionSearch(H, y, T, incumbents, first)
+    search = _SelectionSearch(H, y, T, incumbents, first, X)
     n = len(y)
     root = search.solve(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     search.evaluate(root, np.ones((n, T), dtype=bool), 0.0)
@@ -688,7 +719,7 @@ def _branch_and_bound(
     _show_gap(bar, search, start, time_limit)
     status = OPTIMAL if not heap else stopped_by
     return _finish(search.incumbent, search.proven(), status, "bnb", search.nodes, start,
-                   search.failed)
+                   search.failed, search.unresolved_floor)
 
 
 def _show_gap(bar: ProgressBar, search: _SelectionSearch, start: float,
@@ -700,6 +731,15 @@ def _show_gap(bar: ProgressBar, search: _SelectionSearch, start: float,
                bound=f"{bound:.6g}", best=f"{best:.6g}", gap=f"{gap:.2e}")
 
 
+def _selection(best: SelectionSVM) -> np.ndarray | None:
+    """The best selection as one token per sample; None when its SVM has no solution."""
+    if not best.feasible:
+        return None
+    selection = np.empty(len(best.samples), dtype=np.int64)
+    selection[best.samples] = best.tokens
+    return selection
+
+
 def _finish(
     best: SelectionSVM,
     bound: float,
@@ -708,20 +748,33 @@ def _finish(
     nodes: int,
     start: float,
     engine_failed: bool = False,
+    unresolved: float = math.inf,
 ) -> LowerBoundResult:
+    """The LB result from the search's best selection and proven ``bound``; ``unresolved``
+    is the smallest bound of the selections whose SVM could not be resolved."""
     elapsed = time.perf_counter() - start
     if engine_failed:  # a selection or node was dropped without proof: only 0 is proven
-        selection = None
-        if best.feasible:
-            selection = np.empty(len(best.samples), dtype=np.int64)
-            selection[best.samples] = best.tokens
         return LowerBoundResult(
             0.0,
             best.norm,
-            selection,
+            _selection(best),
             FAILED,
             "every v-step engine broke down on some selection SVM; nothing beyond the trivial "
             "bound 0 is proven",
+            method,
+            nodes,
+            elapsed,
+        )
+    if status == OPTIMAL and unresolved < best.norm:
+        # some selection's SVM was closed unresolved, with only a proven bound on its norm
+        return LowerBoundResult(
+            bound,
+            best.norm,
+            _selection(best),
+            NO_FEASIBLE_POINT_FOUND if not best.feasible else INACCURATE,
+            f"cannot tell LB: some selections put opposite labels on tokens equal to within "
+            f"the rounding of the Gram matrix; proven bound {bound:.6g}, best selection "
+            f"{best.norm:.6g}",
             method,
             nodes,
             elapsed,
@@ -739,8 +792,7 @@ def _finish(
             elapsed,
             certified=True,
         )
-    selection = np.empty(len(best.samples), dtype=np.int64)
-    selection[best.samples] = best.tokens
+    selection = _selection(best)
     if status == OPTIMAL:
         message = f"LB solved exactly by {method} ({nodes} SVMs)"
     else:

@@ -511,7 +511,7 @@ def solve_min_norm(
         """LB with ``share`` of the bound's time (a quarter when the finite-R stages follow)."""
         limit = max(min(bound_time_limit, deadline - time.perf_counter()), 0.0) * share
         return trusted_lower_bound(gram.H, y, T, bound_method, limit, progress,
-                                   time.perf_counter(), first=first)
+                                   time.perf_counter(), first=first, X=X)
 
     with single_threaded_blas():
         first = first_selection(gram.H, y, T)
@@ -530,7 +530,7 @@ def solve_min_norm(
                 solver_form, gram.H, y, T, R, starts, {**descent, "deadline": deadline}, bar
             )
         feasible = {k: r for k, r in runs.items() if r.point.feasible}
-        failed = [r for r in runs.values() if r.point.vstep.status == FAILED]
+        failed = [r for r in runs.values() if r.point.vstep.broke_down]
         if not feasible and not failed and bound is None:
             # try to prove infeasibility; a feasible LB selection gives one more start
             bound = bound_now()
@@ -1001,7 +1001,8 @@ def _no_feasible_point(X, y, R, form, runs, bound, start_time, tol) -> MinNormRe
         worst = float(np.min(y * (K @ a)))
         if best is None or worst > best[0]:
             best = (worst, name, run, a)
-    why = "no feasible point found: the v-step is infeasible at the final p of every start"
+    why = ("no feasible point found: the v-step is infeasible (or cannot tell, features equal "
+           "to within rounding) at the final p of every start")
     if best is not None:
         _, name, run, a = best
         point = run.point
@@ -1015,7 +1016,9 @@ def _no_feasible_point(X, y, R, form, runs, bound, start_time, tol) -> MinNormRe
                 f"attempt: start "
                 f"{name!r}, least-squares v with min margin {result.min_margin:.6g}")
     if bound is not None:
-        why += (f"; infeasibility is not proven: the hard-selection bound is feasible "
+        # LB is "no_feasible_point_found" when its selections could not be resolved
+        found = "is feasible" if bound.selection is not None else "did not prove it either"
+        why += (f"; infeasibility is not proven: the hard-selection bound {found} "
                 f"(LB >= {bound.value:.6g}, {bound.status})")
     else:
         why += "; infeasibility is not proven"

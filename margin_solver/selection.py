@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.results import FAILED
 from margin_solver.validation import InvalidInputError, check_radius, check_tokens
 from margin_solver.vstep import solve_trusted_vstep
 
@@ -70,12 +69,17 @@ class SelectionSVM:
     tokens : ndarray of int, shape (m,)
         Token selected for each of them.
     norm : float
-        ``||v||``; ``inf`` when no v satisfies the constraints.
+        ``||v||``; ``inf`` when no v satisfying the constraints was found.
     coef : ndarray of shape (m,) or None
-        ``v = sum_k coef_k x_{samples_k, tokens_k}``; None when infeasible.
+        ``v = sum_k coef_k x_{samples_k, tokens_k}``; None when no such v was found.
     failed : bool
         True when every v-step engine broke down: norm inf and coef None then say nothing
         about feasibility, and a bound built on this SVM proves nothing.
+    norm_bound : float
+        Without a solution, a proven lower bound on ``||v||`` for every v satisfying the
+        constraints: ``inf`` when they are infeasible, finite when selected tokens of
+        opposite labels are equal only to within the rounding of H (the v-step's
+        ``norm_bound``), 0 after a breakdown. ``norm`` with a solution.
     """
 
     samples: np.ndarray
@@ -83,11 +87,17 @@ class SelectionSVM:
     norm: float
     coef: np.ndarray | None
     failed: bool = False
+    norm_bound: float = math.inf
 
     @property
     def feasible(self) -> bool:
-        """True when some v satisfies every selected constraint."""
+        """True when some v satisfies every selected constraint (and one was found)."""
         return self.coef is not None
+
+    @property
+    def bound(self) -> float:
+        """A proven lower bound on ``||v||`` over the selection: ``norm`` or ``norm_bound``."""
+        return self.norm if self.feasible else self.norm_bound
 
 
 def selection_rows(samples: np.ndarray, tokens: np.ndarray, T: int) -> np.ndarray:
@@ -101,6 +111,7 @@ def selection_svm(
     T: int,
     tokens: np.ndarray,
     samples: np.ndarray | None = None,
+    X: np.ndarray | None = None,
 ) -> SelectionSVM:
     """Solve ``minimize ||v|| s.t. y_i <v, x_{i, tokens_i}> >= 1`` for ``i`` in ``samples``.
 
@@ -116,6 +127,10 @@ def selection_svm(
         Selected token of each sample in ``samples``.
     samples : ndarray of int, shape (m,), optional
         Samples to constrain; all ``n`` samples (in order) when omitted.
+    X : ndarray of shape (n, T, d), optional
+        The tokens behind H. Selected tokens of opposite labels that H cannot tell apart
+        are then compared exactly: equal ones prove the selection infeasible, others give
+        ``norm_bound`` (weaker without X, and never a proof).
 
     Returns
     -------
@@ -126,9 +141,11 @@ def selection_svm(
     if samples.size == 0:
         return SelectionSVM(samples, tokens, 0.0, np.zeros(0))
     rows = selection_rows(samples, tokens, T)
-    result = solve_trusted_vstep(H[np.ix_(rows, rows)], y[samples])
+    row = None if X is None else (lambda k: X[samples[k], tokens[k]])
+    result = solve_trusted_vstep(H[np.ix_(rows, rows)], y[samples], row=row)
     if not result.success:
-        return SelectionSVM(samples, tokens, float("inf"), None, result.status == FAILED)
+        return SelectionSVM(samples, tokens, math.inf, None, result.broke_down,
+                            result.norm_bound)
     return SelectionSVM(samples, tokens, result.norm, result.coef)
 
 

@@ -74,9 +74,11 @@ _FALLBACK_ORDER = ("ecos", "clarabel", "ldp")
 # multiple of ``tol``; interior-point solvers typically end a few times below their tolerance.
 _GAP_FACTOR = 1e3
 
-# Two rows are "the same feature" when ||z_i - z_j||^2 <= _SAME_RTOL * (||z_i||^2 + ||z_j||^2).
+# Two rows "may be the same feature" when ||z_i - z_j||^2 <= _SAME_RTOL * (||z_i||^2 + ||z_j||^2).
 # The squared distance is read off K, whose entries carry rounding of order eps * K_ii, so
-# below about 100 eps it cannot be told from 0; rows farther apart are left to the engines.
+# below about 100 eps it cannot be told from 0. Such rows are compared exactly when Z is
+# given; otherwise (and when they differ) they only bound ||v|| from below
+# (_near_conflicts). Rows farther apart are left to the engines.
 _SAME_RTOL = 100 * np.finfo(np.float64).eps
 
 # Margin violation tolerated in the exact KKT solve on the support (_solve_on_support);
@@ -155,6 +157,16 @@ class VStepResult(ResultMixin):
         Notes of :func:`solve_vstep`).
     infeasible_samples : list of int
         When infeasible: the samples that together cannot be separated. Empty otherwise.
+    norm_bound : float
+        A proven lower bound on ``||v||`` for every separator when no solution is attached:
+        ``inf`` when infeasible; when the status is ``"failed"`` because features are equal
+        (or zero) only to within the rounding of K, ``2 / delta`` with ``delta`` an upper
+        bound on their distance (``1 / ||z_i||`` for a near-zero feature; 0 when the
+        rounding of K is unknown); else 0.
+    unresolved : bool
+        True when the status is ``"failed"`` because features of opposite labels are equal
+        (or features zero) to within the rounding of K but not proven so: no engine is run,
+        as none can resolve it, and no proof of infeasibility exists.
     """
 
     v: np.ndarray | None
@@ -172,6 +184,14 @@ class VStepResult(ResultMixin):
     rescale: float = float("nan")
     refined: bool = False
     infeasible_samples: list[int] = dataclasses.field(default_factory=list)
+    norm_bound: float = 0.0
+    unresolved: bool = False
+
+    @property
+    def broke_down(self) -> bool:
+        """True when every engine failed: nothing is known about the problem (unlike a
+        ``failed`` that is ``unresolved``)."""
+        return self.status == FAILED and not self.unresolved
 
 
 class _EngineOutput(NamedTuple):
@@ -207,13 +227,42 @@ class _VStepData:
         self._K_given = None if K is None else _check_gram(K, n)
         self.n = n if n is not None else self._K_given.shape[0]
         self.y = check_labels(y, self.n)
+        # A given K is the data itself: only forming a distance from it rounds.
+        self.depth: int | None = self.Z.shape[1] if self.Z is not None else 0
+        self.row: Callable[[int], np.ndarray] | None = None if self.Z is None else self.Z.__getitem__
 
     @classmethod
-    def trusted(cls, K: np.ndarray, y: np.ndarray) -> _VStepData:
-        """Wrap a Gram matrix and labels that the caller formed itself, without validation."""
+    def trusted(
+        cls, K: np.ndarray, y: np.ndarray, row: Callable[[int], np.ndarray] | None = None
+    ) -> _VStepData:
+        """Wrap a Gram matrix and labels that the caller formed itself, without validation.
+
+        ``row(i)`` gives feature i exactly (None: unknown; then so is the depth of K's dot
+        products).
+        """
         data = cls.__new__(cls)
-        data.Z, data._K_given, data.n, data.y = None, K, len(y), y
+        data.Z, data._K_given, data.n, data.y, data.row = None, K, len(y), y, row
+        data.depth = None if row is None else len(row(0))
         return data
+
+    def rounding(self, K_ii: float, K_jj: float) -> float | None:
+        """An upper bound on how far ``||z_i - z_j||^2`` may exceed ``K_ii + K_jj - 2 K_ij``
+        (and ``||z_i||^2`` exceed ``K_ii``), or None when unknown.
+
+        Each entry of a Gram matrix computed from features of length d is off by at most
+        ``gamma_d ||z_i|| ||z_j||``, ``gamma_d = d eps / (1 - d eps)`` (Higham, *Accuracy and
+        Stability of Numerical Algorithms*, 2nd ed., eq. 3.5), so the computed distance is off
+        by at most ``4 gamma_d (K_ii + K_jj)``; ``4 (d + 2) eps`` covers gamma's denominator
+        and the two additions, and ``8 d`` subnormals the products that underflow (as in
+        :func:`margin_solver.kernel.conflicting_pairs`' screen). With d unknown (a K formed
+        from combinations of tokens, whose rounding scales with the tokens' norms, not the
+        features'), nothing is sure.
+        """
+        if self.depth is None:
+            return None
+        eps = np.finfo(np.float64).eps
+        floor = 8.0 * self.depth * np.finfo(np.float64).smallest_subnormal
+        return 4.0 * (self.depth + 2) * eps * (K_ii + K_jj) + floor
 
     @cached_property
     def K(self) -> np.ndarray:
@@ -390,7 +439,13 @@ def solve_vstep(
 
 
 def solve_trusted_vstep(
-    K: np.ndarray, y: np.ndarray, solver: str = "ldp", *, tol: float = 1e-9, fallback: bool = True
+    K: np.ndarray,
+    y: np.ndarray,
+    solver: str = "ldp",
+    *,
+    tol: float = 1e-9,
+    fallback: bool = True,
+    row: Callable[[int], np.ndarray] | None = None,
 ) -> VStepResult:
     """:func:`solve_vstep` on a Gram matrix the caller formed itself, without validation.
 
@@ -410,23 +465,32 @@ def solve_trusted_vstep(
         Engine to try first.
     tol, fallback
         As in :func:`solve_vstep`.
+    row : callable, optional
+        ``row(i)`` returns feature i exactly (e.g. a selected token). Features K cannot tell
+        apart are then compared exactly (equal ones with opposite labels prove
+        infeasibility), and its length bounds the rounding of K (``norm_bound``). Without
+        it no such proof is possible, and the bound is weaker.
 
     Returns
     -------
     VStepResult
         As :func:`solve_vstep`, with ``v`` None (only ``coef`` describes v).
     """
-    return _solve(_VStepData.trusted(K, y), solver, tol, fallback, time.perf_counter())
+    return _solve(_VStepData.trusted(K, y, row), solver, tol, fallback, time.perf_counter())
 
 
 def _solve(
     data: _VStepData, solver: str, tol: float, fallback: bool, start: float
 ) -> VStepResult:
     """The v-step on checked inputs: conflicts, then the engines in turn (see solve_vstep)."""
-    conflict = _obvious_conflicts(data.K, data.y)
-    if conflict is not None:
-        samples, why = conflict
-        return _infeasible(samples, why, None, [], start)
+    zero, pairs = _conflict_candidates(data.K, data.y)
+    if zero or pairs:
+        conflict = _obvious_conflicts(data, zero, pairs)
+        if conflict is not None:
+            return _infeasible(*conflict, None, [], start)
+        # A separator, if any, has ||v|| >= 2 / (rounding of K): no engine resolves that
+        # (their infeasibility test stops at margins of 1e-8), and no proof says none exists.
+        return _warn_unsolved(_cannot_tell(*_near_conflicts(data, zero, pairs), start))
 
     # Every engine needs a factor of K; a K that is not a Gram matrix raises here, not in one
     # (a successful Cholesky factorisation, enough for LDP, proves positive definiteness).
@@ -641,24 +705,66 @@ def _check_gram(K: Any, n: int | None) -> np.ndarray:
     return (K + K.T) / 2
 
 
-def _obvious_conflicts(K: np.ndarray, y: np.ndarray) -> tuple[list[int], str] | None:
-    """Find zero features and equal features with opposite labels, read off K.
+def _obvious_conflicts(
+    data: _VStepData, zero: list[int], pairs: list[tuple[int, int]]
+) -> tuple[list[int], str] | None:
+    """Find zero features and equal features with opposite labels: proofs of infeasibility.
 
-    These are the common infeasible inputs; naming them directly gives a clearer message than
-    a general certificate.
+    The candidates ``zero`` and ``pairs`` read off K (:func:`_conflict_candidates`) are
+    confirmed exactly on the features (Z, or the caller's ``row``); with only K given nothing
+    is confirmed (entries equal to within rounding do not prove equal
+    features), and :func:`_near_conflicts` bounds ``||v||`` instead. These are the common
+    infeasible inputs; naming them directly gives a clearer message than a general certificate.
     """
-    diag = np.diag(K)
-    zero = np.flatnonzero(diag <= np.finfo(np.float64).eps ** 2 * diag.max())
-    if zero.size:
-        return zero.tolist(), f"samples {zero.tolist()} have zero features, so y z^T v = 0 < 1"
-    dist2 = diag[:, None] + diag[None, :] - 2 * K
-    same = dist2 <= _SAME_RTOL * (diag[:, None] + diag[None, :])
-    clash = np.argwhere(np.triu(same & (y[:, None] != y[None, :]), k=1))
-    if clash.size:
-        pairs = [(int(i), int(j)) for i, j in clash]
+    if data.row is None:
+        return None
+    zero = [i for i in zero if not data.row(i).any()]
+    if zero:
+        return zero, f"samples {zero} have zero features, so y z^T v = 0 < 1"
+    pairs = [(i, j) for i, j in pairs if np.array_equal(data.row(i), data.row(j))]
+    if pairs:
         samples = sorted({i for pair in pairs for i in pair})
         return samples, f"equal features with opposite labels in sample pairs {pairs}"
     return None
+
+
+def _conflict_candidates(
+    K: np.ndarray, y: np.ndarray
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Features K cannot tell from zero, and pairs with opposite labels it cannot tell apart."""
+    diag = np.diag(K)
+    zero = np.flatnonzero(diag <= np.finfo(np.float64).eps ** 2 * diag.max()).tolist()
+    dist2 = diag[:, None] + diag[None, :] - 2 * K
+    same = dist2 <= _SAME_RTOL * (diag[:, None] + diag[None, :])
+    clash = np.argwhere(np.triu(same & (y[:, None] != y[None, :]), k=1))
+    return zero, [(int(i), int(j)) for i, j in clash]
+
+
+def _near_conflicts(
+    data: _VStepData, zero: list[int], pairs: list[tuple[int, int]]
+) -> tuple[float, str]:
+    """A lower bound on ``||v||`` from features equal (or zero) to within the rounding of K,
+    the candidates of :func:`_conflict_candidates`, and why.
+
+    ``y_i v.z_i >= 1`` and ``y_j v.z_j >= 1`` with opposite labels give ``v.(z_i - z_j) >= 2``,
+    so ``||v|| >= 2 / ||z_i - z_j||``; a single constraint gives ``||v|| >= 1 / ||z_i||``. The
+    distances are bounded from above by the computed ones plus the rounding K may carry
+    (:meth:`_VStepData.rounding`).
+    """
+    diag = np.maximum(np.diag(data.K), 0.0)
+    what = f"zero features {zero}" if zero else ""
+    if pairs:
+        what += (" and " if what else "") + f"opposite labels on sample pairs {pairs}"
+    why = (f"cannot tell whether the samples can be separated: {what}, equal to within the "
+           "rounding of the Gram matrix")
+    if data.depth is None:
+        return 0.0, why + " (how far it rounds is unknown, so no bound on ||v|| either)"
+    bounds = [1.0 / np.sqrt(diag[i] + data.rounding(diag[i], diag[i])) for i in zero]
+    for i, j in pairs:
+        dist2 = max(diag[i] + diag[j] - 2 * data.K[i, j], 0.0)
+        bounds.append(2.0 / np.sqrt(dist2 + data.rounding(diag[i], diag[j])))
+    bound = float(max(bounds))
+    return bound, f"{why}; any separator has ||v|| >= {bound:.6g}"
 
 
 def _engine_chain(solver: str, fallback: bool) -> list[str]:
@@ -920,6 +1026,13 @@ def _infeasible(
 ) -> VStepResult:
     result = _no_solution(INFEASIBLE, f"infeasible: {why}", solver, fallbacks, start)
     result.infeasible_samples = samples
+    result.norm_bound = float("inf")
+    return result
+
+
+def _cannot_tell(bound: float, why: str, start: float) -> VStepResult:
+    result = _no_solution(FAILED, why, None, [], start)
+    result.norm_bound, result.unresolved = bound, True
     return result
 
 

@@ -33,7 +33,7 @@ def test_branch_and_bound_equals_enumeration_t3_t4(seed, T):
     n = 5 if T == 4 else 6
     X, y = _random_instance(seed, n, T, 3 + seed % 3)
     H = TokenGram(X).H
-    best, _, _ = _enumerate(H, y, T, ProgressBar(False))
+    best, _, _, _ = _enumerate(H, y, T, ProgressBar(False))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # infeasible instances warn
         res = global_lower_bound(X, y, method="bnb")
@@ -50,7 +50,7 @@ def test_branch_and_bound_equals_enumeration_on_digit_patches():
     train, _ = digits_train_test(5, 0.2, 3, 1003, n_test=2)
     H = TokenGram(train.X).H
     T = train.T
-    best, _, _ = _enumerate(H, train.y.astype(float), T, ProgressBar(False))
+    best, _, _, _ = _enumerate(H, train.y.astype(float), T, ProgressBar(False))
     res = global_lower_bound(train.X, train.y, method="bnb")
     assert res.status == "optimal"
     assert res.value == pytest.approx(best.norm, rel=1e-7)

@@ -369,9 +369,13 @@ def test_nearly_infeasible_ldp_divides_by_the_residual_not_a_cancelled_sum():
                 if res.status == INFEASIBLE:
                     continue
                 if res.status == FAILED:
-                    # below what float64 resolves on some CPUs (seed 8, gap 4.7e-7 here): an
-                    # honest failure, with no point, rather than a wrong one
-                    assert res.v is None and "does not separate the samples" in res.message
+                    # below what float64 resolves on some CPUs (seed 8, gap 4.7e-7 here), or
+                    # within the rounding of K (gap ~1e-7): an honest failure, with no point,
+                    # rather than a wrong one
+                    assert res.v is None
+                    assert "does not separate the samples" in res.message or (
+                        "cannot tell" in res.message and res.norm_bound > 1e6
+                    )
                     continue
                 assert np.isfinite(res.alpha).all() and np.isfinite(res.norm)
                 assert res.min_margin == pytest.approx(1.0, rel=1e-12)
