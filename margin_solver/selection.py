@@ -54,6 +54,8 @@ _TIE_RTOL = 1e-9
 # its quadratic form counts as zero (rounding, not a proof of infeasibility).
 _AGGREGATE_ITERATIONS = 30
 _AGGREGATE_RTOL = 1e-9
+# at most this many runs of consecutive rows are copied as slices (_principal_block)
+_SLICED_RUNS = 8
 
 
 @dataclass(frozen=True)
@@ -258,14 +260,14 @@ def attention_svm(
     selection = np.asarray(selection, dtype=np.int64)
     # One row of the difference operator E per (sample, other token): +1 on the selected
     # token, -1 on the other; the differences' Gram matrix is E H E^T.
-    pairs = [(i, t) for i in range(n) for t in range(T) if t != selection[i]]
-    if not pairs:
+    samples, others = np.nonzero(np.arange(T)[None, :] != selection[:, None])
+    if samples.size == 0:
         return np.zeros((n, T))
-    E = np.zeros((len(pairs), n * T))
-    for k, (i, t) in enumerate(pairs):
-        E[k, i * T + selection[i]] = 1.0
-        E[k, i * T + t] = -1.0
-    K = E @ H @ E.T
+    chosen_rows, other_rows = samples * T + selection[samples], samples * T + others
+    E = np.zeros((samples.size, n * T))
+    E[np.arange(samples.size), chosen_rows] = 1.0
+    E[np.arange(samples.size), other_rows] = -1.0
+    K = _difference_gram(H, chosen_rows, other_rows)
     scale = max(float(np.mean(np.diag(H))), np.finfo(np.float64).tiny)
     keep = np.diag(K) > _SAME_TOKEN_RTOL * scale
     if not keep.any():
@@ -284,6 +286,16 @@ def attention_svm(
         if length == 0:
             return None
     return c * (R / length)
+
+
+def _difference_gram(H: np.ndarray, plus: np.ndarray, minus: np.ndarray) -> np.ndarray:
+    """``E H E^T`` for the rows ``E_k = e_{plus_k} - e_{minus_k}``, by row and column differences.
+
+    Each entry of a product with E is one +-1 pair plus exact zeros, so these are the very
+    floats of the dense products ``(E @ H) @ E.T``, about 9 times faster at n T = 400.
+    """
+    rows = H[plus] - H[minus]
+    return rows[:, plus] - rows[:, minus]
 
 
 def solve_attention_svm(X: Any, selection: Any, R: float = 1.0) -> np.ndarray | None:
@@ -413,16 +425,18 @@ def aggregated_lift(
     mask = allowed[samples]
     rows = selection_rows(np.repeat(samples, T), np.tile(np.arange(T), m), T)
     scale = np.where(mask, y[samples, None] / np.where(mask, deficit, 1.0), 0.0).reshape(-1)
-    A = H[np.ix_(rows, rows)]
+    A = _principal_block(H, rows)
     A *= scale[:, None]
     A *= scale[None, :]
-    A4 = A.reshape(m, T, m, T)
-    # P[i, t, j] = max_u <a_it, a_ju> over j's allowed u, own sample's block zeroed; own
-    # norms kept apart (a maximum per token slice: numpy reduces a short last axis slowly)
-    P = np.full((m, T, m), -np.inf)
-    for u in range(T):
-        np.maximum(P, np.where(mask[:, u], A4[:, :, :, u], -np.inf), out=P)
     own = np.where(mask, np.diagonal(A).reshape(m, T), 0.0)
+    # P[i, t, j] = max_u <a_it, a_ju> over j's allowed u (barred columns set to -inf first),
+    # own sample's block zeroed; own norms kept apart (a maximum per token slice: numpy
+    # reduces a short last axis slowly)
+    A[:, ~mask.reshape(-1)] = -np.inf
+    A4 = A.reshape(m, T, m, T)
+    P = A4[:, :, :, 0].copy()
+    for u in range(1, T):
+        np.maximum(P, A4[:, :, :, u], out=P)
     P[np.arange(m), :, np.arange(m)] = 0.0
     P[~mask] = 0.0
     if not (own.max(axis=1) > 0).all():  # a sample whose allowed tokens are all zero: left to the lift
@@ -432,20 +446,47 @@ def aggregated_lift(
     step = 1.0 / (2.0 * float(np.abs(P).sum(axis=2).max() + own.max()))
     best = 0.0
     floor = _AGGREGATE_RTOL * float(own.max())
-    rows_m = np.arange(m)
+    # per-iteration work on flat (m T)-vectors: one matrix-vector product, row gathers by flat
+    # index, and barred tokens pushed to -inf by adding -inf (adding 0.0 elsewhere is exact)
+    flat_P = P.reshape(m * T, m)
+    flat_own = own.reshape(-1)
+    barred = np.where(mask, 0.0, -np.inf).reshape(-1)
+    first_token = np.arange(m) * T
     for _ in range(iterations):
-        value = beta[:, None] * own + P @ beta  # (m, T): row i's value for each own token
-        value[~mask] = -np.inf
-        top = np.argmax(value, axis=1)
-        quad = float(beta @ value[rows_m, top])
+        value = (beta[:, None] * own).reshape(-1)  # row i's value for each own token
+        value += flat_P @ beta
+        value += barred
+        picked = first_token + np.argmax(value.reshape(m, T), axis=1)
+        quad = float(beta @ value[picked])
         if quad > floor * float(beta @ beta):
             best = max(best, 1.0 / math.sqrt(quad))
             if best >= target:
                 break
-        chosen = P[rows_m, top]  # (m, m)
-        gradient = 2.0 * beta * own[rows_m, top] + chosen @ beta + chosen.T @ beta
+        chosen = flat_P[picked]  # (m, m)
+        gradient = 2.0 * beta * flat_own[picked] + chosen @ beta + chosen.T @ beta
         beta = _simplex_projection(beta - step * gradient)
     return best
+
+
+def _principal_block(H: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``H[np.ix_(rows, rows)]`` (a new array), copied block by block when ``rows`` is a few
+    runs of consecutive indices.
+
+    The branch-and-bound's free samples are most of the samples, in order, so their token
+    rows form a few runs; copying the blocks between runs as slices into one new array is
+    about four times as fast at n T = 400 as fancy indexing of every entry.
+    """
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    if breaks.size >= _SLICED_RUNS or rows.size == 0:
+        return H[np.ix_(rows, rows)]
+    starts = [0, *breaks.tolist()]
+    runs = [(start, stop, int(rows[start])) for start, stop in zip(starts, [*starts[1:], rows.size])]
+    out = np.empty((rows.size, rows.size))
+    for start, stop, first in runs:
+        for start_c, stop_c, first_c in runs:
+            out[start:stop, start_c:stop_c] = H[first:first + stop - start,
+                                                first_c:first_c + stop_c - start_c]
+    return out
 
 
 def _simplex_projection(x: np.ndarray) -> np.ndarray:
