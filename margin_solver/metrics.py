@@ -9,7 +9,7 @@ import numpy as np
 
 from margin_solver.data import Dataset, SampleStream
 from margin_solver.kernel import multihead_outputs, scores_and_values, softmax
-from margin_solver.results import RecordMixin, to_jsonable
+from margin_solver.results import RecordMixin
 from margin_solver.validation import InvalidInputError, check_vector
 
 

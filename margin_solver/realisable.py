@@ -44,7 +44,6 @@ from scipy.linalg.lapack import dpstrf
 
 from margin_solver.bounds import first_step_margins
 from margin_solver.selection import (
-    best_tokens,
     lifted_bounds,
     selection_svm,
     token_margins,

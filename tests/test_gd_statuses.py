@@ -9,7 +9,6 @@ with no warning and exit 0.
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from pathlib import Path
 

@@ -26,14 +26,13 @@ import dataclasses
 import functools
 import hashlib
 import itertools
-import json
 import logging
 import os
 import platform
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
