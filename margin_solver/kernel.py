@@ -31,6 +31,7 @@ __all__ = [
     "attended_features",
     "attention",
     "conflicting_pairs",
+    "gram_distance_rounding",
     "logistic_loss",
     "logistic_loss_derivative",
     "loss_and_grads",
@@ -399,25 +400,37 @@ def conflicting_pairs(
 _SCREEN_BYTES = 1 << 23
 
 
+def gram_distance_rounding(depth: int, total):
+    """How far a squared distance read off a computed Gram matrix,
+    ``G_aa + G_bb - 2 G_ab``, may be below ``||a - b||^2`` (or ``G_aa`` below ``||a||^2``),
+    given ``total = G_aa + G_bb`` (float or array) and the length ``depth`` of the dot
+    products.
+
+    Each entry of a float64 Gram matrix is off by at most ``gamma_d ||a|| ||b||`` with
+    ``gamma_d = d eps / (1 - d eps)`` whatever the summation order (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., eq. 3.5; blocked and FMA sums included),
+    plus ``d`` times the smallest subnormal when products underflow. So the computed
+    distance is off by at most ``4 (d + 2) eps total`` (the extra covers gamma's denominator,
+    the sums and a symmetrised matrix) plus ``8 d`` subnormals. Shared by the conflict
+    screen (:func:`conflicting_pairs`) and the v-step's bound for features it cannot tell
+    apart (:mod:`margin_solver.vstep`).
+    """
+    eps = np.finfo(np.float64).eps
+    return 4.0 * (depth + 2) * eps * total + 8.0 * depth * np.finfo(np.float64).smallest_subnormal
+
+
 def _twin_candidates(H: np.ndarray, y: np.ndarray, shape: tuple[int, int, int]) -> list[int]:
     """Samples that may share their token multiset with a sample of the other label, judged
     from the token Gram matrix ``H`` alone; a superset of the samples in conflicting pairs.
 
-    Equal tokens a, b have ``||x_a - x_b||^2 = H_aa + H_bb - 2 H_ab = 0``. Each entry of H is a
-    float64 dot product of length d, off by at most ``gamma_d ||x_a|| ||x_b||`` with
-    ``gamma_d = d eps / (1 - d eps)`` whatever the summation order (Higham, *Accuracy and
-    Stability of Numerical Algorithms*, 2nd ed., eq. 3.5; blocked and FMA sums included),
-    plus ``d`` times the smallest subnormal when products underflow. So for equal tokens the
-    computed distance is at most ``4 (d + 2) eps (H_aa + H_bb)`` (the extra covers gamma's
-    denominator, the sums and a symmetrised H) plus ``8 d`` subnormals, and a pair of tokens
-    farther apart than that is proven unequal. Two samples with the same multiset have every
+    Equal tokens a, b have ``||x_a - x_b||^2 = H_aa + H_bb - 2 H_ab = 0``, so a pair whose
+    computed distance exceeds its rounding (:func:`gram_distance_rounding`, dot products of
+    length d) is proven unequal. Two samples with the same multiset have every
     token of each near some token of the other; samples without such a partner of the other
     label cannot be in a conflicting pair. A non-finite distance counts as near.
     """
     n, T, d = shape
     diag = np.diag(H)
-    rel = 4.0 * (d + 2) * np.finfo(np.float64).eps
-    floor = 8.0 * d * np.finfo(np.float64).smallest_subnormal
     y = np.asarray(y)
     block = max(1, _SCREEN_BYTES // (8 * T * T * n))
     found: list[int] = []
@@ -427,7 +440,7 @@ def _twin_candidates(H: np.ndarray, y: np.ndarray, shape: tuple[int, int, int]) 
         total = diag[rows, None] + diag[None, :]
         with np.errstate(invalid="ignore", over="ignore"):
             gap = np.abs(total - 2.0 * H[rows])
-            near = ~(np.isfinite(gap) & (gap > rel * total + floor))
+            near = ~(np.isfinite(gap) & (gap > gram_distance_rounding(d, total)))
         near = near.reshape(hi - lo, T, n, T)
         covers = near.any(axis=3).all(axis=1) & near.any(axis=1).all(axis=2)
         twin = (covers & (y[lo:hi, None] != y[None, :])).any(axis=1)

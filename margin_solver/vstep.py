@@ -45,6 +45,7 @@ import numpy as np
 from scipy.linalg.lapack import dpocon, dpotrf, dpotrs
 from scipy.optimize import nnls
 
+from margin_solver.kernel import gram_distance_rounding
 from margin_solver.results import (
     FAILED,
     INFEASIBLE,
@@ -247,22 +248,14 @@ class _VStepData:
 
     def rounding(self, K_ii: float, K_jj: float) -> float | None:
         """An upper bound on how far ``||z_i - z_j||^2`` may exceed ``K_ii + K_jj - 2 K_ij``
-        (and ``||z_i||^2`` exceed ``K_ii``), or None when unknown.
-
-        Each entry of a Gram matrix computed from features of length d is off by at most
-        ``gamma_d ||z_i|| ||z_j||``, ``gamma_d = d eps / (1 - d eps)`` (Higham, *Accuracy and
-        Stability of Numerical Algorithms*, 2nd ed., eq. 3.5), so the computed distance is off
-        by at most ``4 gamma_d (K_ii + K_jj)``; ``4 (d + 2) eps`` covers gamma's denominator
-        and the two additions, and ``8 d`` subnormals the products that underflow (as in
-        :func:`margin_solver.kernel.conflicting_pairs`' screen). With d unknown (a K formed
-        from combinations of tokens, whose rounding scales with the tokens' norms, not the
-        features'), nothing is sure.
+        (and ``||z_i||^2`` exceed ``K_ii``), or None when unknown
+        (:func:`margin_solver.kernel.gram_distance_rounding` for dot products of length d).
+        With d unknown (a K formed from combinations of tokens, whose rounding scales with
+        the tokens' norms, not the features'), nothing is sure.
         """
         if self.depth is None:
             return None
-        eps = np.finfo(np.float64).eps
-        floor = 8.0 * self.depth * np.finfo(np.float64).smallest_subnormal
-        return 4.0 * (self.depth + 2) * eps * (K_ii + K_jj) + floor
+        return gram_distance_rounding(self.depth, K_ii + K_jj)
 
     @cached_property
     def K(self) -> np.ndarray:
