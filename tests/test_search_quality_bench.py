@@ -1,0 +1,34 @@
+"""The search-quality benchmark's independent patient searches (``--patients``)."""
+
+import math
+
+import pytest
+
+from margin_solver.bench import search_quality
+
+
+def test_second_patient_search_is_a_method_of_the_row_and_its_summary():
+    spec = {"kind": "gaussian", "n": 6, "T": 2, "d": 3, "R_sqrt_d": 10.0, "seed": 5}
+    row = search_quality.run_instance(spec, n_random=4, n_selections=2, patients=2)
+    assert search_quality.methods([row]) == [*search_quality.METHODS, "patient_2"]
+    assert math.isfinite(row["patient_2"]) and row["patient_2_s"] > 0
+    assert row["best_known"] == min(row[m] for m in search_quality.methods([row]))
+    table = search_quality.summary([row])
+    assert "| all | 1 | patient_2 |" in table
+
+
+def test_patient_searches_differ_only_by_their_seed(monkeypatch):
+    seeds = []
+    monkeypatch.setattr(search_quality, "patient_search",
+                        lambda X, y, R, *, n_random, n_selections, seed: seeds.append(seed) or 1.0)
+    spec = {"kind": "integer", "n": 6, "T": 2, "d": 3, "R_sqrt_d": 1.0, "seed": 7}
+    search_quality.run_instance(spec, n_random=1, n_selections=1, patients=3)
+    assert seeds == [7, 7 + search_quality.PATIENT_SEED_STEP,
+                     7 + 2 * search_quality.PATIENT_SEED_STEP]
+
+
+def test_patients_below_one_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as stop:
+        search_quality.main(["--patients", "0", "--instances", "1"])
+    assert stop.value.code == 2
+    assert "--patients must be at least 1" in capsys.readouterr().err
