@@ -8,7 +8,7 @@ from margin_solver.bench import search_quality
 
 
 def test_second_patient_search_is_a_method_of_the_row_and_its_summary():
-    spec = {"kind": "gaussian", "n": 6, "T": 2, "d": 3, "R_sqrt_d": 10.0, "seed": 5}
+    spec = {"kind": "gaussian", "n": 6, "T": 2, "d": 40, "R_sqrt_d": 1e4, "seed": 5}
     row = search_quality.run_instance(spec, n_random=4, n_selections=2, patients=2)
     assert search_quality.methods([row]) == [*search_quality.METHODS, "patient_2"]
     assert math.isfinite(row["patient_2"]) and row["patient_2_s"] > 0
@@ -21,7 +21,7 @@ def test_patient_searches_differ_only_by_their_seed(monkeypatch):
     seeds = []
     monkeypatch.setattr(search_quality, "patient_search",
                         lambda X, y, R, *, n_random, n_selections, seed: seeds.append(seed) or 1.0)
-    spec = {"kind": "integer", "n": 6, "T": 2, "d": 3, "R_sqrt_d": 1.0, "seed": 7}
+    spec = {"kind": "integer", "n": 6, "T": 2, "d": 40, "R_sqrt_d": 1e4, "seed": 7}
     search_quality.run_instance(spec, n_random=1, n_selections=1, patients=3)
     assert seeds == [7, 7 + search_quality.PATIENT_SEED_STEP,
                      7 + 2 * search_quality.PATIENT_SEED_STEP]
