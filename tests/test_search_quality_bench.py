@@ -1,5 +1,6 @@
 """The search-quality benchmark's independent patient searches (``--patients``)."""
 
+import json
 import math
 
 import pytest
@@ -32,3 +33,24 @@ def test_patients_below_one_is_a_usage_error(capsys):
         search_quality.main(["--patients", "0", "--instances", "1"])
     assert stop.value.code == 2
     assert "--patients must be at least 1" in capsys.readouterr().err
+
+
+def test_default_solve_alone_against_two_patient_searches(monkeypatch, tmp_path, capsys):
+    spec = {"kind": "paper", "n": 6, "T": 2, "d": 40, "R_sqrt_d": 1e4, "seed": 3}
+    monkeypatch.setattr(search_quality, "instances", lambda count, seed: [spec])
+    out = tmp_path / "run.json"
+    code = search_quality.main(["--instances", "1", "--random", "2", "--selections", "1",
+                                "--patients", "2", "--solves", "default", "--out", str(out)])
+    assert code == 0
+    row, = json.loads(out.read_text())["rows"]
+    assert "before" not in row and "certified" not in row
+    assert search_quality.methods([row]) == ["default", "patient", "patient_2"]
+    printed = capsys.readouterr().out
+    assert "| patient_2 |" in printed and "default matches or beats" in printed
+
+
+def test_solves_must_include_the_default(capsys):
+    with pytest.raises(SystemExit) as stop:
+        search_quality.main(["--solves", "before,certified", "--instances", "1"])
+    assert stop.value.code == 2
+    assert "--solves must name default" in capsys.readouterr().err

@@ -71,6 +71,12 @@ KINDS = ("gaussian", "cls", "integer", "scales", "paper")
 METHODS = ("before", "default", "certified", "patient")
 #: Seed offset between the patient searches of ``--patients``.
 PATIENT_SEED_STEP = 10**6
+#: The library's solves of an instance and their options.
+SOLVES = {
+    "before": {"search_starts": 0},
+    "default": {},
+    "certified": {"certify": True, "bound_time_limit": 10.0},
+}
 MATCH_RTOL = 1e-3
 SEED = 20261130
 
@@ -153,23 +159,24 @@ def patient_search(
 
 
 def methods(rows: list[dict]) -> list[str]:
-    """:data:`METHODS` and the further patient searches the rows hold."""
+    """The methods of :data:`METHODS` that every row holds, then the further patient
+    searches (``patient_2``, ...)."""
     extra = sorted({key for row in rows for key in row if key.startswith("patient_")
                     and not key.endswith("_s")}, key=lambda key: int(key.split("_")[1]))
-    return [*METHODS, *extra]
+    return [m for m in METHODS if all(m in row for row in rows)] + extra
 
 
-def run_instance(spec: dict, n_random: int, n_selections: int, patients: int = 1) -> dict:
-    """One instance: the library's three solves, then ``patients`` patient searches (the
-    first with the instance's seed, as ``patient``; the others as ``patient_2``, ...)."""
+def run_instance(spec: dict, n_random: int, n_selections: int, patients: int = 1,
+                 solves: tuple[str, ...] = SOLVES) -> dict:
+    """One instance: the library's ``solves`` (of :data:`SOLVES`), then ``patients`` patient
+    searches (the first with the instance's seed, as ``patient``; the others as
+    ``patient_2``, ...)."""
     X, y = make_instance(spec["kind"], spec["n"], spec["T"], spec["d"], spec["seed"])
     R = spec["R_sqrt_d"] / math.sqrt(X.shape[2])
     row = dict(spec, d=X.shape[2])
-    for method, options in (
-        ("before", {"search_starts": 0}),
-        ("default", {}),
-        ("certified", {"certify": True, "bound_time_limit": 10.0}),
-    ):
+    for method, options in SOLVES.items():
+        if method not in solves:
+            continue
         t0 = time.perf_counter()
         res = solve_min_norm(X, y, R=R, **options)
         row[f"{method}_s"] = time.perf_counter() - t0
@@ -223,6 +230,30 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def head_to_head(rows: list[dict]) -> str:
+    """Markdown table: the default solve against each patient search, instance by instance.
+
+    Per patient search: the share of instances where the default's norm is at most the
+    patient's times (1 + 1e-3) (it matches or beats the patient search), where it is lower
+    by more than that (beats), and where the patient's is lower by more than that (the
+    patient search wins); instances where neither found a feasible point count as matches.
+    """
+    lines = ["| against | default matches or beats | default beats by > 1e-3 | patient beats "
+             "by > 1e-3 | worst default / patient |", "|---|---|---|---|---|"]
+    for method in methods(rows):
+        if not method.startswith("patient"):
+            continue
+        ratios = [ratio(r["default"], r[method]) for r in rows]
+        inverse = [ratio(r[method], r["default"]) for r in rows]
+        count = len(rows)
+        lines.append(
+            f"| {method} | {100 * sum(q <= 1 + MATCH_RTOL for q in ratios) / count:.1f}% | "
+            f"{100 * sum(q > 1 + MATCH_RTOL for q in inverse) / count:.1f}% | "
+            f"{100 * sum(q > 1 + MATCH_RTOL for q in ratios) / count:.1f}% | "
+            f"{max(ratios):.4g} |")
+    return "\n".join(lines)
+
+
 def ablate(path: str, first: int, idea_sets: list[tuple[str, ...]]) -> str:
     """Markdown table: the default solve with each family set on an earlier run's instances."""
     with open(path, encoding="utf-8") as handle:
@@ -262,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random", type=int, default=30, help="random starts of the patient search")
     parser.add_argument("--selections", type=int, default=20,
                         help="realised selections of the patient search")
+    parser.add_argument("--seed", type=int, default=SEED,
+                        help="base seed of the instances (another seed: other instances)")
+    parser.add_argument("--solves", default=",".join(SOLVES),
+                        help="comma-separated library solves to run, of "
+                             f"{','.join(SOLVES)} (default: all)")
     parser.add_argument("--patients", type=int, default=1,
                         help="independent patient searches per instance (other seeds)")
     parser.add_argument("--ideas", default=None,
@@ -280,13 +316,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.patients < 1:
         parser.error(f"--patients must be at least 1, got {args.patients}")
+    solves = tuple(args.solves.split(","))
+    unknown = sorted(set(solves) - set(SOLVES))
+    if unknown or "default" not in solves:
+        parser.error(f"--solves must name default and only {', '.join(SOLVES)}; "
+                     f"got {args.solves!r}")
     if args.ablate:
         sets = [tuple() if s == "none" else tuple(s.split(",")) for s in args.idea_sets.split(";")]
         print(ablate(args.ablate, args.first, sets))
         return 0
     if args.summarise:
         with open(args.summarise, encoding="utf-8") as handle:
-            print(summary(json.load(handle)["rows"]))
+            rows = json.load(handle)["rows"]
+        print(summary(rows) + "\n\n" + head_to_head(rows))
         return 0
     if args.ideas is not None:  # an ablation: the library's default families replaced
         margin_solver.search.IDEAS = tuple(args.ideas.split(",")) if args.ideas else ()
@@ -298,13 +340,14 @@ def main(argv: list[str] | None = None) -> int:
         "random": args.random,
         "selections": args.selections,
         "patients": args.patients,
-        "seed": SEED,
+        "seed": args.seed,
+        "solves": list(solves),
         "load_average_start": list(os.getloadavg()),
     }
     rows: list[dict] = []
     started = time.time()
-    for spec in instances(args.instances):
-        rows.append(run_instance(spec, args.random, args.selections, args.patients))
+    for spec in instances(args.instances, args.seed):
+        rows.append(run_instance(spec, args.random, args.selections, args.patients, solves))
         meta["load_average_end"] = list(os.getloadavg())
         write_json(args.out, {"meta": meta, "rows": rows})
         r = rows[-1]
@@ -313,13 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(rows)} instances in {time.time() - started:.0f} s; ideas {meta['ideas']}; "
           f"load average {meta['load_average_start']} at the start, "
           f"{meta['load_average_end']} at the end\n")
-    print(summary(rows))
+    print(summary(rows) + "\n\n" + head_to_head(rows))
     worst = sorted(rows, key=lambda r: -ratio(r["default"], r["best_known"]))[:5]
     print("\nworst default instances:")
     for r in worst:
         print(f"  {r['kind']} n={r['n']} T={r['T']} d={r['d']} R*sqrt(d)={r['R_sqrt_d']:g} "
               f"seed={r['seed']}: default {r['default']:.6g}, best known {r['best_known']:.6g} "
-              f"(patient {r['patient']:.6g}), LB {r['lower_bound']}")
+              f"(patient {r['patient']:.6g}), LB {r.get('lower_bound', 'not run')}")
     return 0
 
 
