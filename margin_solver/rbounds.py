@@ -515,3 +515,230 @@ class _Search:
 
 def _logistic(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1 + np.tanh(x / 2))
+
+
+#: Largest dimension of the reachable score space (the rank of the score-difference Gram
+#: matrix G) for which :func:`low_rank_bound` branches on boxes of p itself.
+LOW_RANK_MAX = 3
+
+
+def score_rank(H: np.ndarray, n: int, T: int) -> int:
+    """Dimension of the score differences a p can reach (the rank of G, as
+    :class:`_Problem` counts it)."""
+    G = score_difference_gram(H, n, T)
+    scale = max(float(np.mean(np.diag(G))), np.finfo(np.float64).tiny)
+    lam = np.linalg.eigvalsh(G / scale)
+    return int(np.sum(lam > len(lam) * np.finfo(np.float64).eps * max(lam[-1], 0.0)))
+
+
+@dataclass(order=True)
+class _Box:
+    bound: float
+    order: int
+    lo: np.ndarray  # (r,) corner of the box of w (p = V w, ||p|| = ||w||)
+    hi: np.ndarray
+    support: np.ndarray | None  # the parent's SVM support, a guess for this box's
+
+
+def low_rank_bound(
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    R: float,
+    *,
+    incumbent: float = math.inf,
+    time_limit: float = 60.0,
+    gap_tol: float = 1e-4,
+    start: float | None = None,
+    bar: ProgressBar | None = None,
+    floor: float = 0.0,
+    max_nodes: int = 200_000,
+) -> FiniteRBound:
+    """Branch-and-bound lower bound on P_R over boxes of p, when the score space is small.
+
+    Only the score differences ``delta = D p`` matter, and they are ``B w`` for a w of the
+    same norm as p (:class:`_Problem`), w in R^r with r the rank of G. When r is small (n > d:
+    more samples than dimensions) boxes of w shrink fast, and each gets a bound from one SVM
+    (docs/theory.md, "Finite-R bound over boxes of p"): with c the box's centre, ``z_i`` the
+    features attended at c and ``rho_i`` the largest distance from ``z_i`` of a feature some w
+    of the box can attend (a vertex of the attention polytope of the box's score intervals;
+    the distance is convex in the attention), every (v, w) of the box has ``||v|| >=
+    1 / (1 / ||v_c|| + max_i rho_i)``, ``||v_c||`` the SVM norm at c (``||v|| >= 1 / max_i
+    rho_i`` when no v separates the centre's features). Centres inside the ball are
+    feasible points (incumbents). Best-first; a box is split in two across the side that
+    moves the scores most.
+
+    Parameters are those of :func:`finite_r_bound`; ``max_nodes`` caps the SVMs.
+
+    Returns
+    -------
+    FiniteRBound
+        ``scores`` is None.
+    """
+    s = max(float(np.mean(np.diag(H))), np.finfo(np.float64).tiny)
+    root = math.sqrt(s)
+    search = _BoxSearch(_Problem(H / s, y, T, R * root), incumbent * root, gap_tol, floor * root)
+    found = search.run(time.perf_counter() if start is None else start, time_limit,
+                       bar if bar is not None else ProgressBar(False), max_nodes, root)
+    return FiniteRBound(found.value / root, found.incumbent / root, found.status, found.nodes,
+                        None)
+
+
+class _BoxSearch:
+    """One run of :func:`low_rank_bound` (on the problem scaled to mean diag H = 1)."""
+
+    def __init__(self, problem: _Problem, incumbent: float, gap_tol: float,
+                 known: float) -> None:
+        self.problem, self.incumbent, self.gap_tol, self.known = (problem, incumbent, gap_tol,
+                                                                   known)
+        n, T = problem.n, problem.T
+        self.B = problem.B  # (n (T-1), r)
+        self.absB = np.abs(self.B)
+        self.reach = self.absB.max(axis=0)  # how far a unit of w_k moves a score difference
+        index = np.arange(n)
+        self.blocks = problem.H4[index, :, index, :]  # (n, T, T): H_ii
+        # the corners of a sample's box of T - 1 score differences, as 0/1 choices
+        self.choices = np.array(list(itertools.product((0.0, 1.0), repeat=T - 1)))
+        self.counter = itertools.count()
+        self.nodes = 0
+        self.floor = math.inf  # smallest bound of a box closed against the incumbent
+        self.stuck = math.inf  # smallest bound of a box whose SVM failed and cannot shrink
+
+    def closes(self, bound: float) -> bool:
+        return bound >= self.incumbent * (1 - self.gap_tol)
+
+    def evaluate(self, lo: np.ndarray, hi: np.ndarray, parent: float,
+                 support: np.ndarray | None) -> _Box | None:
+        """The box's node (its bound, at least ``parent``), or None when it is pruned (it
+        misses the ball, no v can separate it, or its bound reaches the incumbent)."""
+        problem = self.problem
+        nearest = np.clip(0.0, lo, hi)
+        if float(nearest @ nearest) > problem.R**2 * (1 + _BALL_RTOL):
+            return None
+        centre, half = (lo + hi) / 2, (hi - lo) / 2
+        n, T = problem.n, problem.T
+        mid = (self.B @ centre).reshape(n, T - 1)
+        spread = (self.absB @ half).reshape(n, T - 1)
+        attention = _softmax_rows(np.hstack([np.zeros((n, 1)), mid]))
+        # every corner of each sample's box of score differences, and its attention
+        corners = (mid - spread)[:, None, :] + self.choices[None] * (2 * spread)[:, None, :]
+        vertices = _softmax_rows(np.concatenate([np.zeros(corners.shape[:2] + (1,)), corners],
+                                                axis=2))
+        moved = vertices - attention[:, None, :]
+        rho = np.sqrt(np.maximum(np.einsum("ikt,itu,iku->ik", moved, self.blocks,
+                                           moved).max(axis=1), 0.0))
+        self.nodes += 1
+        norm, coef, alpha, status = problem.svm(np.arange(n), attention, support)
+        guess = None
+        if status == FAILED:
+            bound = parent
+        elif status == INFEASIBLE:  # weights with sum_i a_i y_i z_i = 0 exist: 1 / max rho
+            bound = math.inf if rho.max() == 0 else 1.0 / float(rho.max())
+        else:
+            K = problem.gram(np.arange(n), attention)
+            weights = alpha / alpha.sum() if alpha.sum() > 0 else np.full(n, 1.0 / n)
+            first = _robust_margin_bound(K, problem.y, rho, weights)
+            second = self.second_order(K, attention, weights, rho, centre, half, spread)
+            bound = 1.0 / min(first, second)
+            guess = alpha > 0
+            if float(centre @ centre) <= problem.R**2 and norm < self.incumbent:
+                self.incumbent = norm
+        bound = max(bound, parent)
+        if bound == math.inf:
+            return None
+        if self.closes(bound):
+            self.floor = min(self.floor, bound)
+            return None
+        if status == FAILED and not (hi - lo > 0).any():
+            self.stuck = min(self.stuck, bound)
+            return None
+        return _Box(bound, next(self.counter), lo, hi, guess)
+
+    def second_order(self, K: np.ndarray, attention: np.ndarray, weights: np.ndarray,
+                     rho: np.ndarray, centre: np.ndarray, half: np.ndarray,
+                     spread: np.ndarray) -> float:
+        """An upper bound on ``max ||sum_i w_i y_i z_i(w')||`` over the w' of the box in the
+        ball (``weights`` w of the simplex; docs/theory.md, "Finite-R bound over boxes of
+        p"): with m the value at the centre and f_i = <u_i, s_i> (u_i the token values of
+        m), ``||m||^2 + 2 max <g, w' - c> + sum_i w_i L_i ||delta_i - delta_i(c)||^2 +
+        (sum_i w_i rho_i)^2``, where g is the gradient of ``sum_i w_i y_i f_i`` in w', its
+        maximum over the box and the ball is at most ``min(|g| . h, R ||g|| - g . c)``, and
+        ``L_i = 3/2 (max_t u_it - min_t u_it)`` bounds the curvature of f_i along the
+        score differences (a row sum of its Hessian)."""
+        problem = self.problem
+        n, T = problem.n, problem.T
+        signed = weights * problem.y
+        m_sq = max(float(signed @ K @ signed), 0.0)
+        values = np.einsum("itju,ju->it", problem.H4, signed[:, None] * attention)
+        mean = np.sum(attention * values, axis=1, keepdims=True)
+        slope = (attention * (values - mean))[:, 1:]  # d f_i / d delta_it at the centre
+        g = np.einsum("i,it,itk->k", signed, slope, self.B.reshape(n, T - 1, -1))
+        linear = min(float(np.abs(g) @ half),
+                     problem.R * float(np.linalg.norm(g)) - float(g @ centre))
+        curvature = 1.5 * np.ptp(values, axis=1)
+        rest = float(weights @ (curvature * np.sum(spread**2, axis=1))) + float(weights @ rho)**2
+        return math.sqrt(max(m_sq + 2 * max(linear, 0.0) + rest, 0.0))
+
+    def run(self, start: float, time_limit: float, bar: ProgressBar, max_nodes: int,
+            unit: float) -> FiniteRBound:
+        problem = self.problem
+        r = self.B.shape[1]
+        heap: list[_Box] = []
+        root = self.evaluate(np.full(r, -problem.R), np.full(r, problem.R), 0.0, None)
+        if root is not None:
+            heap.append(root)
+        stopped = MAX_ITER
+        while heap:
+            if self.closes(heap[0].bound) or self.closes(self.known):
+                self.floor = min(self.floor, heap[0].bound)
+                heap = []
+                break
+            now = time.perf_counter()
+            if now - start > time_limit:
+                stopped = TIME_LIMIT
+                break
+            if self.nodes >= max_nodes:
+                break
+            if bar.throttle():
+                proven = max(min(self.incumbent, self.floor, self.stuck, heap[0].bound),
+                             self.known)
+                bar.set_to(min(now - start, time_limit), nodes=self.nodes,
+                           bound=f"{proven / unit:.6g}", best=f"{self.incumbent / unit:.6g}",
+                           gap=f"{(self.incumbent - proven) / self.incumbent:.2e}")
+            box = heapq.heappop(heap)
+            if self.closes(box.bound):  # the incumbent fell since it was pushed
+                self.floor = min(self.floor, box.bound)
+                continue
+            k = int(np.argmax((box.hi - box.lo) * self.reach))
+            cut = (box.lo[k] + box.hi[k]) / 2
+            for side in (0, 1):
+                lo, hi = box.lo.copy(), box.hi.copy()
+                (hi if side == 0 else lo)[k] = cut
+                child = self.evaluate(lo, hi, box.bound, box.support)
+                if child is not None:
+                    heapq.heappush(heap, child)
+        if not heap and not math.isfinite(min(self.incumbent, self.floor, self.stuck)):
+            return FiniteRBound(math.inf, math.inf, INFEASIBLE, self.nodes, None)
+        value = max(min([self.incumbent, self.floor, self.stuck] + [b.bound for b in heap[:1]]),
+                    min(self.known, self.incumbent))
+        gap = (self.incumbent - value) / self.incumbent if math.isfinite(self.incumbent) \
+            else math.inf
+        status = OPTIMAL if gap <= self.gap_tol else stopped
+        return FiniteRBound(value, self.incumbent, status, self.nodes, None)
+
+
+def _softmax_rows(scores: np.ndarray) -> np.ndarray:
+    """Softmax along the last axis (stable)."""
+    shifted = scores - scores.max(axis=-1, keepdims=True)
+    weights = np.exp(shifted)
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def _robust_margin_bound(K: np.ndarray, y: np.ndarray, rho: np.ndarray,
+                         weights: np.ndarray) -> float:
+    """An upper bound on ``max_{||u|| <= 1} min_i (y_i z_i^T u + rho_i)`` (K the Gram matrix
+    of the z_i): ``||sum_i w_i y_i z_i|| + sum_i w_i rho_i`` at ``weights`` w of the simplex,
+    which weak duality makes valid for any w of the simplex (docs/theory.md, "Finite-R
+    bound over boxes of p")."""
+    signed = weights * y
+    return math.sqrt(max(float(signed @ K @ signed), 0.0)) + float(weights @ rho)
