@@ -52,7 +52,13 @@ from margin_solver.kernel import TokenGram, conflicting_pairs
 from margin_solver.linbound import MAX_TOKENS as LINEARISED_MAX_TOKENS
 from margin_solver.linbound import linearised_bound
 from margin_solver.progress import ProgressBar
-from margin_solver.rbounds import finite_r_bound
+from margin_solver.rbounds import (
+    LOW_RANK_MAX,
+    finite_r_bound,
+    low_rank_bound,
+    realising_coefficients,
+    score_rank,
+)
 from margin_solver.results import (
     FAILED,
     INACCURATE,
@@ -161,6 +167,10 @@ class LowerBoundResult(ResultMixin):
         ``"hard-selection"`` (valid for every R) or ``"finite-R"`` (valid for ``R``).
     R : float or None
         The radius the bound is for (None for the hard-selection bound).
+    point : ndarray of shape (n, T) or None
+        Finite-R: token coefficients of a p (``p = sum_it point_it x_it``, ``||p|| <= R``)
+        at which the branch-and-bound found its ``incumbent``, when that is below the
+        incumbent it was given (the caller's best point); else None.
     """
 
     value: float
@@ -174,6 +184,7 @@ class LowerBoundResult(ResultMixin):
     certified: bool = False
     bound_kind: str = HARD_SELECTION
     R: float | None = None
+    point: np.ndarray | None = None
 
     @property
     def gap(self) -> float:
@@ -445,7 +456,9 @@ def _finite_r_stages(
     """The finite-R bound's stages after LB (``hard_bound``) against the best point
     ``incumbent = (norm, selection)``, in order of cost until one is within ``gap_tol`` of
     it: the linearised bound (tight at small R), the Lagrangian bound (T = 2),
-    branch-and-bound over score boxes for the time left. The largest bound proven is kept."""
+    branch-and-bound over boxes of p when the reachable scores span at most
+    ``LOW_RANK_MAX`` dimensions (half the time left), then over score boxes for the time left.
+    The largest bound proven is kept; ``point`` is set when a search found a better point."""
     n = len(y)
     incumbent, selection = incumbent
     nodes = hard_bound.nodes
@@ -488,20 +501,31 @@ def _finite_r_stages(
                                      incumbent))
             methods.append("lagrangian")
             show(proven)
-        found = None
-        if proven < incumbent * (1 - gap_tol):
-            methods.append("bnb")
-            found = finite_r_bound(H, y, T, R, incumbent=incumbent, time_limit=time_limit,
-                                   gap_tol=gap_tol, start=start, bar=bar, floor=proven,
-                                   stall_nodes=_STALL_NODES)
+        found, point = None, None
+        searches = []
+        if proven < incumbent * (1 - gap_tol) and score_rank(H, n, T) <= LOW_RANK_MAX:
+            searches.append(("p-boxes", lambda: low_rank_bound(
+                H, y, T, R, incumbent=incumbent, gap_tol=gap_tol, start=start, bar=bar,
+                floor=proven, time_limit=(time.perf_counter() - start + time_limit) / 2)))
+        searches.append(("bnb", lambda: finite_r_bound(
+            H, y, T, R, incumbent=incumbent, time_limit=time_limit, gap_tol=gap_tol,
+            start=start, bar=bar, floor=proven, stall_nodes=_STALL_NODES)))
+        for name, search in searches:
+            if proven >= incumbent * (1 - gap_tol):
+                break
+            methods.append(name)
+            found = search()
             nodes += found.nodes
             if found.status == INFEASIBLE:
                 return LowerBoundResult(
                     math.inf, math.inf, None, INFEASIBLE,
                     f"proven infeasible at R = {R:.6g}: every node of the finite-R "
-                    "branch-and-bound was certified infeasible", "+".join(methods), nodes,
-                    time.perf_counter() - start, certified=True, bound_kind=FINITE_R, R=R)
-            incumbent = found.incumbent
+                    f"branch-and-bound ({name}) was certified infeasible", "+".join(methods),
+                    nodes, time.perf_counter() - start, certified=True, bound_kind=FINITE_R,
+                    R=R)
+            if found.incumbent < incumbent and found.scores is not None:
+                point = realising_coefficients(H, n, T, found.scores)
+            incumbent = min(incumbent, found.incumbent)
             proven = max(proven, min(found.value, incumbent))
     method = "+".join(methods)
     gap = (incumbent - proven) / incumbent if math.isfinite(incumbent) else math.inf
@@ -518,7 +542,7 @@ def _finite_r_stages(
                    f"{proven:.6g}, best point {incumbent:.6g} (relative gap {gap:.3g})")
     return LowerBoundResult(proven, incumbent, selection, status, message, method, nodes,
                             time.perf_counter() - start, certified=status == OPTIMAL,
-                            bound_kind=FINITE_R, R=R)
+                            bound_kind=FINITE_R, R=R, point=point)
 
 
 def _linearised(H: np.ndarray, y: np.ndarray, T: int, R: float, target: float,

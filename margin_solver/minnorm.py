@@ -564,6 +564,18 @@ def solve_min_norm(
             if bound.status == INFEASIBLE:
                 return _warn(_no_point(R, solver_form.name, INFEASIBLE,
                                        _infeasibility_proof(bound), bound, start_time, tol))
+            if bound.point is not None:
+                # the bound's branch-and-bound found a better p than every start: descend
+                # from it (its norm can only fall), so that the answer is that point
+                more = [("bound_point", _bound_point(solver_form, X, bound.point), None)]
+                with ProgressBar(False) as bar:
+                    extra, extra_norms = _run_starts(
+                        solver_form, gram.H, y, T, R, more, {**descent, "deadline": deadline},
+                        bar)
+                runs.update(extra)
+                start_norms.update(extra_norms)
+                starts += more
+                feasible = {k: r for k, r in runs.items() if r.point.feasible}
     skipped = [name for name, *_ in starts if name not in start_norms]
     timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
     timed_out |= bound is not None and bound.status == TIME_LIMIT and \
@@ -628,6 +640,13 @@ def _warn(result: MinNormResult) -> MinNormResult:
         warnings.warn(f"solve_min_norm returned status {result.status!r}: {result.message}",
                       ConvergenceWarning, stacklevel=4)  # 4: past the verbose_switch wrapper
     return result
+
+
+def _bound_point(form, X: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
+    """The p of a bound's token coefficients (``p = sum_it c_it x_it``) in ``form``."""
+    if isinstance(form, KernelForm):
+        return form.from_coefficients(coefficients)
+    return TokenGram.materialize(X, coefficients)
 
 
 def _warm_start(form, gram: TokenGram, X: np.ndarray, p0: np.ndarray, R: float) -> np.ndarray:

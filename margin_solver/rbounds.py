@@ -38,7 +38,8 @@ from margin_solver.results import FAILED, INFEASIBLE, MAX_ITER, OPTIMAL, TIME_LI
 from margin_solver.selection import lifted_bounds
 from margin_solver.vstep import solve_trusted_vstep, solve_vstep_on_support
 
-__all__ = ["FiniteRBound", "finite_r_bound", "score_difference_gram", "vertex_attention"]
+__all__ = ["LOW_RANK_MAX", "FiniteRBound", "finite_r_bound", "low_rank_bound",
+           "realising_coefficients", "score_difference_gram", "score_rank", "vertex_attention"]
 
 # A node is pruned when its bound is within this relative tolerance of the incumbent.
 _PRUNE_RTOL = 1e-12
@@ -573,7 +574,7 @@ def low_rank_bound(
     Returns
     -------
     FiniteRBound
-        ``scores`` is None.
+        ``scores``: the score differences of the incumbent's p when this search found it.
     """
     s = max(float(np.mean(np.diag(H))), np.finfo(np.float64).tiny)
     root = math.sqrt(s)
@@ -581,7 +582,16 @@ def low_rank_bound(
     found = search.run(time.perf_counter() if start is None else start, time_limit,
                        bar if bar is not None else ProgressBar(False), max_nodes, root)
     return FiniteRBound(found.value / root, found.incumbent / root, found.status, found.nodes,
-                        None)
+                        found.scores)
+
+
+def realising_coefficients(H: np.ndarray, n: int, T: int, scores: np.ndarray) -> np.ndarray:
+    """Token coefficients c (p = sum_it c_it x_it) of the least-norm p whose score
+    differences ``<p, x_it - x_i0>`` are ``scores`` (shape (n, T-1), reachable ones: in the
+    range of G); ``||p||^2 = scores^T G^+ scores``."""
+    G = score_difference_gram(H, n, T)
+    beta = np.linalg.lstsq(G, scores.reshape(-1), rcond=None)[0].reshape(n, T - 1)
+    return np.hstack([-beta.sum(axis=1, keepdims=True), beta])
 
 
 class _BoxSearch:
@@ -603,6 +613,7 @@ class _BoxSearch:
         self.nodes = 0
         self.floor = math.inf  # smallest bound of a box closed against the incumbent
         self.stuck = math.inf  # smallest bound of a box whose SVM failed and cannot shrink
+        self.best_scores: np.ndarray | None = None  # score differences of the incumbent
 
     def closes(self, bound: float) -> bool:
         return bound >= self.incumbent * (1 - self.gap_tol)
@@ -642,7 +653,7 @@ class _BoxSearch:
             bound = 1.0 / min(first, second)
             guess = alpha > 0
             if float(centre @ centre) <= problem.R**2 and norm < self.incumbent:
-                self.incumbent = norm
+                self.incumbent, self.best_scores = norm, mid
         bound = max(bound, parent)
         if bound == math.inf:
             return None
@@ -724,7 +735,7 @@ class _BoxSearch:
         gap = (self.incumbent - value) / self.incumbent if math.isfinite(self.incumbent) \
             else math.inf
         status = OPTIMAL if gap <= self.gap_tol else stopped
-        return FiniteRBound(value, self.incumbent, status, self.nodes, None)
+        return FiniteRBound(value, self.incumbent, status, self.nodes, self.best_scores)
 
 
 def _softmax_rows(scores: np.ndarray) -> np.ndarray:
