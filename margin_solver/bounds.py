@@ -154,7 +154,9 @@ class LowerBoundResult(ResultMixin):
         selection can be separated: P_R is infeasible for every R). docs/statuses.md.
     message : str
     method : str
-        ``"enumerate"`` or ``"bnb"`` (``"bnb"`` for the finite-R bound).
+        ``"enumerate"`` or ``"bnb"``; for the finite-R bound the stages that ran, joined by
+        ``"+"`` (of ``"hard-selection"``, ``"linearised"``, ``"lagrangian"``, ``"p-boxes"``,
+        ``"bnb"``).
     nodes : int
         SVMs solved (selections for enumeration, nodes for branch-and-bound).
     solve_time : float
