@@ -508,7 +508,8 @@ def _finite_r_stages(
         if proven < incumbent * (1 - gap_tol) and score_rank(H, n, T) <= LOW_RANK_MAX:
             searches.append(("p-boxes", lambda: low_rank_bound(
                 H, y, T, R, incumbent=incumbent, gap_tol=gap_tol, start=start, bar=bar,
-                floor=proven, time_limit=(time.perf_counter() - start + time_limit) / 2)))
+                floor=proven, time_limit=(time.perf_counter() - start + time_limit) / 2,
+                stall_nodes=_STALL_NODES)))
         searches.append(("bnb", lambda: finite_r_bound(
             H, y, T, R, incumbent=incumbent, time_limit=time_limit, gap_tol=gap_tol,
             start=start, bar=bar, floor=proven, stall_nodes=_STALL_NODES)))

@@ -548,6 +548,14 @@ def solve_min_norm(
                 start_norms.update(extra_norms)
                 feasible = {k: r for k, r in runs.items() if r.point.feasible}
         budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
+        if not budget and search_starts is None and bound is None and feasible and \
+                n <= SCREEN_MIN_SAMPLES and time.perf_counter() <= deadline:
+            extra, extra_norms = _agreeing_starts_check(
+                solver_form, gram.H, y, T, R, runs, feasible, first,
+                {**descent, "deadline": deadline})
+            runs.update(extra)
+            start_norms.update(extra_norms)
+            feasible = {k: r for k, r in runs.items() if r.point.feasible}
         if budget and time.perf_counter() <= deadline:
             # run, or ended where an earlier start's polish ended (not its nearest realisable)
             realised = [s for name, _, s in starts if s is not None and
@@ -811,6 +819,34 @@ def _search(
         start_norms[name] = run.norm
         logger.info("search start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
                     run.reason, run.n_iter)
+
+
+def _agreeing_starts_check(form, H, y, T, R, runs, feasible, first, options
+                           ) -> tuple[dict[str, DescentRun], dict[str, float]]:
+    """The ``lb_selection`` start when the first starts agree (no search) on a small
+    instance and LB's best selection has a smaller SVM norm than their best point.
+
+    Agreeing starts can all end on one selection while a better one exists: on a generated
+    instance (gaussian, n = 7, T = 3, d = 40, R sqrt(d) = 1e4) every first start ended at
+    0.417-0.427 and LB's selection, realised, at 0.358 (docs/benchmarks.md, "Search quality
+    against two independent patient searches"). Up to :data:`SCREEN_MIN_SAMPLES` samples LB's
+    branch-and-bound (at most :data:`SEARCH_BOUND_NODES` SVMs, counted) is cheap; its selection
+    is realised only when its SVM norm is below the best norm by more than
+    :data:`DEFAULT_GAP_TOL` (relative), since a realisation ends near or above it at large R.
+    Returns the new runs and norms (none when the check finds nothing).
+    """
+    best = min(feasible.values(), key=lambda run: run.norm)
+    guide = trusted_lower_bound(H, y, T, "auto", max(options["deadline"] - time.perf_counter(),
+                                                     0.0),
+                                False, time.perf_counter(), max_nodes=SEARCH_BOUND_NODES,
+                                first=first)
+    if guide.selection is None or not guide.incumbent < best.norm * (1 - DEFAULT_GAP_TOL) or \
+            any(np.array_equal(guide.selection, np.argmax(r.point.attention, axis=1))
+                for r in runs.values()):
+        return {}, {}
+    with ProgressBar(False) as bar:
+        return _run_starts(form, H, y, T, R, [("lb_selection", None, guide.selection)],
+                           options, bar)
 
 
 def _search_guide(H, y, T, runs, best, incumbents, deadline, first) -> LowerBoundResult:

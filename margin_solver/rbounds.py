@@ -554,6 +554,7 @@ def low_rank_bound(
     bar: ProgressBar | None = None,
     floor: float = 0.0,
     max_nodes: int = 200_000,
+    stall_nodes: int | None = None,
 ) -> FiniteRBound:
     """Branch-and-bound lower bound on P_R over boxes of p, when the score space is small.
 
@@ -570,6 +571,8 @@ def low_rank_bound(
     moves the scores most.
 
     Parameters are those of :func:`finite_r_bound`; ``max_nodes`` caps the SVMs.
+    ``stall_nodes`` stops the search when the tree's own bound (without ``floor``) has not
+    risen by 1e-9 (relative) over that many SVMs.
 
     Returns
     -------
@@ -580,7 +583,8 @@ def low_rank_bound(
     root = math.sqrt(s)
     search = _BoxSearch(_Problem(H / s, y, T, R * root), incumbent * root, gap_tol, floor * root)
     found = search.run(time.perf_counter() if start is None else start, time_limit,
-                       bar if bar is not None else ProgressBar(False), max_nodes, root)
+                       bar if bar is not None else ProgressBar(False), max_nodes, root,
+                       stall_nodes)
     return FiniteRBound(found.value / root, found.incumbent / root, found.status, found.nodes,
                         found.scores)
 
@@ -691,7 +695,7 @@ class _BoxSearch:
         return math.sqrt(max(m_sq + 2 * max(linear, 0.0) + rest, 0.0))
 
     def run(self, start: float, time_limit: float, bar: ProgressBar, max_nodes: int,
-            unit: float) -> FiniteRBound:
+            unit: float, stall_nodes: int | None = None) -> FiniteRBound:
         problem = self.problem
         r = self.B.shape[1]
         heap: list[_Box] = []
@@ -699,7 +703,14 @@ class _BoxSearch:
         if root is not None:
             heap.append(root)
         stopped = MAX_ITER
+        best_tree, rose = 0.0, 0
         while heap:
+            # progress of the tree's own bound (below a floor proven otherwise it still rises)
+            tree = min(self.incumbent, self.floor, self.stuck, heap[0].bound)
+            if tree > best_tree * (1 + 1e-9):
+                best_tree, rose = tree, self.nodes
+            elif stall_nodes is not None and self.nodes - rose > stall_nodes:
+                break
             if self.closes(heap[0].bound) or self.closes(self.known):
                 self.floor = min(self.floor, heap[0].bound)
                 heap = []

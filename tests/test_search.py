@@ -149,6 +149,9 @@ def test_digit_rows_get_a_feasible_point_by_default(R):
 @pytest.mark.parametrize("kind, n, T, d, R_sqrt_d, seed", [
     ("gaussian", 14, 2, 40, 1e4, 20261140),
     ("scales", 9, 3, 40, 100.0, 20261133),
+    # the first starts agree (0.417-0.427) and no search runs; LB's selection is the check's
+    # lb_selection start (seed 20261201 set of the benchmark)
+    ("gaussian", 7, 3, 40, 1e4, 20261231),
 ])
 def test_benchmark_instances_reach_the_attained_bound(kind, n, T, d, R_sqrt_d, seed):
     # instances of benchmarks/search_quality.py where the default reaches LB (valid for every
