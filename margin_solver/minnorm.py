@@ -19,7 +19,12 @@ feasible norm:
 ``"lb_selection"``
     With ``certify=True``: the selection of the lower bound LB (the finite-R bound's first
     stage, computed before the starts), realised the same way; as R grows P_R approaches
-    LB through it whenever the selection is linearly separable.
+    LB through it whenever the selection is linearly separable. Without it, up to
+    ``SCREEN_MIN_SAMPLES`` samples, when the other starts agree (no search follows): LB's
+    selection when its SVM norm is below their best norm (:func:`_agreeing_starts_check`).
+``"bound_point"``
+    With ``certify=True``: the point at which the finite-R bound's branch-and-bound found a
+    smaller norm than every start (``LowerBoundResult.point``), descended after the bound.
 ``"random_k"``
     ``n_random_starts`` seeded random p of norm R in the span of the tokens.
 
