@@ -28,6 +28,9 @@ def test_solve_prints_and_writes_json(data_file, tmp_path, capsys):
     assert len(result["v"]) == len(result["p"]) == 100
     assert result["norm"] >= result["lower_bound"] * (1 - 1e-9)
     assert f"||v||       {result['norm']:.6g}" in printed
+    # the lower-bound line names the bound's stages (the result's bound.method)
+    bound_line = next(line for line in printed.splitlines() if line.startswith("  lower bound"))
+    assert f", {result['bound']['method']}, " in bound_line
 
 
 @pytest.mark.parametrize(

@@ -184,7 +184,7 @@ def _summary(result: MinNormResult, data) -> str:
     if result.lower_bound is not None:
         lines.append(
             f"  lower bound {result.lower_bound:.6g} ({result.bound.status}, "
-            f"{result.bound.nodes} SVMs)   gap {result.gap:.3g}"
+            f"{result.bound.method}, {result.bound.nodes} SVMs)   gap {result.gap:.3g}"
         )
     starts = ", ".join(
         f"{k} {v:.6g}" if math.isfinite(v) else f"{k} inf" for k, v in result.start_norms.items()
