@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import nnls
 
+from margin_solver.kernel import softmax
 from margin_solver.progress import ProgressBar
 from margin_solver.results import FAILED, INFEASIBLE, MAX_ITER, OPTIMAL, TIME_LIMIT
 from margin_solver.selection import lifted_bounds
@@ -128,11 +129,7 @@ class _Problem:
         self.n = len(y)
         self.H4 = H.reshape(self.n, T, self.n, T)
         self.G = score_difference_gram(H, self.n, T)
-        scale = max(float(np.mean(np.diag(self.G))), np.finfo(np.float64).tiny)
-        lam, U = np.linalg.eigh(self.G / scale)
-        keep = lam > len(lam) * np.finfo(np.float64).eps * max(lam[-1], 0.0)
-        # B B^T = G on range(G): delta = B w is reachable by a p with ||p|| = ||w||.
-        self.B = U[:, keep] * np.sqrt(lam[keep] * scale)
+        self.B = _reachable_basis(self.G)
         half = R * np.sqrt(np.maximum(np.diag(self.G), 0.0)) * _WIDEN
         self.root_hi = half.reshape(self.n, T - 1)
         self.root_lo = -self.root_hi
@@ -158,8 +155,11 @@ class _Problem:
         """(norm, coef, alpha, status) of the SVM over the given attended features."""
         if samples.size == 0:
             return 0.0, np.zeros(0), np.zeros(0), OPTIMAL
-        K = self.gram(samples, attention)
-        y = self.y[samples]
+        return self.solve(self.gram(samples, attention), self.y[samples], support)
+
+    @staticmethod
+    def solve(K, y, support=None):
+        """(norm, coef, alpha, status) of the SVM with Gram matrix K and labels y."""
         result = None
         if support is not None and support.any():
             result = solve_vstep_on_support(K, y, support)
@@ -318,15 +318,21 @@ def finite_r_bound(
     -------
     FiniteRBound
     """
-    # Work on H / s with R sqrt(s) (s = mean diag H): the scores are unchanged and every norm
-    # of v is divided by sqrt(s), so tolerances mean the same at any scale of the tokens.
-    s = max(float(np.mean(np.diag(H))), np.finfo(np.float64).tiny)
-    root = math.sqrt(s)
-    search = _Search(_Problem(H / s, y, T, R * root), incumbent * root, gap_tol, floor * root)
+    problem, root = _unit_problem(H, y, T, R)
+    search = _Search(problem, incumbent * root, gap_tol, floor * root)
     found = search.run(time.perf_counter() if start is None else start, time_limit,
                        bar if bar is not None else ProgressBar(False), stall_nodes, root)
     return FiniteRBound(found.value / root, found.incumbent / root, found.status, found.nodes,
                         found.scores)
+
+
+def _unit_problem(H: np.ndarray, y: np.ndarray, T: int, R: float) -> tuple[_Problem, float]:
+    """The problem on H / s with R sqrt(s) (s = mean diag H) and sqrt(s): the scores are
+    unchanged and every norm of v is divided by sqrt(s), so tolerances mean the same at any
+    scale of the tokens."""
+    s = max(float(np.mean(np.diag(H))), np.finfo(np.float64).tiny)
+    root = math.sqrt(s)
+    return _Problem(H / s, y, T, R * root), root
 
 
 class _Search:
@@ -526,10 +532,16 @@ LOW_RANK_MAX = 3
 def score_rank(H: np.ndarray, n: int, T: int) -> int:
     """Dimension of the score differences a p can reach (the rank of G, as
     :class:`_Problem` counts it)."""
-    G = score_difference_gram(H, n, T)
+    return _reachable_basis(score_difference_gram(H, n, T)).shape[1]
+
+
+def _reachable_basis(G: np.ndarray) -> np.ndarray:
+    """B with B B^T = G on range(G), so that delta = B w is reachable by a p with
+    ``||p|| = ||w||``; eigenvalues below rounding of the product are dropped."""
     scale = max(float(np.mean(np.diag(G))), np.finfo(np.float64).tiny)
-    lam = np.linalg.eigvalsh(G / scale)
-    return int(np.sum(lam > len(lam) * np.finfo(np.float64).eps * max(lam[-1], 0.0)))
+    lam, U = np.linalg.eigh(G / scale)
+    keep = lam > len(lam) * np.finfo(np.float64).eps * max(lam[-1], 0.0)
+    return U[:, keep] * np.sqrt(lam[keep] * scale)
 
 
 @dataclass(order=True)
@@ -579,9 +591,8 @@ def low_rank_bound(
     FiniteRBound
         ``scores``: the score differences of the incumbent's p when this search found it.
     """
-    s = max(float(np.mean(np.diag(H))), np.finfo(np.float64).tiny)
-    root = math.sqrt(s)
-    search = _BoxSearch(_Problem(H / s, y, T, R * root), incumbent * root, gap_tol, floor * root)
+    problem, root = _unit_problem(H, y, T, R)
+    search = _BoxSearch(problem, incumbent * root, gap_tol, floor * root)
     found = search.run(time.perf_counter() if start is None else start, time_limit,
                        bar if bar is not None else ProgressBar(False), max_nodes, root,
                        stall_nodes)
@@ -634,23 +645,23 @@ class _BoxSearch:
         n, T = problem.n, problem.T
         mid = (self.B @ centre).reshape(n, T - 1)
         spread = (self.absB @ half).reshape(n, T - 1)
-        attention = _softmax_rows(np.hstack([np.zeros((n, 1)), mid]))
+        attention = softmax(np.hstack([np.zeros((n, 1)), mid]))
         # every corner of each sample's box of score differences, and its attention
         corners = (mid - spread)[:, None, :] + self.choices[None] * (2 * spread)[:, None, :]
-        vertices = _softmax_rows(np.concatenate([np.zeros(corners.shape[:2] + (1,)), corners],
+        vertices = softmax(np.concatenate([np.zeros(corners.shape[:2] + (1,)), corners],
                                                 axis=2))
         moved = vertices - attention[:, None, :]
         rho = np.sqrt(np.maximum(np.einsum("ikt,itu,iku->ik", moved, self.blocks,
                                            moved).max(axis=1), 0.0))
         self.nodes += 1
-        norm, coef, alpha, status = problem.svm(np.arange(n), attention, support)
+        K = problem.gram(np.arange(n), attention)
+        norm, coef, alpha, status = problem.solve(K, problem.y, support)
         guess = None
         if status == FAILED:
             bound = parent
         elif status == INFEASIBLE:  # weights with sum_i a_i y_i z_i = 0 exist: 1 / max rho
             bound = math.inf if rho.max() == 0 else 1.0 / float(rho.max())
         else:
-            K = problem.gram(np.arange(n), attention)
             weights = alpha / alpha.sum() if alpha.sum() > 0 else np.full(n, 1.0 / n)
             first = _robust_margin_bound(K, problem.y, rho, weights)
             second = self.second_order(K, attention, weights, rho, centre, half, spread)
@@ -747,13 +758,6 @@ class _BoxSearch:
             else math.inf
         status = OPTIMAL if gap <= self.gap_tol else stopped
         return FiniteRBound(value, self.incumbent, status, self.nodes, self.best_scores)
-
-
-def _softmax_rows(scores: np.ndarray) -> np.ndarray:
-    """Softmax along the last axis (stable)."""
-    shifted = scores - scores.max(axis=-1, keepdims=True)
-    weights = np.exp(shifted)
-    return weights / weights.sum(axis=-1, keepdims=True)
 
 
 def _robust_margin_bound(K: np.ndarray, y: np.ndarray, rho: np.ndarray,
