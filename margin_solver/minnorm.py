@@ -21,7 +21,7 @@ feasible norm:
     stage, computed before the starts), realised the same way; as R grows P_R approaches
     LB through it whenever the selection is linearly separable. Without it, up to
     ``SCREEN_MIN_SAMPLES`` samples, when the other starts agree (no search follows): LB's
-    selection when its SVM norm is below their best norm (:func:`_agreeing_starts_check`).
+    selection when its SVM norm is below their best norm (:func:`_agreeing_starts_selection`).
 ``"bound_point"``
     With ``certify=True``: the point at which the finite-R bound's branch-and-bound found a
     smaller norm than every start (``LowerBoundResult.point``), descended after the bound.
@@ -543,24 +543,18 @@ def solve_min_norm(
                 return _warn(_no_point(R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE,
                                        bound, start_time, tol))
             if bound.selection is not None and time.perf_counter() <= deadline:
-                more = [("lb_selection", None, bound.selection)]
-                with ProgressBar(False) as bar:
-                    extra, extra_norms = _run_starts(
-                        solver_form, gram.H, y, T, R, more, {**descent, "deadline": deadline},
-                        bar,
-                    )
-                runs.update(extra)
-                start_norms.update(extra_norms)
-                feasible = {k: r for k, r in runs.items() if r.point.feasible}
+                feasible = _more_starts(solver_form, gram.H, y, T, R,
+                                        [("lb_selection", None, bound.selection)],
+                                        {**descent, "deadline": deadline}, runs, start_norms)
         budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
         if not budget and search_starts is None and bound is None and feasible and \
                 n <= SCREEN_MIN_SAMPLES and time.perf_counter() <= deadline:
-            extra, extra_norms = _agreeing_starts_check(
-                solver_form, gram.H, y, T, R, runs, feasible, first,
-                {**descent, "deadline": deadline})
-            runs.update(extra)
-            start_norms.update(extra_norms)
-            feasible = {k: r for k, r in runs.items() if r.point.feasible}
+            selection = _agreeing_starts_selection(gram.H, y, T, runs, feasible, first,
+                                                   deadline)
+            if selection is not None:
+                feasible = _more_starts(solver_form, gram.H, y, T, R,
+                                        [("lb_selection", None, selection)],
+                                        {**descent, "deadline": deadline}, runs, start_norms)
         if budget and time.perf_counter() <= deadline:
             # run, or ended where an earlier start's polish ended (not its nearest realisable)
             realised = [s for name, _, s in starts if s is not None and
@@ -581,14 +575,9 @@ def solve_min_norm(
                 # the bound's branch-and-bound found a better p than every start: descend
                 # from it (its norm can only fall), so that the answer is that point
                 more = [("bound_point", _bound_point(solver_form, X, bound.point), None)]
-                with ProgressBar(False) as bar:
-                    extra, extra_norms = _run_starts(
-                        solver_form, gram.H, y, T, R, more, {**descent, "deadline": deadline},
-                        bar)
-                runs.update(extra)
-                start_norms.update(extra_norms)
+                feasible = _more_starts(solver_form, gram.H, y, T, R, more,
+                                        {**descent, "deadline": deadline}, runs, start_norms)
                 starts += more
-                feasible = {k: r for k, r in runs.items() if r.point.feasible}
     skipped = [name for name, *_ in starts if name not in start_norms]
     timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
     timed_out |= bound is not None and bound.status == TIME_LIMIT and \
@@ -826,10 +815,19 @@ def _search(
                     run.reason, run.n_iter)
 
 
-def _agreeing_starts_check(form, H, y, T, R, runs, feasible, first, options
-                           ) -> tuple[dict[str, DescentRun], dict[str, float]]:
-    """The ``lb_selection`` start when the first starts agree (no search) on a small
-    instance and LB's best selection has a smaller SVM norm than their best point.
+def _more_starts(form, H, y, T, R, more, options, runs, start_norms) -> dict[str, DescentRun]:
+    """Run the starts ``more`` after the others (no progress bar), add them to ``runs`` and
+    ``start_norms``, and return the feasible runs."""
+    with ProgressBar(False) as bar:
+        extra, extra_norms = _run_starts(form, H, y, T, R, more, options, bar)
+    runs.update(extra)
+    start_norms.update(extra_norms)
+    return {k: r for k, r in runs.items() if r.point.feasible}
+
+
+def _agreeing_starts_selection(H, y, T, runs, feasible, first, deadline) -> np.ndarray | None:
+    """LB's best selection, for the ``lb_selection`` start, when the first starts agree (no
+    search) on a small instance and its SVM norm is below their best point's; else None.
 
     Agreeing starts can all end on one selection while a better one exists: on a generated
     instance (gaussian, n = 7, T = 3, d = 40, R sqrt(d) = 1e4) every first start ended at
@@ -837,21 +835,18 @@ def _agreeing_starts_check(form, H, y, T, R, runs, feasible, first, options
     against two independent patient searches"). Up to :data:`SCREEN_MIN_SAMPLES` samples LB's
     branch-and-bound (at most :data:`SEARCH_BOUND_NODES` SVMs, counted) is cheap; its selection
     is realised only when its SVM norm is below the best norm by more than
-    :data:`DEFAULT_GAP_TOL` (relative), since a realisation ends near or above it at large R.
-    Returns the new runs and norms (none when the check finds nothing).
+    :data:`DEFAULT_GAP_TOL` (relative), since a realisation ends near or above it at large R,
+    and not when some run ended on it already.
     """
     best = min(feasible.values(), key=lambda run: run.norm)
-    guide = trusted_lower_bound(H, y, T, "auto", max(options["deadline"] - time.perf_counter(),
-                                                     0.0),
+    guide = trusted_lower_bound(H, y, T, "auto", max(deadline - time.perf_counter(), 0.0),
                                 False, time.perf_counter(), max_nodes=SEARCH_BOUND_NODES,
                                 first=first)
     if guide.selection is None or not guide.incumbent < best.norm * (1 - DEFAULT_GAP_TOL) or \
             any(np.array_equal(guide.selection, np.argmax(r.point.attention, axis=1))
                 for r in runs.values()):
-        return {}, {}
-    with ProgressBar(False) as bar:
-        return _run_starts(form, H, y, T, R, [("lb_selection", None, guide.selection)],
-                           options, bar)
+        return None
+    return guide.selection
 
 
 def _search_guide(H, y, T, runs, best, incumbents, deadline, first) -> LowerBoundResult:
