@@ -510,6 +510,8 @@ def search_starts(
         ended far above the best). A family is also retired once one of its starts ends
         feasible more than :data:`RETIRE_RTOL` above the best norm so far. A retired
         family's turns count against ``max_starts`` without running: the search ends sooner.
+        Once every family is retired the turns end, but the screen is still tried: its
+        starts are not the families'.
 
     Yields
     ------
@@ -559,7 +561,7 @@ def search_starts(
                 retired.add(family)
         yield name, run
         if all(name in retired for name in active):
-            return  # every family ended far above the best: the screen is not tried either
+            break
     if "screen" not in ideas or closed(gap_rtol if screen_gap_rtol is None else screen_gap_rtol):
         return
     for name, run in _screen_starts(context, deadline):

@@ -182,14 +182,18 @@ def test_a_retired_family_gives_its_turns_to_no_one():
 def test_families_far_above_the_best_are_retired():
     # search-quality instance (cls, n = 10, T = 2, d = 40, R sqrt(d) = 10): the first random
     # starts, then the first selection and continuation starts, end 2.1 times above the best
-    # first start; with every family retired the search stops after those two starts (13
-    # starts before, the best found by the full search the same to 1e-9)
+    # first start; with every family retired their turns end after those two starts (13
+    # starts before, the best found by the full search the same to 1e-9), and the screen,
+    # which is not a family, still runs its SCREEN_TOP descents
     from margin_solver.bench.search_quality import make_instance
+    from margin_solver.search import SCREEN_TOP
 
     X, y = make_instance("cls", 10, 2, 40, 20261256)
     res = solve_min_norm(X, y, R=10 / math.sqrt(40))
-    assert list(res.start_norms) == ["zero", "first_step", "hard_selection", "random_0",
-                                     "random_1", "selection_0", "continuation_0"]
+    names = list(res.start_norms)
+    assert names[:7] == ["zero", "first_step", "hard_selection", "random_0", "random_1",
+                         "selection_0", "continuation_0"]
+    assert names[7:] == [f"screen_{k}" for k in range(SCREEN_TOP)]
     assert res.norm == pytest.approx(0.315317290764113, rel=1e-9)
 
 
