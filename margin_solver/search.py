@@ -103,7 +103,7 @@ from margin_solver.kernel import softmax
 from margin_solver.realisable import Realiser, realisable_selections
 from margin_solver.results import LOCAL_OPTIMAL, MAX_ITER
 from margin_solver.selection import attention_svm, hard_selection_alternation, selection_svm
-from margin_solver.vstep import solve_trusted_vstep
+from margin_solver.vstep import solve_trusted_vstep, solve_vstep_on_support
 
 __all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "POLISH_MAX_FAILS",
            "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "RETIRE_RTOL", "SCREEN_ITER",
@@ -264,13 +264,14 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
     run.count_fallbacks(point)
     lam = _POLISH_LAM0 * 2 * point.phi / R**2  # ||v||^2 / R^2: the two terms' scales
     phis = [point.phi]
+    guess = None
     while True:
         pg_norm = run.record(point, norm(form, projected_gradient(form, point.p,
                                                                   point.gradient, R)))
         if (run.stops_at(point, pg_norm, R, gtol, deadline) or run.stalls(phis, rtol, window)
                 or run.n_iter >= max_iter):
             break
-        trial, lam = _polish_step(form, y, point, R, lam, run, vstep_solver)
+        trial, lam, guess = _polish_step(form, y, point, R, lam, run, vstep_solver, guess)
         if trial is None:
             run.status = LOCAL_OPTIMAL
             run.reason = (f"no linearised step decreases phi ({POLISH_MAX_FAILS} trust-region "
@@ -284,25 +285,34 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
 
 
 def _polish_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float, run: DescentRun,
-                 vstep_solver: str) -> tuple[PhiPoint | None, float]:
+                 vstep_solver: str, guess: np.ndarray | None
+                 ) -> tuple[PhiPoint | None, float, np.ndarray | None]:
     """The next accepted point of :func:`hard_polish` (None after :data:`POLISH_MAX_FAILS`
-    rejections in a row) and the updated ``lam``; every v-step is counted in ``run``."""
+    rejections in a row), the updated ``lam`` and the support of the last linearised SVM
+    (``guess``: the previous one's, None when unknown); every v-step is counted in ``run``."""
     for _ in range(POLISH_MAX_FAILS):
-        q, predicted = _linearised_step(form, y, point, R, lam, vstep_solver)
+        q, predicted, guess = _linearised_step(form, y, point, R, lam, vstep_solver, guess)
         if q is not None:
             trial = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
             run.count_solve(trial)
             if trial.phi < point.phi:
                 ratio = (point.phi - trial.phi) / max(point.phi - predicted, 1e-300)
-                return trial, lam / 3 if ratio > 0.75 else lam * 3 if ratio < 0.25 else lam
+                lam = lam / 3 if ratio > 0.75 else lam * 3 if ratio < 0.25 else lam
+                return trial, lam, guess
         lam *= 10
-    return None, lam
+    return None, lam, guess
 
 
 def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
-                     vstep_solver: str) -> tuple[np.ndarray | None, float]:
-    """The p of one step of :func:`hard_polish` with weight ``lam`` and the model's phi
-    there; ``(None, nan)`` when its SVM has no solution."""
+                     vstep_solver: str, guess: np.ndarray | None = None
+                     ) -> tuple[np.ndarray | None, float, np.ndarray | None]:
+    """The p of one step of :func:`hard_polish` with weight ``lam``, the model's phi there
+    and its SVM's support; ``(None, nan, None)`` when the SVM has no solution.
+
+    The SVM is first solved from ``guess`` (the previous step's support, which changes
+    little from step to step: :func:`margin_solver.vstep.solve_vstep_on_support`), then,
+    when that fails, by the general v-step.
+    """
     s, p = point.attention, point.p
     u = form.token_values(point.value_coefficients)
     f = np.sum(s * u, axis=1, keepdims=True)
@@ -314,9 +324,12 @@ def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
     if on_sphere:  # tangent parts: J_i - <J_i, p> p / ||p||^2
         KJ = KJ - np.outer(J_p, J_p) / pp
     K = form.feature_gram(s) + np.outer(y, y) * KJ / lam
-    svm = solve_trusted_vstep((K + K.T) / 2, y, vstep_solver)
+    K = (K + K.T) / 2
+    svm = None if guess is None else solve_vstep_on_support(K, y, guess)
+    if svm is None:
+        svm = solve_trusted_vstep(K, y, vstep_solver)
     if not svm.success:
-        return None, math.nan
+        return None, math.nan, None
     beta = svm.alpha
     dp = form.from_coefficients(beta[:, None] * g) / lam
     if on_sphere:
@@ -326,8 +339,8 @@ def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
     q = p + dp
     if on_sphere:
         length = norm(form, q)
-        return (q * (R / length) if length > 0 else None), predicted
-    return project(form, q, R), predicted
+        return (q * (R / length) if length > 0 else None), predicted, svm.alpha > 0
+    return project(form, q, R), predicted, svm.alpha > 0
 
 
 def hard_descend(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: float,

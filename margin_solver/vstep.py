@@ -97,8 +97,14 @@ _CHOLESKY_RCOND_PER_N = 100 * np.finfo(np.float64).eps
 # 4 solves 0.73 / 1.98 s, 12 solves 0.73 / 1.98 s; no difference on the paper's data.
 _SUPPORT_SOLVES = 4
 
-# Smallest reciprocal condition number of Q_PP that _kkt_on_support solves with.
-_SUPPORT_RCOND = 1e-8
+# Smallest reciprocal condition number of Q_PP that _kkt_on_support solves with. Its duals
+# are then accurate to about eps / rcond <= 1e-6 relative, and every answer is certified
+# afterwards (_certified). Nearly hard attention on the paper's data (n = 100, T = 4,
+# kappa = 4, R sqrt(d) = 100) makes Q_PP condition numbers of 7e8 (samples attending to one
+# shared signal token, told apart by the leak): 1e-8 left 38 of the polish's 74 v-steps to
+# the general v-step there, 1e-10 15, same norm to 5e-15 (docs/benchmarks.md, issue 12
+# part 4).
+_SUPPORT_RCOND = 1e-10
 
 # A given K whose smallest eigenvalue is below -_NOT_PSD_RTOL times its largest is not a Gram
 # matrix. Rounding in a computed Z Z^T moves eigenvalues by about n eps lambda_max, far less.
