@@ -118,11 +118,13 @@ FAMILIES = ("selection", "realisable", "continuation", "hop", "random", "screen"
 #: the others).
 IDEAS = ("selection", "realisable", "continuation", "random", "screen")
 #: Best realisable selections (by SVM norm) whose realisations the screen tries. 24 rather
-#: than 12: on the 400 instances of two search-quality sets it closed the two misses that both
-#: of two independent patient searches reached (1.0 % and 1.7 %) and made no answer worse by
-#: more than 1.1e-4, for 2-9 % more time (docs/benchmarks.md, "Search quality against two
-#: independent patient searches").
-SCREEN_SELECTIONS = 24
+#: than 12 closed the two misses of the 400 instances of two search-quality sets that both of
+#: two independent patient searches reached (1.0 % and 1.7 %), for 2-9 % more time; 48 rather
+#: than 24 found points 13.5 % and 5.0 % lower on two more (one that no patient search
+#: reached) and made no answer worse by more than 4.1e-4, for 13-20 % more time, measured on
+#: two machines (docs/benchmarks.md, "Search quality against two independent patient
+#: searches").
+SCREEN_SELECTIONS = 48
 #: Random starts the screen tries.
 SCREEN_RANDOM = 16
 #: p-steps of each screened start before the ranking.
