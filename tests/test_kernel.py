@@ -164,3 +164,13 @@ def test_logistic_loss_is_stable_and_correct():
         deriv = K.logistic_loss_derivative(m)
     np.testing.assert_allclose(loss, [1e4, 30.0 + np.log1p(np.exp(-30.0)), np.log(2), np.log1p(np.exp(-30.0)), 0.0])
     np.testing.assert_allclose(deriv, [-1.0, -1 / (1 + np.exp(-30.0)), -0.5, -1 / (1 + np.exp(30.0)), 0.0])
+
+
+def test_scores_and_values_in_one_pass_match_two_products():
+    # one product by a two-column matrix for C-ordered tokens, two for other layouts
+    X, _, v, p = _instance(seed=4, n=6, T=3, d=9)
+    for tokens in (X, np.asfortranarray(X), X[:, ::-1, :]):
+        a, u = K.scores_and_values(tokens, p, v)
+        assert a.shape == u.shape == (6, 3)
+        np.testing.assert_allclose(a, tokens @ p, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(u, tokens @ v, rtol=1e-13, atol=1e-13)

@@ -76,3 +76,35 @@ def test_rounds_switch_to_the_polish_once_nearly_hard():
     # is nearly hard
     dominated = hard_descend(form, H, y, T, c, R, best_norm=0.5 * full.norm)
     assert dominated.n_iter <= rounds.n_iter and "no better" in dominated.reason
+
+
+def test_the_selection_family_gives_up_after_its_misses_when_nearly_hard(monkeypatch):
+    # with a best run below every selection's SVM norm each nearly hard selection is a miss
+    # (its realisation would end near that norm): the family ends after
+    # _HARD_SELECTION_MISSES value vectors in a row gave nothing better, not after the 20 of
+    # soft attention, where the same selections are realised and descended
+    from types import SimpleNamespace
+
+    import margin_solver.search as search
+
+    form, H, y, T, R, hard_svm = instance(100.0)
+    calls = []
+    alternation = search.hard_selection_alternation
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return alternation(*args, **kwargs)
+
+    monkeypatch.setattr(search, "hard_selection_alternation", counted)
+    run = descend(form, y, attention_svm(H, T, hard_svm.tokens, R), R, max_iter=2)
+    best = SimpleNamespace(norm=1e-3 * hard_svm.norm, point=run.point)
+
+    def family(hard: bool) -> list:
+        calls.clear()
+        return list(search.search_starts(form, H, y, T, R, best, ideas=("selection",),
+                                         max_starts=3, hard=hard,
+                                         rng=np.random.default_rng(0)))
+
+    assert family(True) == [] and len(calls) == search._HARD_SELECTION_MISSES + 1
+    assert search._HARD_SELECTION_MISSES < search._SELECTION_MISSES
+    assert [name for name, _ in family(False)][:1] == ["selection_0"]
