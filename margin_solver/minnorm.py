@@ -39,7 +39,7 @@ show the landscape is rugged (a start where no v interpolates, or final norms mo
 ``SPREAD_RTOL`` apart), up to ``search_starts`` further starts from
 :mod:`margin_solver.search` (selections of small SVM norm or their nearest realisable ones,
 the best selections some p realises, continuation in R with a penalised v-step, more random
-starts; then, up to 32 samples, the best of a screen of many starts by a few descent steps
+starts; then, up to 48 samples, the best of a screen of many starts by a few descent steps
 each), stopping as soon as the gap
 to the bound closes. Uncertified, the bound that may close it is LB's branch-and-bound, whose
 selections are also the search's first starts; above ``SCREEN_MIN_SAMPLES`` samples, when the

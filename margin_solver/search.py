@@ -46,7 +46,7 @@ closed or its budget is spent:
     finite R attention stays soft and a selection's SVM norm ranks badly what its
     realisation descends to (a selection of SVM norm 4.14 wins where the best realisable one
     has 1.77, docs/benchmarks.md), while the norm after a few steps ranks it well: a cheap
-    way to try many starts. Skipped above :data:`REALISABLE_MAX_SAMPLES` samples.
+    way to try many starts. Skipped above :data:`SCREEN_MAX_SAMPLES` samples.
 ``hop_k``
     Basin hopping: a random perturbation of the best p (a fraction of R, in the span of the
     tokens), then the exact descent. Not among the default :data:`IDEAS`: it measured worse
@@ -108,7 +108,8 @@ from margin_solver.vstep import solve_trusted_vstep, solve_vstep_on_support
 
 __all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "POLISH_MAX_FAILS",
            "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "RETIRE_RTOL", "SCREEN_ITER",
-           "SCREEN_RANDOM", "SCREEN_SELECTIONS", "SCREEN_TOP", "PenalisedForm",
+           "SCREEN_MAX_SAMPLES", "SCREEN_RANDOM", "SCREEN_SELECTIONS", "SCREEN_TOP",
+           "PenalisedForm",
            "hard_descend", "hard_polish", "hard_value", "nearly_hard", "search_starts",
            "settled_run", "settled_value"]
 
@@ -165,6 +166,12 @@ _POLISH_LAM0 = 0.1
 #: Samples above which the ``realisable`` family is skipped: its budget then does not reach a
 #: complete selection (digits rows, n = 100, T = 8: none in 2000 steps, 15 s).
 REALISABLE_MAX_SAMPLES = 32
+#: Samples above which the screen is skipped. 48 rather than 32: on the digits study's cells
+#: at n = 40 the screen reached points 4.5 % (seed 1) and 0.9 % (seed 2) lower and changed no
+#: answer for the worse, for 1.4-1.7 s more per cell; on 54 paper instances it lowered two
+#: n = 40, T = 4 answers (by 1.5e-4 and 3.6e-3) at 2.3 s against 0.2 s each
+#: (docs/benchmarks.md, "Convergence on digits, rerun on the machine of 2026-12-02").
+SCREEN_MAX_SAMPLES = 48
 
 
 def nearly_hard(attention: np.ndarray) -> bool:
@@ -789,7 +796,7 @@ def _random_starts(context: _Context) -> Iterator:
 def _screen_starts(context: _Context, deadline: float) -> Iterator:
     """The screen's :data:`SCREEN_TOP` descents (module docstring); no start after
     ``deadline``."""
-    if context.n > REALISABLE_MAX_SAMPLES:
+    if context.n > SCREEN_MAX_SAMPLES:
         return
     H, T, R, form = context.H, context.T, context.R, context.form
     found = realisable_selections(H, context.y, T, max_work=REALISABLE_WORK,

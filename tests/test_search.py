@@ -282,17 +282,17 @@ def test_without_the_screen_the_default_stays_above(monkeypatch):
     assert unscreened.norm > screened.norm * 1.05  # 3.19734
 
 
-@pytest.mark.parametrize("n", [32, 33])
-def test_screen_runs_up_to_32_samples_only(n):
+@pytest.mark.parametrize("n", [48, 49])
+def test_screen_runs_up_to_48_samples_only(n):
     # n = 100 paper-model solves (issue 12's cost study) must not pay for it
-    from margin_solver.search import REALISABLE_MAX_SAMPLES
+    from margin_solver.search import SCREEN_MAX_SAMPLES
 
     X, y, _ = issue_instance(3, n=n, T=2, d=40)
     R = 10 / math.sqrt(40)
     runs = list(search_starts(DenseForm(X), TokenGram(X).H, y, 2, R, None, max_starts=0,
                               rng=np.random.default_rng(0), ideas=("screen",)))
     names = [name for name, _ in runs]
-    if n <= REALISABLE_MAX_SAMPLES:
+    if n <= SCREEN_MAX_SAMPLES:
         assert names == [f"screen_{k}" for k in range(SCREEN_TOP)]
         assert all(run.point.feasible for _, run in runs)
     else:
