@@ -37,7 +37,7 @@ def test_patients_below_one_is_a_usage_error(capsys):
 
 def test_default_solve_alone_against_two_patient_searches(monkeypatch, tmp_path, capsys):
     spec = {"kind": "paper", "n": 6, "T": 2, "d": 40, "R_sqrt_d": 1e4, "seed": 3}
-    monkeypatch.setattr(search_quality, "instances", lambda count, seed: [spec])
+    monkeypatch.setattr(search_quality, "instances", lambda count, seed, samples: [spec])
     out = tmp_path / "run.json"
     code = search_quality.main(["--instances", "1", "--random", "2", "--selections", "1",
                                 "--patients", "2", "--solves", "default", "--out", str(out)])
@@ -54,3 +54,21 @@ def test_solves_must_include_the_default(capsys):
         search_quality.main(["--solves", "before,certified", "--instances", "1"])
     assert stop.value.code == 2
     assert "--solves must name default" in capsys.readouterr().err
+
+
+def test_the_range_of_n_is_an_option():
+    # the default range draws the instances of the earlier runs; another range only changes n
+    default = search_quality.instances(30, 7)
+    assert default == search_quality.instances(30, 7, (6, 14))
+    assert {spec["n"] for spec in default} <= set(range(6, 15))
+    wide = search_quality.instances(30, 7, (33, 48))
+    assert {spec["n"] for spec in wide} <= set(range(33, 49))
+    assert len({spec["n"] for spec in wide}) > 5
+
+
+@pytest.mark.parametrize("value", ["40", "48,33", "0,5", "a,b"])
+def test_a_bad_range_of_n_is_a_usage_error(capsys, value):
+    with pytest.raises(SystemExit) as stop:
+        search_quality.main(["--samples", value, "--instances", "1"])
+    assert stop.value.code == 2
+    assert "--samples must be LO,HI" in capsys.readouterr().err

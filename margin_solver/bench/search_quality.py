@@ -35,7 +35,7 @@ the best known can be from the optimum.
 Usage::
 
     .venv/bin/python benchmarks/search_quality.py [--instances 250] [--random 30]
-        [--selections 20] [--patients 1] [--ideas selection,continuation,random]
+        [--selections 20] [--patients 1] [--samples 6,14] [--ideas selection,continuation,random]
         [--out FILE.json]
     .venv/bin/python benchmarks/search_quality.py --summarise FILE.json
     .venv/bin/python benchmarks/search_quality.py --ablate FILE.json [--first 60]
@@ -79,6 +79,8 @@ SOLVES = {
 }
 MATCH_RTOL = 1e-3
 SEED = 20261130
+#: Range of n of the instances (inclusive; ``--samples``).
+SAMPLES = (6, 14)
 
 
 def make_instance(kind: str, n: int, T: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,14 +103,15 @@ def make_instance(kind: str, n: int, T: int, d: int, seed: int) -> tuple[np.ndar
     return X, y
 
 
-def instances(count: int, seed: int = SEED) -> list[dict]:
-    """``count`` instance specifications, the kinds in turn."""
+def instances(count: int, seed: int = SEED, samples: tuple[int, int] = SAMPLES) -> list[dict]:
+    """``count`` instance specifications, the kinds in turn, with n drawn from ``samples``
+    (inclusive)."""
     rng = np.random.default_rng(seed)
     specs = []
     for k in range(count):
         specs.append({
             "kind": KINDS[k % len(KINDS)],
-            "n": int(rng.integers(6, 15)),
+            "n": int(rng.integers(samples[0], samples[1] + 1)),
             "T": int(rng.integers(2, 5)),
             "d": int(rng.choice([2, 3, 6, 12, 40])),
             "R_sqrt_d": float(rng.choice([0.1, 1.0, 10.0, 100.0, 1e4])),
@@ -298,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solves", default=",".join(SOLVES),
                         help="comma-separated library solves to run, of "
                              f"{','.join(SOLVES)} (default: all)")
+    parser.add_argument("--samples", default=f"{SAMPLES[0]},{SAMPLES[1]}", metavar="LO,HI",
+                        help="range of n of the instances, inclusive (default: %(default)s)")
     parser.add_argument("--patients", type=int, default=1,
                         help="independent patient searches per instance (other seeds)")
     parser.add_argument("--ideas", default=None,
@@ -316,6 +321,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.patients < 1:
         parser.error(f"--patients must be at least 1, got {args.patients}")
+    try:
+        samples = tuple(int(k) for k in args.samples.split(","))
+    except ValueError:
+        samples = ()
+    if len(samples) != 2 or not 1 <= samples[0] <= samples[1]:
+        parser.error(f"--samples must be LO,HI with 1 <= LO <= HI, got {args.samples!r}")
     solves = tuple(args.solves.split(","))
     unknown = sorted(set(solves) - set(SOLVES))
     if unknown or "default" not in solves:
@@ -341,12 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         "selections": args.selections,
         "patients": args.patients,
         "seed": args.seed,
+        "samples": list(samples),
         "solves": list(solves),
         "load_average_start": list(os.getloadavg()),
     }
     rows: list[dict] = []
     started = time.time()
-    for spec in instances(args.instances, args.seed):
+    for spec in instances(args.instances, args.seed, samples):
         rows.append(run_instance(spec, args.random, args.selections, args.patients, solves))
         meta["load_average_end"] = list(os.getloadavg())
         write_json(args.out, {"meta": meta, "rows": rows})
