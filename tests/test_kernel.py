@@ -166,11 +166,15 @@ def test_logistic_loss_is_stable_and_correct():
     np.testing.assert_allclose(deriv, [-1.0, -1 / (1 + np.exp(-30.0)), -0.5, -1 / (1 + np.exp(30.0)), 0.0])
 
 
-def test_scores_and_values_in_one_pass_match_two_products():
-    # one product by a two-column matrix for C-ordered tokens, two for other layouts
-    X, _, v, p = _instance(seed=4, n=6, T=3, d=9)
+def test_scores_and_values_are_the_products_of_tokens_on_disk_bit_for_bit(tmp_path):
+    # in memory and memory-mapped, every layout: the same per-sample products (docs/usage.md)
+    X, _, v, p = _instance(seed=4, n=6, T=3, d=2000)
+    np.save(tmp_path / "X.npy", X)
+    on_disk = np.load(tmp_path / "X.npy", mmap_mode="r")
+    a0, u0 = K.scores_and_values(on_disk, p, v)
     for tokens in (X, np.asfortranarray(X), X[:, ::-1, :]):
         a, u = K.scores_and_values(tokens, p, v)
         assert a.shape == u.shape == (6, 3)
-        np.testing.assert_allclose(a, tokens @ p, rtol=1e-13, atol=1e-13)
-        np.testing.assert_allclose(u, tokens @ v, rtol=1e-13, atol=1e-13)
+        assert np.array_equal(a, tokens @ p) and np.array_equal(u, tokens @ v)
+    a, u = K.scores_and_values(X, p, v)
+    assert np.array_equal(a, a0) and np.array_equal(u, u0)
