@@ -84,7 +84,7 @@ from margin_solver.kernel import TokenGram, attended_features, softmax
 from margin_solver.results import INFEASIBLE, LOCAL_OPTIMAL, MAX_ITER, TIME_LIMIT
 from margin_solver.sqp import SQPModel, block_diagonal, score_blocks, support_tokens
 from margin_solver.validation import InvalidInputError, check_int, check_options
-from margin_solver.vstep import VStepResult, solve_trusted_vstep, solve_vstep_on_support
+from margin_solver.vstep import VStepResult, solve_vstep_from_support
 
 __all__ = [
     "DESCENT_OPTIONS",
@@ -285,10 +285,7 @@ def evaluate_phi(
     """
     s = softmax(form.scores(p))
     K = form.feature_gram(s)
-    result = None if support is None else solve_vstep_on_support(K, y, support)
-    if result is None:
-        # K is symmetric up to the rounding of its product; the engines expect it exact
-        result = solve_trusted_vstep((K + K.T) / 2, y, vstep_solver)
+    result = solve_vstep_from_support(K, y, support, vstep_solver)
     phi = 0.5 * result.norm**2 if result.success else math.inf
     return PhiPoint(p, s, result, phi, y)
 

@@ -104,7 +104,7 @@ from margin_solver.kernel import softmax
 from margin_solver.realisable import Realiser, realisable_selections
 from margin_solver.results import LOCAL_OPTIMAL, MAX_ITER
 from margin_solver.selection import attention_svm, hard_selection_alternation, selection_svm
-from margin_solver.vstep import solve_trusted_vstep, solve_vstep_on_support
+from margin_solver.vstep import solve_vstep_from_support
 
 __all__ = ["FAMILIES", "HARD_CHUNK", "HARD_LEAK", "HARD_RTOL", "IDEAS", "POLISH_MAX_FAILS",
            "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "RETIRE_RTOL", "SCREEN_ITER",
@@ -323,7 +323,7 @@ def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
     and its SVM's support; ``(None, nan, None)`` when the SVM has no solution.
 
     The SVM is first solved from ``guess`` (the previous step's support, which changes
-    little from step to step: :func:`margin_solver.vstep.solve_vstep_on_support`), then,
+    little from step to step: :func:`margin_solver.vstep.solve_vstep_from_support`), then,
     when that fails, by the general v-step.
     """
     s, p = point.attention, point.p
@@ -337,10 +337,7 @@ def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
     if on_sphere:  # tangent parts: J_i - <J_i, p> p / ||p||^2
         KJ = KJ - np.outer(J_p, J_p) / pp
     K = form.feature_gram(s) + np.outer(y, y) * KJ / lam
-    K = (K + K.T) / 2
-    svm = None if guess is None else solve_vstep_on_support(K, y, guess)
-    if svm is None:
-        svm = solve_trusted_vstep(K, y, vstep_solver)
+    svm = solve_vstep_from_support((K + K.T) / 2, y, guess, vstep_solver)
     if not svm.success:
         return None, math.nan, None
     beta = svm.alpha

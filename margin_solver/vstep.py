@@ -589,6 +589,20 @@ def solve_vstep_on_support(
     return result if result is not None and result.status == OPTIMAL else None
 
 
+def solve_vstep_from_support(
+    K: np.ndarray, y: np.ndarray, support: np.ndarray | None, solver: str = "ldp"
+) -> VStepResult:
+    """:func:`solve_vstep_on_support` from ``support`` when one is guessed, else, or when that
+    does not pay, :func:`solve_trusted_vstep` with ``solver`` on K symmetrised.
+
+    For the inner loops that solve many v-steps at nearby points (the descent's trial points,
+    the polish's linearised SVMs). K is **not validated**; it may differ from its transpose by
+    the rounding of its product.
+    """
+    result = None if support is None else solve_vstep_on_support(K, y, support)
+    return result if result is not None else solve_trusted_vstep((K + K.T) / 2, y, solver)
+
+
 def _kkt_on_support(
     K: np.ndarray, y: np.ndarray, support: np.ndarray, max_solves: int = 1
 ) -> np.ndarray | None:

@@ -207,14 +207,14 @@ def test_digits_instance_converges_within_the_cap_and_beats_plain_gradient_steps
 
 @pytest.mark.parametrize("kappa, R_scale", [(4.0, 10.0), (0.1, 1.0), (1.0, 100.0)])
 def test_support_warm_starts_do_not_change_the_descent(monkeypatch, kappa, R_scale):
-    from margin_solver import alternating
+    from margin_solver import alternating, vstep
 
     ds = paper(20, kappa, d=500, T=3, seed=7)
     y, R = ds.y.astype(float), R_scale / math.sqrt(ds.d)
     form = KernelForm(ds.X, TokenGram(ds.X))
     warm = alternating.descend(form, y, form.zeros(), R)
     assert warm.n_on_support > 0.5 * warm.n_eval  # the point of the warm start
-    monkeypatch.setattr(alternating, "solve_vstep_on_support", lambda *args, **kwargs: None)
+    monkeypatch.setattr(vstep, "solve_vstep_on_support", lambda *args, **kwargs: None)
     cold = alternating.descend(form, y, form.zeros(), R)
     assert cold.n_on_support == 0
     assert (warm.n_iter, warm.n_eval, warm.status) == (cold.n_iter, cold.n_eval, cold.status)
