@@ -73,12 +73,11 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-
-from collections.abc import Mapping
-from typing import Any
 
 from margin_solver.kernel import TokenGram, attended_features, softmax
 from margin_solver.results import INFEASIBLE, LOCAL_OPTIMAL, MAX_ITER, TIME_LIMIT
@@ -92,6 +91,7 @@ __all__ = [
     "DescentRun",
     "KernelForm",
     "PhiPoint",
+    "STOPPED",
     "check_descent_options",
     "descend",
     "evaluate_phi",
@@ -112,6 +112,10 @@ DESCENT_OPTIONS: dict[str, Any] = {
     "memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp", "newton": False,
     "sqp": True, "sqp_after": 250,
 }
+
+#: Status of a descent that its caller's test (``until`` of :func:`descend`) stopped; the
+#: caller gives it its own meaning, so no solver result carries it.
+STOPPED = "stopped"
 
 #: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
 _DESCENT_ENGINES = ("ldp", "ecos", "clarabel")
@@ -586,6 +590,16 @@ class DescentRun:
             return False
         return True
 
+    def stopped_by(self, until: Callable[[PhiPoint], str | None] | None,
+                   point: PhiPoint) -> bool:
+        """The caller's test ``until`` at an accepted iterate: True, with status
+        ``"stopped"`` and its reason, when it returns one."""
+        reason = None if until is None else until(point)
+        if reason is None:
+            return False
+        self.status, self.reason = STOPPED, reason
+        return True
+
     def stalls(self, phis: list[float], rtol: float, window: int) -> bool:
         """The stall test after an accepted step: phi (history ``phis``) decreased by less
         than ``rtol`` (relative) over the last ``window`` steps; True, with status
@@ -614,6 +628,7 @@ def descend(
     sqp: bool = False,
     sqp_after: int = 0,
     deadline: float = math.inf,
+    until: Callable[[PhiPoint], str | None] | None = None,
 ) -> DescentRun:
     """Projected quasi-Newton descent on phi(p) over ``||p|| <= R`` from ``p0``.
 
@@ -628,14 +643,18 @@ def descend(
     quasi-Newton steps (a descent that stops within them is the quasi-Newton one).
     ``deadline`` is a :func:`time.perf_counter` reading after which the descent stops at
     its current iterate (the whole-call time limit of
-    :func:`margin_solver.minnorm.solve_min_norm`).
+    :func:`margin_solver.minnorm.solve_min_norm`). ``until`` is called with every accepted
+    iterate; when it returns a reason the descent stops there (status ``"stopped"``): a
+    caller's own test, e.g. :func:`margin_solver.search.hard_descend`'s, without restarting
+    the quasi-Newton memory.
 
     Returns
     -------
     DescentRun
         Status ``"local_optimal"`` (a stopping test held; a local, not global, statement),
-        ``"max_iter"``, ``"time_limit"`` (``deadline`` passed) or ``"infeasible"`` (the
-        v-step is infeasible at ``p0``; a statement about ``p0`` only).
+        ``"max_iter"``, ``"time_limit"`` (``deadline`` passed), ``"stopped"`` (by ``until``)
+        or ``"infeasible"`` (the v-step is infeasible at ``p0``; a statement about ``p0``
+        only).
     """
     point = evaluate_phi(form, y, project(form, p0, R), vstep_solver)
     run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
@@ -648,14 +667,15 @@ def descend(
         if sqp_after > 0:
             run = descend(form, y, p0, R, max_iter=min(sqp_after, max_iter), gtol=gtol,
                           rtol=rtol, window=window, vstep_solver=vstep_solver, use_bb=use_bb,
-                          memory=memory, newton=newton, deadline=deadline)
+                          memory=memory, newton=newton, deadline=deadline, until=until)
             if run.status != MAX_ITER or run.n_iter >= max_iter:
                 return run
             point = run.point
             run.reason = f"reached max_iter={max_iter}"
             del run.norm_history[-1], run.pg_history[-1]  # recorded again below
         return _sqp_descent(form, y, point, R, run, max_iter=max_iter, gtol=gtol, rtol=rtol,
-                            window=window, vstep_solver=vstep_solver, deadline=deadline)
+                            window=window, vstep_solver=vstep_solver, deadline=deadline,
+                            until=until)
     step = R
     radius = 2 * R  # longest Newton step tried
     stable, cooldown = 0, 0
@@ -711,7 +731,7 @@ def descend(
         if bb_lambda is None and first_trial:
             step = min(2 * step, 2 * R)
         phis.append(point.phi)
-        if run.stalls(phis, rtol, window):
+        if run.stalls(phis, rtol, window) or run.stopped_by(until, point):
             break
     if len(run.norm_history) == run.n_iter:  # the last accepted iterate is not recorded yet
         run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))
@@ -758,6 +778,7 @@ def _sqp_descent(
     window: int,
     vstep_solver: str,
     deadline: float,
+    until: Callable[[PhiPoint], str | None] | None = None,
 ) -> DescentRun:
     """:func:`descend` with support-aware SQP steps (``sqp=True``) from a feasible point
     (``run.n_iter`` steps already taken; ``max_iter`` counts them).
@@ -768,7 +789,7 @@ def _sqp_descent(
     and accepts it by the ratio of phi's actual to predicted decrease; t grows after good
     ratios and shrinks after bad ones (docs/theory.md, "Support-aware SQP step"). Same
     stopping tests as the quasi-Newton descent (gtol, rtol over ``window`` steps, no
-    decreasing step, max_iter, deadline).
+    decreasing step, max_iter, deadline, ``until``).
     """
     t = math.inf
     phis = [point.phi]
@@ -788,7 +809,7 @@ def _sqp_descent(
         point = with_gradient(form, trial_point)
         run.point, run.n_iter = point, it + 1
         phis.append(point.phi)
-        if run.stalls(phis, rtol, window):
+        if run.stalls(phis, rtol, window) or run.stopped_by(until, point):
             break
     if len(run.norm_history) == run.n_iter:
         run.record(point, norm(form, projected_gradient(form, point.p, point.gradient, R)))

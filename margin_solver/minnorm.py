@@ -792,7 +792,7 @@ def _search(
     best = min(feasible, key=lambda r: r.norm) if feasible else None
     incumbents: list[np.ndarray] = []
     if bound is None and not hard:
-        bound = _search_guide(H, y, T, runs, best, incumbents, deadline, first)
+        bound = _search_guide(H, y, T, runs, best, incumbents, deadline, first, gap_tol)
     if bound is not None and "lb_selection" in runs:
         realised = [*realised, bound.selection]
     lower = None if bound is None else bound.value
@@ -849,15 +849,17 @@ def _agreeing_starts_selection(H, y, T, runs, feasible, first, deadline) -> np.n
     return guide.selection
 
 
-def _search_guide(H, y, T, runs, best, incumbents, deadline, first) -> LowerBoundResult:
+def _search_guide(H, y, T, runs, best, incumbents, deadline, first,
+                  gap_tol=DEFAULT_GAP_TOL) -> LowerBoundResult:
     """LB's branch-and-bound for an uncertified search; ``incumbents`` receives every
     selection that became its best, in order.
 
-    Its bound stops the search only if it reaches the best norm, and it is at most the
-    SVM norm of the branch-and-bound's first incumbent (the hard-selection alternation from
-    the first GD step's v, the ``hard_selection`` start's selection). When the best start is
-    already above that norm the bound cannot stop the search, and the branch-and-bound only
-    offers further selections. Above :data:`SCREEN_MIN_SAMPLES` samples it then gets
+    Its bound stops the search only if it comes within ``gap_tol`` of the best norm (the
+    screen; the families need 1e-9), and it is at most the SVM norm of the
+    branch-and-bound's first incumbent (the hard-selection alternation from the first GD
+    step's v, the ``hard_selection`` start's selection). When the best start is already
+    more than ``gap_tol`` above that norm the bound cannot stop the search, and the
+    branch-and-bound only offers further selections. Above :data:`SCREEN_MIN_SAMPLES` samples it then gets
     :data:`SEARCH_BOUND_NODES_PER_EVAL` SVMs per v-step solve the first starts spent (at most
     :data:`SEARCH_BOUND_NODES`), a budget in proportion to their cost: there its
     :data:`SEARCH_BOUND_NODES` do not settle LB (paper's model, n = 100, T = 4: relative gap
@@ -869,7 +871,8 @@ def _search_guide(H, y, T, runs, best, incumbents, deadline, first) -> LowerBoun
     """
     max_nodes = SEARCH_BOUND_NODES
     if best is not None and len(y) > SCREEN_MIN_SAMPLES:
-        if not (first.feasible and best.norm <= first.norm * (1 + _SEARCH_GAP_RTOL)):
+        stop_rtol = max(gap_tol, _SEARCH_GAP_RTOL)
+        if not (first.feasible and best.norm <= first.norm * (1 + stop_rtol)):
             spent = sum(run.n_eval for run in runs.values())
             max_nodes = min(max_nodes, math.ceil(SEARCH_BOUND_NODES_PER_EVAL * spent))
     return trusted_lower_bound(H, y, T, "auto", max(deadline - time.perf_counter(), 0.0),

@@ -222,7 +222,8 @@ def test_families_far_above_the_best_are_retired():
 def test_large_search_guides_spend_in_proportion_to_the_first_starts():
     # above SCREEN_MIN_SAMPLES samples, LB's branch-and-bound gets SEARCH_BOUND_NODES_PER_EVAL
     # SVMs per first-start v-step solve when its bound cannot stop the search (the best
-    # start is above the hard-selection incumbent's SVM norm), else its full budget
+    # start is more than gap_tol above the hard-selection incumbent's SVM norm), else its
+    # full budget
     from types import SimpleNamespace
 
     from margin_solver.minnorm import SCREEN_MIN_SAMPLES, SEARCH_BOUND_NODES_PER_EVAL, \
@@ -239,6 +240,12 @@ def test_large_search_guides_spend_in_proportion_to_the_first_starts():
                         first)
     assert cut.status == "max_iter" and "node budget" in cut.message
     assert cut.nodes <= math.ceil(SEARCH_BOUND_NODES_PER_EVAL * 40) + 4  # + one branching
+    # a best start within gap_tol of that norm: the bound may still stop the screen, which
+    # needs only gap_tol, so the branch-and-bound keeps its full budget
+    near = SimpleNamespace(norm=first.norm * (1 + 1e-6))
+    kept = _search_guide(H, y, 2, runs, near, [], math.inf, first, 1e-4)
+    assert kept.status == "optimal" and kept.nodes == full.nodes
+    assert _search_guide(H, y, 2, runs, near, [], math.inf, first, 1e-7).nodes == cut.nodes
 
 
 @pytest.mark.parametrize("kind, n, T, d, R_sqrt_d, seed, known", [
