@@ -859,9 +859,10 @@ def _search_guide(H, y, T, runs, best, incumbents, deadline, first,
     branch-and-bound's first incumbent (the hard-selection alternation from the first GD
     step's v, the ``hard_selection`` start's selection). When the best start is already
     more than ``gap_tol`` above that norm the bound cannot stop the search, and the
-    branch-and-bound only offers further selections. Above :data:`SCREEN_MIN_SAMPLES` samples it then gets
-    :data:`SEARCH_BOUND_NODES_PER_EVAL` SVMs per v-step solve the first starts spent (at most
-    :data:`SEARCH_BOUND_NODES`), a budget in proportion to their cost: there its
+    branch-and-bound only offers further selections. Above :data:`SCREEN_MIN_SAMPLES`
+    samples it then gets :data:`SEARCH_BOUND_NODES_PER_EVAL` SVMs per v-step solve the first
+    starts spent (at most :data:`SEARCH_BOUND_NODES`), a budget in proportion to their
+    cost: there its
     :data:`SEARCH_BOUND_NODES` do not settle LB (paper's model, n = 100, T = 4: relative gap
     0.3 % after 3000 SVMs) and found no selection beyond the first. Up to that size the
     branch-and-bound settles LB within a few hundred SVMs, and its last incumbent, found just

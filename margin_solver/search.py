@@ -18,22 +18,23 @@ closed or its budget is spent:
     margin, always solvable) picks, in each sample, the token its scores favour, and that
     p is where the descent starts.
 ``realisable_k``
-    The improving selections (best first) of a best-first branch-and-bound over *realisable* selections
-    (:func:`margin_solver.realisable.realisable_selections`: selection-SVM node bounds as in
-    LB's, partial selections that no p realises pruned, realisability decided by least
-    distance with an LP fallback), each realised and descended. At large R, P_R tends to
-    the best realisable selection's SVM norm, which can be far above LB when n > d. The
-    family is skipped when the tokens are linearly independent (then every selection is
-    realisable) and above :data:`REALISABLE_MAX_SAMPLES` samples. Its budget counts realisability problems and SVMs
-    (:data:`REALISABLE_WORK`), not seconds.
+    The improving selections (best first) of a best-first branch-and-bound over
+    *realisable* selections (:func:`margin_solver.realisable.realisable_selections`:
+    selection-SVM node bounds as in LB's, partial selections that no p realises pruned,
+    realisability decided by least distance with an LP fallback), each realised and
+    descended. At large R, P_R tends to the best realisable selection's SVM norm, which can
+    be far above LB when n > d. The family is skipped when the tokens are linearly
+    independent (then every selection is realisable) and above
+    :data:`REALISABLE_MAX_SAMPLES` samples. Its budget counts realisability problems and
+    SVMs (:data:`REALISABLE_WORK`), not seconds.
 ``continuation_k``
     Continuation in R with a penalised v-step. phi_eps(p) = min ||v||^2 / 2 + sum_i xi_i^2
     / (2 eps) over ``y_i z_i^T v >= 1 - xi_i`` is the hard-margin SVM on the features
     augmented by ``sqrt(eps) e_i``, i.e. the v-step with ``K + eps I``: finite at every p
     (so an infeasible start is no dead end), with the same envelope gradient, at most phi
-    and tending to it as eps -> 0 (the slacks are ``xi_i = eps alpha_i``). The descent runs at radii growing
-    geometrically from ``1 / rms token norm`` (soft attention, where phi is smooth) to R, with
-    eps shrinking, and ends with the exact descent at R.
+    and tending to it as eps -> 0 (the slacks are ``xi_i = eps alpha_i``). The descent runs
+    at radii growing geometrically from ``1 / rms token norm`` (soft attention, where phi is
+    smooth) to R, with eps shrinking, and ends with the exact descent at R.
 ``random_extra_k``
     More random starts in the span of the tokens, alternately on the sphere of radius R and
     at a uniform radius inside the ball.
@@ -116,7 +117,8 @@ __all__ = ["FAMILIES", "HARD_LEAK", "HARD_RTOL", "IDEAS", "POLISH_MAX_FAILS",
            "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "RETIRE_RTOL", "SCREEN_ITER",
            "SCREEN_MAX_SAMPLES", "SCREEN_RANDOM", "SCREEN_SELECTIONS", "SCREEN_TOP",
            "PenalisedForm",
-           "hard_descend", "hard_polish", "hard_value", "nearly_hard", "search_starts",
+           "hard_descend", "hard_polish", "hard_samples", "hard_value", "nearly_hard",
+           "search_starts",
            "settled_run", "settled_value"]
 
 #: Every family of starts :func:`search_starts` knows (``"random"``: more random starts,
@@ -182,10 +184,15 @@ REALISABLE_MAX_SAMPLES = 32
 SCREEN_MAX_SAMPLES = 48
 
 
+def hard_samples(attention: np.ndarray) -> np.ndarray:
+    """Per sample (rows of ``attention``, shape (n, T)): whether it leaves at most
+    :data:`HARD_LEAK` of its attention off its most attended token."""
+    return np.max(attention, axis=1) >= 1 - HARD_LEAK
+
+
 def nearly_hard(attention: np.ndarray) -> bool:
-    """Whether every sample leaves at most :data:`HARD_LEAK` of its attention (rows of
-    ``attention``, shape (n, T)) off its most attended token."""
-    return bool(np.min(np.max(attention, axis=1)) >= 1 - HARD_LEAK)
+    """Whether every sample is nearly hard (:func:`hard_samples`)."""
+    return bool(hard_samples(attention).all())
 
 
 def hard_value(H: np.ndarray, y: np.ndarray, T: int, attention: np.ndarray) -> float | None:
@@ -403,7 +410,7 @@ class _HardTest:
 
     def __call__(self, point: PhiPoint) -> str | None:
         attention = point.attention
-        hard = np.max(attention, axis=1) >= 1 - HARD_LEAK
+        hard = hard_samples(attention)
         every = bool(hard.all())
         own = math.sqrt(2 * point.phi)
         if not hard.any() or (own < self.best_norm and not every):
@@ -414,18 +421,20 @@ class _HardTest:
         bound = _dual_norm_bound(self.H, self.y, self.T, samples, tokens,
                                  point.vstep.alpha[samples])
         if min(bound, own) >= self.best_norm:
-            return (f"stopped: nearly hard attention on a selection{which} of SVM norm at "
-                    f"least {bound:.9g}, no better than another start's {self.best_norm:.9g}")
+            return self._dominated(which, f"at least {bound:.9g}")
         if not every and bound < _HARD_SVM_RATIO * self.best_norm:
             return None
         svm = selection_svm(self.H, self.y, self.T, tokens, samples)
         if not svm.feasible:
             return None
         if min(svm.norm, own) >= self.best_norm:
-            return (f"stopped: nearly hard attention on a selection{which} of SVM norm "
-                    f"{svm.norm:.9g}, no better than another start's {self.best_norm:.9g}")
+            return self._dominated(which, f"{svm.norm:.9g}")
         self.polish = every
         return "every sample nearly hard" if every else None
+
+    def _dominated(self, which: str, norm: str) -> str:
+        return (f"stopped: nearly hard attention on a selection{which} of SVM norm {norm}, "
+                f"no better than another start's {self.best_norm:.9g}")
 
 
 def _dual_norm_bound(H: np.ndarray, y: np.ndarray, T: int, samples: np.ndarray,
