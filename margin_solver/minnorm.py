@@ -862,13 +862,12 @@ def _search_guide(H, y, T, runs, best, incumbents, deadline, first,
     branch-and-bound only offers further selections. Above :data:`SCREEN_MIN_SAMPLES`
     samples it then gets :data:`SEARCH_BOUND_NODES_PER_EVAL` SVMs per v-step solve the first
     starts spent (at most :data:`SEARCH_BOUND_NODES`), a budget in proportion to their
-    cost: there its
-    :data:`SEARCH_BOUND_NODES` do not settle LB (paper's model, n = 100, T = 4: relative gap
-    0.3 % after 3000 SVMs) and found no selection beyond the first. Up to that size the
-    branch-and-bound settles LB within a few hundred SVMs, and its last incumbent, found just
-    before, is what wins on 3 of the 200 search-quality instances (docs/benchmarks.md), so
-    it keeps :data:`SEARCH_BOUND_NODES`, as when no start is feasible. Counts, not seconds:
-    the answer does not depend on the load.
+    cost: there its :data:`SEARCH_BOUND_NODES` do not settle LB (paper's model, n = 100,
+    T = 4: relative gap 0.3 % after 3000 SVMs) and found no selection beyond the first. Up
+    to that size the branch-and-bound settles LB within a few hundred SVMs, and its last
+    incumbent, found just before, is what wins on 3 of the 200 search-quality instances
+    (docs/benchmarks.md), so it keeps :data:`SEARCH_BOUND_NODES`, as when no start is
+    feasible. Counts, not seconds: the answer does not depend on the load.
     """
     max_nodes = SEARCH_BOUND_NODES
     if best is not None and len(y) > SCREEN_MIN_SAMPLES:
