@@ -380,16 +380,20 @@ def hard_descend(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: 
     sample is nearly hard, it is finished by :func:`hard_polish`.
     ``options`` are :func:`descend`'s (``max_iter`` caps the p-steps of the descent and of
     the polish together).
+
+    Returns
+    -------
+    DescentRun
+        As :func:`descend`, or the polish's run joined to it; status ``"stopped"`` (not
+        ``"local_optimal"``: the point is no local optimum) with a reason beginning
+        "stopped:" when the test proved the start dominated.
     """
     max_iter = options.pop("max_iter", 500)
     test = _HardTest(H, y, T, best_norm)
     run = descend(form, y, p0, R, **options, max_iter=max_iter, until=test)
-    if run.status != STOPPED:
-        return run
-    if test.polish:
+    if run.status == STOPPED and test.polish:
         return _joined(run, hard_polish(form, y, run.point, R, **options,
                                         max_iter=max_iter - run.n_iter))
-    run.status = LOCAL_OPTIMAL
     return run
 
 

@@ -79,6 +79,9 @@ def test_the_descent_switches_to_the_polish_once_nearly_hard():
     # is nearly hard
     dominated = hard_descend(form, H, y, T, c, R, best_norm=0.5 * full.norm)
     assert dominated.n_iter <= rounds.n_iter and "no better" in dominated.reason
+    # its point is no local optimum, and its status does not say it is
+    assert dominated.status == "stopped" and dominated.reason.startswith("stopped:")
+    assert rounds.status == "local_optimal"
 
 
 def test_the_selection_family_gives_up_after_its_misses_when_nearly_hard(monkeypatch):
