@@ -37,7 +37,7 @@ from margin_solver.kernel import softmax
 from margin_solver.progress import ProgressBar
 from margin_solver.results import FAILED, INFEASIBLE, MAX_ITER, OPTIMAL, TIME_LIMIT
 from margin_solver.selection import lifted_bounds
-from margin_solver.vstep import solve_trusted_vstep, solve_vstep_on_support
+from margin_solver.vstep import solve_vstep_from_support
 
 __all__ = ["LOW_RANK_MAX", "FiniteRBound", "finite_r_bound", "low_rank_bound",
            "realising_coefficients", "score_difference_gram", "score_rank", "vertex_attention"]
@@ -160,11 +160,8 @@ class _Problem:
     @staticmethod
     def solve(K, y, support=None):
         """(norm, coef, alpha, status) of the SVM with Gram matrix K and labels y."""
-        result = None
-        if support is not None and support.any():
-            result = solve_vstep_on_support(K, y, support)
-        if result is None:
-            result = solve_trusted_vstep(K, y)
+        guess = support if support is not None and support.any() else None
+        result = solve_vstep_from_support(K, y, guess)
         if result.status == INFEASIBLE:
             return math.inf, None, None, INFEASIBLE
         if not result.success:
