@@ -26,9 +26,11 @@ by the SVM on them (:func:`margin_solver.selection.selection_svm`); children tha
 partial selection unrealisable are pruned, since no completion of an unrealisable partial
 selection is realisable. Each node popped first *dives*: it completes its selection greedily
 (the free samples, hardest first, each take the token of largest margin under the node's v,
-at the root the first GD step's, that keeps the selection realisable), so improving realisable selections come early and the
-search is useful under a small budget. The budget counts linear programs and SVMs, not
-seconds, so the same input gives the same selections on a loaded and on an idle machine.
+at the root the first GD step's, that keeps the selection realisable), so improving
+realisable selections come early and the search is useful under a small budget. The budget
+counts linear programs and SVMs, not seconds, so the same input gives the same selections on
+a loaded and on an idle machine; only a caller's deadline (its time limit) can stop it
+sooner.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -186,6 +189,7 @@ def realisable_selections(
     max_work: int = 2000,
     realiser: Realiser | None = None,
     keep: int = 1,
+    deadline: float = math.inf,
 ) -> Iterator[tuple[np.ndarray, float]]:
     """Yield realisable selections of small selection-SVM norm, best-first.
 
@@ -204,6 +208,9 @@ def realisable_selections(
     keep : int, default=1
         Size of the set of best selections the search keeps: a node is pruned when its bound
         reaches the ``keep``-th smallest SVM norm found so far (the incumbent when 1).
+    deadline : float, default=inf
+        A ``time.perf_counter()`` time after which no further node is taken (a caller's
+        time limit; without one the search depends on its work budget only, not the clock).
 
     Yields
     ------
@@ -211,10 +218,11 @@ def realisable_selections(
         Each selection that enters the kept set: a realisable selection and its SVM norm,
         each selection once. With ``keep=1`` these are the incumbents, of strictly
         decreasing norm; in general the ``keep`` smallest norms yielded are the kept set.
-        When the generator ends before the budget, the kept set holds the ``keep`` smallest
-        SVM norms of all realisable selections (fewer when fewer are separable; none
-        yielded: no realisable selection is separable), unless an SVM's engines all broke
-        down (its node is dropped: this search proves nothing, it only finds starts).
+        When the generator ends before the budget and the deadline, the kept set holds the
+        ``keep`` smallest SVM norms of all realisable selections (fewer when fewer are
+        separable; none yielded: no realisable selection is separable), unless an SVM's
+        engines all broke down (its node is dropped: this search proves nothing, it only
+        finds starts).
     """
     n = len(y)
     realiser = Realiser(H, T) if realiser is None else realiser
@@ -285,7 +293,7 @@ def realisable_selections(
     origin = np.zeros(realiser.Z.shape[1])
     counter = itertools.count()
     heap = [(0.0, next(counter), root, origin)]
-    while heap and work() < max_work:
+    while heap and work() < max_work and time.perf_counter() <= deadline:
         bound, _, node, p = heapq.heappop(heap)
         if bound >= threshold() * (1 - _PRUNE_RTOL):
             return

@@ -41,7 +41,8 @@ closed or its budget is spent:
 ``screen_k``
     A screen, run after the other families' turns when the gap is still open: the
     realisations of the :data:`SCREEN_SELECTIONS` realisable selections of smallest SVM norm
-    (the same branch-and-bound as ``realisable``, keeping that many best instead of one) and
+    (the same branch-and-bound as ``realisable``, keeping that many best instead of one, with
+    a budget of its own, :data:`SCREEN_WORK`) and
     :data:`SCREEN_RANDOM` random starts (as ``random_extra``) each descend
     :data:`SCREEN_ITER` p-steps; the :data:`SCREEN_TOP` lowest are descended to the end. At
     finite R attention stays soft and a selection's SVM norm ranks badly what its
@@ -115,7 +116,7 @@ from margin_solver.vstep import solve_vstep_from_support
 
 __all__ = ["FAMILIES", "HARD_LEAK", "HARD_RTOL", "IDEAS", "POLISH_MAX_FAILS",
            "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "RETIRE_RTOL", "SCREEN_ITER",
-           "SCREEN_MAX_SAMPLES", "SCREEN_RANDOM", "SCREEN_SELECTIONS", "SCREEN_TOP",
+           "SCREEN_MAX_SAMPLES", "SCREEN_RANDOM", "SCREEN_SELECTIONS", "SCREEN_TOP", "SCREEN_WORK",
            "PenalisedForm",
            "hard_descend", "hard_polish", "hard_samples", "hard_value", "nearly_hard",
            "search_starts",
@@ -141,8 +142,13 @@ SCREEN_RANDOM = 16
 SCREEN_ITER = 20
 #: Screened starts descended to the end, lowest norm first.
 SCREEN_TOP = 3
-#: Realisability problems plus SVMs the ``realisable`` family's branch-and-bound may spend.
-REALISABLE_WORK = 2000
+#: Realisability problems plus SVMs the ``realisable`` family's branch-and-bound may spend
+#: (0.15-0.35 ms each at n <= 32). 2000 stopped it short of the best realisable selection
+#: where it wins by 11-32 % (n = 13-25, T = 3-4, d = 5-40, docs/benchmarks.md); most
+#: searches end long before it.
+REALISABLE_WORK = 10000
+#: The same for the screen's branch-and-bound (which keeps :data:`SCREEN_SELECTIONS`).
+SCREEN_WORK = 2000
 #: A family whose start ends feasible more than this (relative) above the best norm so far is
 #: retired: its later turns are not run (nor given to other families). Retiring after any
 #: start that improves nothing loses 1e-3 or more on 3 of the 200 search-quality instances,
@@ -607,7 +613,7 @@ def search_starts(
     deadline = time.perf_counter() + time_limit
     families = {
         "selection": _selection_starts(context, selections, lambda: best),
-        "realisable": _realisable_starts(context),
+        "realisable": _realisable_starts(context, deadline),
         "continuation": _continuation_starts(context),
         "hop": _hop_starts(context, lambda: best),
         "random": _random_starts(context),
@@ -775,7 +781,7 @@ def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> I
         k += 1
 
 
-def _realisable_starts(context: _Context) -> Iterator:
+def _realisable_starts(context: _Context, deadline: float) -> Iterator:
     """Realisations of the improving selections of the realisable-selection search, best
     first."""
     if context.n > REALISABLE_MAX_SAMPLES:
@@ -785,7 +791,8 @@ def _realisable_starts(context: _Context) -> Iterator:
         return
     # the whole (budgeted) search first: its early incumbents are far from its last
     found = list(realisable_selections(context.H, context.y, context.T,
-                                       max_work=REALISABLE_WORK, realiser=realiser))
+                                       max_work=REALISABLE_WORK, realiser=realiser,
+                                       deadline=deadline))
     k = 0
     for tokens, _ in reversed(found):
         key = tokens.tobytes()
@@ -847,8 +854,8 @@ def _screen_starts(context: _Context, deadline: float) -> Iterator:
     if context.n > SCREEN_MAX_SAMPLES:
         return
     H, T, R, form = context.H, context.T, context.R, context.form
-    found = realisable_selections(H, context.y, T, max_work=REALISABLE_WORK,
-                                  keep=SCREEN_SELECTIONS)
+    found = realisable_selections(H, context.y, T, max_work=SCREEN_WORK, keep=SCREEN_SELECTIONS,
+                                  deadline=deadline)
     pool = []
     for tokens, _ in sorted(found, key=lambda item: item[1])[:SCREEN_SELECTIONS]:
         if tokens.tobytes() in context.seen:  # descended already by another family

@@ -131,6 +131,24 @@ def test_solver_reaches_the_best_realisable_selection_at_large_R():
     assert res.norm <= best * (1 + 1e-6)
 
 
+
+
+def test_search_takes_no_node_after_its_deadline():
+    X, y, H = small("gaussian", 2, 2, 1)
+    assert list(realisable_selections(H, y, 2, max_work=10**6))
+    assert list(realisable_selections(H, y, 2, max_work=10**6,
+                                      deadline=time.perf_counter() - 1.0)) == []
+
+def test_solver_reaches_the_best_realisable_selection_beyond_2000_work_units():
+    # n = 13 > d = 5, T = 4: with a budget of 2000 the family's search stopped at a selection
+    # of SVM norm 2.40 and the solve ended at 2.0915, 12 % above (docs/benchmarks.md)
+    X, y = make_instance("cls", 13, 4, 5, 4008)
+    found = list(realisable_selections(TokenGram(X).H, y, 4, max_work=10**6))
+    best = found[-1][1]  # the search ended within its budget: the best realisable selection
+    res = solve_min_norm(X, y, R=1e4 / math.sqrt(5))
+    assert res.min_margin >= 1 - 1e-7
+    assert res.norm <= best * (1 + 1e-6)
+
 def test_uncertified_answer_does_not_depend_on_the_clock(monkeypatch):
     # the guide bound's branch-and-bound is budgeted in SVMs: a clock running 1e6 times
     # faster (a very loaded machine) changes nothing
