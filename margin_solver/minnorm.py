@@ -555,15 +555,17 @@ def solve_min_norm(
                 feasible = _more_starts(solver_form, gram.H, y, T, R,
                                         [("lb_selection", None, selection)],
                                         {**descent, "deadline": deadline}, runs, start_norms)
-        if budget and time.perf_counter() <= deadline:
+        # a search with turns to run that the deadline left out, or stopped
+        search_cut = bool(budget) and time.perf_counter() > deadline
+        if budget and not search_cut:
             # run, or ended where an earlier start's polish ended (not its nearest realisable)
             realised = [s for name, _, s in starts if s is not None and
                         math.isfinite(start_norms.get(name, math.inf))]
             hard = _hard_spread(search_starts, start_norms, bound, d <= n * T, gram.H, y, T,
                                 feasible)
-            _search(solver_form, gram.H, y, T, R, runs, start_norms, bound, realised,
-                    {**descent, "deadline": deadline}, budget, seed, deadline, first, hard,
-                    gap_tol)
+            search_cut = _search(solver_form, gram.H, y, T, R, runs, start_norms, bound,
+                                 realised, {**descent, "deadline": deadline}, budget, seed,
+                                 deadline, first, hard, gap_tol)
             feasible = {k: r for k, r in runs.items() if r.point.feasible}
         if certify:
             bound = _finite_r_bound(gram.H, y, T, R, bound, feasible, bound_method,
@@ -579,7 +581,8 @@ def solve_min_norm(
                                         {**descent, "deadline": deadline}, runs, start_norms)
                 starts += more
     skipped = [name for name, *_ in starts if name not in start_norms]
-    timed_out = bool(skipped) or any(r.status == TIME_LIMIT for r in runs.values())
+    timed_out = bool(skipped) or search_cut or \
+        any(r.status == TIME_LIMIT for r in runs.values())
     timed_out |= bound is not None and bound.status == TIME_LIMIT and \
         time.perf_counter() > deadline
     if feasible:
@@ -593,11 +596,19 @@ def solve_min_norm(
         else:
             result = _no_feasible_point(X, y, R, solver_form, runs, bound, start_time, tol)
             if timed_out:
-                result.message += (f"; the time limit ({time_limit:g} s) stopped the search: "
-                                   f"{len(skipped)} of {len(starts)} starts not run")
+                what = []
+                if skipped:
+                    what.append(f"{len(skipped)} of {len(starts)} first starts not run")
+                if search_cut:
+                    what.append("the search for further starts cut short")
+                result.message += f"; the time limit ({time_limit:g} s) stopped the search"
+                if what:
+                    result.message += f": {', '.join(what)}"
         result.start_norms = start_norms
     if skipped and feasible:
         result.message += f"; starts not run (time limit): {', '.join(skipped)}"
+    if search_cut and feasible:
+        result.message += "; the time limit stopped the search for further starts"
     result.vstep_fallbacks, note = _fallback_note(runs)
     result.message += note
     result.solve_time = time.perf_counter() - start_time
@@ -775,9 +786,10 @@ def _hard_spread(search_starts, start_norms, bound, dependent, H, y, T, feasible
 def _search(
     form, H, y, T, R, runs, start_norms, bound, realised, options, budget, seed, deadline,
     first, hard=False, gap_tol=DEFAULT_GAP_TOL,
-) -> None:
+) -> bool:
     """Add the runs of :func:`margin_solver.search.search_starts` to ``runs``/``start_norms``
-    (no new start after ``deadline``, a :func:`time.perf_counter` reading).
+    (no new start after ``deadline``, a :func:`time.perf_counter` reading); True when the
+    deadline stopped the search.
 
     ``bound``: the lower bound computed already (``certify``, or LB when no first start was
     feasible), else None and the search's guide is computed here (:func:`_search_guide`);
@@ -801,14 +813,18 @@ def _search(
             np.array_equal(bound.selection, s) for s in selections):
         selections.insert(0, bound.selection)
     rng = np.random.default_rng(_search_seed(seed))
-    for name, run in _search_starts(form, H, y, T, R, best, lower_bound=lower,
-                                    selections=selections, realised=realised,
-                                    max_starts=budget, rng=rng, gap_rtol=_SEARCH_GAP_RTOL,
-                                    screen_gap_rtol=gap_tol,
-                                    options=options, hard=hard,
-                                    ideas=("selection",) if hard else None,
-                                    retired=_retired_families(runs, best),
-                                    time_limit=deadline - time.perf_counter()):
+    search = _search_starts(form, H, y, T, R, best, lower_bound=lower, selections=selections,
+                            realised=realised, max_starts=budget, rng=rng,
+                            gap_rtol=_SEARCH_GAP_RTOL, screen_gap_rtol=gap_tol,
+                            options=options, hard=hard,
+                            ideas=("selection",) if hard else None,
+                            retired=_retired_families(runs, best),
+                            time_limit=deadline - time.perf_counter())
+    while True:
+        try:
+            name, run = next(search)
+        except StopIteration as end:  # its value: stopped by the deadline
+            return bool(end.value)
         runs[name] = run
         start_norms[name] = run.norm
         logger.info("search start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,

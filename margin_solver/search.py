@@ -604,6 +604,13 @@ def search_starts(
     ------
     (str, DescentRun)
         Every run, feasible or not.
+
+    Returns
+    -------
+    bool
+        (the generator's return value, ``StopIteration.value``) True when ``time_limit``
+        stopped the search before it ended on its own: turns left, the screen not finished,
+        or a branch-and-bound over selections still running at the deadline.
     """
     rng = np.random.default_rng() if rng is None else rng
     options = dict(options or {})
@@ -627,9 +634,11 @@ def search_starts(
         return best is not None and lower_bound is not None and \
             best.norm - lower_bound <= rtol * best.norm
 
-    while active and done < max_starts and time.perf_counter() < deadline:
+    while active and done < max_starts:
         if closed():
-            return
+            return False
+        if time.perf_counter() >= deadline:
+            return True
         family = active.pop(0)
         if family in retired:
             active.append(family)
@@ -650,13 +659,14 @@ def search_starts(
         if all(name in retired for name in active):
             break
     if "screen" not in ideas or closed(gap_rtol if screen_gap_rtol is None else screen_gap_rtol):
-        return
+        return context.timed_out
     for name, run in _screen_starts(context, deadline):
         if run.point.feasible and (best is None or run.norm < best.norm):
             best = run
         yield name, run
         if closed():
-            return
+            return False
+    return context.timed_out
 
 
 @dataclass
@@ -674,6 +684,8 @@ class _Context:
     best: Callable[[], DescentRun | None] = lambda: None
     # selections realised so far, by any family
     seen: set[bytes] = field(default_factory=set)
+    # a family or the screen stopped at the deadline
+    timed_out: bool = False
 
     @property
     def n(self) -> int:
@@ -783,16 +795,22 @@ def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> I
 
 def _realisable_starts(context: _Context, deadline: float) -> Iterator:
     """Realisations of the improving selections of the realisable-selection search, best
-    first."""
+    first; the search ends by half the time left to ``deadline``."""
     if context.n > REALISABLE_MAX_SAMPLES:
         return
     realiser = Realiser(context.H, context.T)
     if realiser.Z.shape[1] == context.n * context.T:  # every selection is realisable
         return
-    # the whole (budgeted) search first: its early incumbents are far from its last
+    # the whole (budgeted) search first: its early incumbents are far from its last. Under a
+    # time limit it takes half the time left, so that its selections can still be descended.
+    now = time.perf_counter()
+    own = now + (deadline - now) / 2
     found = list(realisable_selections(context.H, context.y, context.T,
                                        max_work=REALISABLE_WORK, realiser=realiser,
-                                       deadline=deadline))
+                                       deadline=own))
+    # it checks the clock before each node: past its deadline now, it was (or may have
+    # been) stopped by it
+    context.timed_out |= time.perf_counter() > own
     k = 0
     for tokens, _ in reversed(found):
         key = tokens.tobytes()
@@ -850,12 +868,15 @@ def _random_starts(context: _Context) -> Iterator:
 
 def _screen_starts(context: _Context, deadline: float) -> Iterator:
     """The screen's :data:`SCREEN_TOP` descents (module docstring); no start after
-    ``deadline``."""
+    ``deadline`` (then ``context.timed_out``)."""
     if context.n > SCREEN_MAX_SAMPLES:
         return
     H, T, R, form = context.H, context.T, context.R, context.form
-    found = realisable_selections(H, context.y, T, max_work=SCREEN_WORK, keep=SCREEN_SELECTIONS,
-                                  deadline=deadline)
+    found = list(realisable_selections(H, context.y, T, max_work=SCREEN_WORK,
+                                       keep=SCREEN_SELECTIONS, deadline=deadline))
+    if time.perf_counter() > deadline:
+        context.timed_out = True
+        return
     pool = []
     for tokens, _ in sorted(found, key=lambda item: item[1])[:SCREEN_SELECTIONS]:
         if tokens.tobytes() in context.seen:  # descended already by another family
@@ -868,11 +889,13 @@ def _screen_starts(context: _Context, deadline: float) -> Iterator:
     screened = []
     for p0 in pool:
         if time.perf_counter() > deadline:
+            context.timed_out = True
             return
         run = descend(form, context.y, p0, R, **short)
         if run.point.feasible:
             screened.append((run.norm, len(screened), run.point.p))
     for k, (_, _, p) in enumerate(sorted(screened)[:SCREEN_TOP]):
         if time.perf_counter() > deadline:
+            context.timed_out = True
             return
         yield f"screen_{k}", context.descend(p)

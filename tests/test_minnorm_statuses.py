@@ -7,6 +7,7 @@ time limit, the ``p0`` warm start, and the CLI's exit codes.
 
 import json
 import math
+import time
 import warnings
 
 import numpy as np
@@ -265,6 +266,29 @@ def test_the_time_limit_without_a_feasible_point_says_so():
     assert res.status == "no_feasible_point_found" and "time limit" in res.message
     assert res.start_norms == {}
 
+
+
+def test_a_search_cut_by_the_time_limit_says_so(monkeypatch):
+    # n > d: the first starts leave the gap open and the search runs; on its clock (1e9
+    # times faster) the deadline passes at once. It used to report local_optimal.
+    from margin_solver import search
+    from margin_solver.bench.search_quality import make_instance
+
+    X, y = make_instance("scales", 6, 3, 3, 1016)
+    R = 1e4 / math.sqrt(3)
+    full = solve_min_norm(X, y, R=R, time_limit=60.0)
+    assert full.status != "time_limit"
+
+    class FastClock:
+        @staticmethod
+        def perf_counter():
+            return time.perf_counter() * 1e9
+
+    monkeypatch.setattr(search, "time", FastClock)
+    with pytest.warns(ConvergenceWarning, match="'time_limit'"):
+        cut = solve_min_norm(X, y, R=R, time_limit=60.0)
+    assert cut.status == "time_limit" and "stopped the search for further starts" in cut.message
+    assert len(cut.start_norms) < len(full.start_norms)
 
 # --- warm start ------------------------------------------------------------------------------
 

@@ -118,6 +118,18 @@ def test_nearest_realisable_selection_of_an_unrealisable_one():
     assert np.argmax(X @ TokenGram.materialize(X, c), axis=1).tolist() == [0, 1, 0]
 
 
+
+@pytest.mark.parametrize("time_limit, stopped", [(0.0, True), (math.inf, False)])
+def test_search_starts_return_whether_the_time_limit_stopped_them(time_limit, stopped):
+    X, y, R = issue_instance(7)
+    search = search_starts(DenseForm(X), TokenGram(X).H, y, 2, R, None, max_starts=2,
+                           ideas=("selection",), rng=np.random.default_rng(0),
+                           time_limit=time_limit)
+    with pytest.raises(StopIteration) as end:
+        while True:
+            next(search)
+    assert end.value.value is stopped
+
 def test_search_starts_yield_exact_feasible_runs_within_the_ball():
     X, y, R = issue_instance(7)
     gram = TokenGram(X)
