@@ -691,6 +691,13 @@ class _Context:
     def n(self) -> int:
         return len(self.y)
 
+    def past(self, deadline: float) -> bool:
+        """True when the :func:`time.perf_counter` time ``deadline`` has passed, which
+        ``timed_out`` then remembers."""
+        passed = time.perf_counter() > deadline
+        self.timed_out |= passed
+        return passed
+
     def best_norm(self) -> float:
         """The best feasible norm so far (inf when none)."""
         run = self.best()
@@ -810,7 +817,7 @@ def _realisable_starts(context: _Context, deadline: float) -> Iterator:
                                        deadline=own))
     # it checks the clock before each node: past its deadline now, it was (or may have
     # been) stopped by it
-    context.timed_out |= time.perf_counter() > own
+    context.past(own)
     k = 0
     for tokens, _ in reversed(found):
         key = tokens.tobytes()
@@ -868,14 +875,13 @@ def _random_starts(context: _Context) -> Iterator:
 
 def _screen_starts(context: _Context, deadline: float) -> Iterator:
     """The screen's :data:`SCREEN_TOP` descents (module docstring); no start after
-    ``deadline`` (then ``context.timed_out``)."""
+    ``deadline`` (:meth:`_Context.past`)."""
     if context.n > SCREEN_MAX_SAMPLES:
         return
     H, T, R, form = context.H, context.T, context.R, context.form
     found = list(realisable_selections(H, context.y, T, max_work=SCREEN_WORK,
                                        keep=SCREEN_SELECTIONS, deadline=deadline))
-    if time.perf_counter() > deadline:
-        context.timed_out = True
+    if context.past(deadline):
         return
     pool = []
     for tokens, _ in sorted(found, key=lambda item: item[1])[:SCREEN_SELECTIONS]:
@@ -888,14 +894,12 @@ def _screen_starts(context: _Context, deadline: float) -> Iterator:
     short = {**context.options, "max_iter": SCREEN_ITER}
     screened = []
     for p0 in pool:
-        if time.perf_counter() > deadline:
-            context.timed_out = True
+        if context.past(deadline):
             return
         run = descend(form, context.y, p0, R, **short)
         if run.point.feasible:
             screened.append((run.norm, len(screened), run.point.p))
     for k, (_, _, p) in enumerate(sorted(screened)[:SCREEN_TOP]):
-        if time.perf_counter() > deadline:
-            context.timed_out = True
+        if context.past(deadline):
             return
         yield f"screen_{k}", context.descend(p)

@@ -267,7 +267,6 @@ def test_the_time_limit_without_a_feasible_point_says_so():
     assert res.start_norms == {}
 
 
-
 def test_a_search_cut_by_the_time_limit_says_so(monkeypatch):
     # n > d: the first starts leave the gap open and the search runs; on its clock (1e9
     # times faster) the deadline passes at once. It used to report local_optimal.
@@ -289,6 +288,7 @@ def test_a_search_cut_by_the_time_limit_says_so(monkeypatch):
         cut = solve_min_norm(X, y, R=R, time_limit=60.0)
     assert cut.status == "time_limit" and "stopped the search for further starts" in cut.message
     assert len(cut.start_norms) < len(full.start_norms)
+
 
 # --- warm start ------------------------------------------------------------------------------
 

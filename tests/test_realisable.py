@@ -131,13 +131,12 @@ def test_solver_reaches_the_best_realisable_selection_at_large_R():
     assert res.norm <= best * (1 + 1e-6)
 
 
-
-
 def test_search_takes_no_node_after_its_deadline():
     X, y, H = small("gaussian", 2, 2, 1)
     assert list(realisable_selections(H, y, 2, max_work=10**6))
     assert list(realisable_selections(H, y, 2, max_work=10**6,
                                       deadline=time.perf_counter() - 1.0)) == []
+
 
 def test_solver_reaches_the_best_realisable_selection_beyond_2000_work_units():
     # n = 13 > d = 5, T = 4: with a budget of 2000 the family's search stopped at a selection
@@ -148,6 +147,7 @@ def test_solver_reaches_the_best_realisable_selection_beyond_2000_work_units():
     res = solve_min_norm(X, y, R=1e4 / math.sqrt(5))
     assert res.min_margin >= 1 - 1e-7
     assert res.norm <= best * (1 + 1e-6)
+
 
 def test_uncertified_answer_does_not_depend_on_the_clock(monkeypatch):
     # the guide bound's branch-and-bound is budgeted in SVMs: a clock running 1e6 times

@@ -118,7 +118,6 @@ def test_nearest_realisable_selection_of_an_unrealisable_one():
     assert np.argmax(X @ TokenGram.materialize(X, c), axis=1).tolist() == [0, 1, 0]
 
 
-
 @pytest.mark.parametrize("time_limit, stopped", [(0.0, True), (math.inf, False)])
 def test_search_starts_return_whether_the_time_limit_stopped_them(time_limit, stopped):
     X, y, R = issue_instance(7)
@@ -129,6 +128,7 @@ def test_search_starts_return_whether_the_time_limit_stopped_them(time_limit, st
         while True:
             next(search)
     assert end.value.value is stopped
+
 
 def test_search_starts_yield_exact_feasible_runs_within_the_ball():
     X, y, R = issue_instance(7)
