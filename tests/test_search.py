@@ -280,7 +280,10 @@ def test_screen_reaches_what_a_patient_search_finds(kind, n, T, d, R_sqrt_d, see
     R = R_sqrt_d / math.sqrt(d)
     res = solve_min_norm(X, y, R=R)
     assert res.norm <= known * (1 + 1e-6)
-    assert res.start.startswith("screen_")
+    # the screen's own best reaches it; another start may do better (on AMD EPYC's BLAS
+    # rounding random_extra_0 ends at 6.97135 on 20261284, the screen still at 6.993411)
+    screened = [norm for name, norm in res.start_norms.items() if name.startswith("screen_")]
+    assert min(screened) <= known * (1 + 1e-6)
     assert np.min(margins(X, y, res.v, res.p)) >= 1 - 1e-7
     assert np.linalg.norm(res.p) <= R * (1 + 1e-12)
 
