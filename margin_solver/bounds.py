@@ -84,6 +84,7 @@ from margin_solver.selection import (
 )
 from margin_solver.validation import (
     InvalidInputError,
+    check_gap_tol,
     check_labels,
     check_magnitude,
     check_positive,
@@ -243,7 +244,8 @@ def global_lower_bound(
         bound proven so far (enumeration ignores it: use it only where T^n is small).
     gap_tol : float, default=1e-4
         Finite-R bound only: stop, with status ``"optimal"``, once the relative gap between
-        the incumbent and the proven bound is at most this. (LB is solved to 1e-9.)
+        the incumbent and the proven bound is at most this; in (0, 1). (LB is solved to
+        1e-9.)
     gram : TokenGram, optional
         Precomputed token Gram matrix of ``X`` (saves the O((nT)^2 d) product).
     progress : bool, default=False
@@ -258,8 +260,8 @@ def global_lower_bound(
     Raises
     ------
     InvalidInputError
-        On malformed X or y, an unknown method, a non-positive R, time limit or gap
-        tolerance.
+        On malformed X or y, an unknown method, a non-positive R or time limit, or a gap
+        tolerance outside (0, 1).
 
     Examples
     --------
@@ -279,7 +281,7 @@ def global_lower_bound(
     time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
     if R is not None:
         R = check_positive(R, "R")
-        gap_tol = check_positive(gap_tol, "gap_tol")
+        gap_tol = check_gap_tol(gap_tol)
     H = (gram if gram is not None else TokenGram(X)).H
     result = trusted_lower_bound(H, y, T, method, time_limit, progress, start, R=R, X=X,
                                  gap_tol=gap_tol)
@@ -313,7 +315,7 @@ def trusted_lower_bound(
     (:attr:`margin_solver.kernel.TokenGram.H`), ``y`` float64 labels in {-1, +1}, ``method``
     one of :data:`BOUND_METHODS`, ``time_limit`` positive; ``start`` the
     :func:`time.perf_counter` reading the solve time counts from. With ``R`` (positive) the
-    finite-R bound, which also needs ``gap_tol`` (positive) and, unless ``incumbent`` is
+    finite-R bound, which also needs ``gap_tol`` (in (0, 1)) and, unless ``incumbent`` is
     given, the tokens ``X`` (for the alternating solver's incumbent). Nothing is validated:
     for callers that validated the data already (:func:`margin_solver.minnorm.solve_min_norm`).
 

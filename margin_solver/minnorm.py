@@ -130,6 +130,7 @@ from margin_solver.search import search_starts as _search_starts
 from margin_solver.selection import attention_svm, best_tokens
 from margin_solver.validation import (
     InvalidInputError,
+    check_gap_tol,
     check_int,
     check_labels,
     check_magnitude,
@@ -456,8 +457,8 @@ def solve_min_norm(
     ------
     InvalidInputError
         On malformed X or y, a missing, non-positive or non-finite R, bad options
-        (including unknown ``options`` keys), a non-positive ``gap_tol`` or ``time_limit``,
-        or a ``p0`` that is not a finite vector of length n_features.
+        (including unknown ``options`` keys), a ``gap_tol`` outside (0, 1), a non-positive
+        ``time_limit``, or a ``p0`` that is not a finite vector of length n_features.
 
     Examples
     --------
@@ -479,7 +480,7 @@ def solve_min_norm(
         check_int(search_starts, "search_starts", 0)
     seed = check_seed(seed)
     gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")
-    gap_tol = check_positive(gap_tol, "gap_tol")
+    gap_tol = check_gap_tol(gap_tol)
     time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
     deadline = start_time + time_limit
     descent = {"max_iter": max_iter, "gtol": gtol, "rtol": rtol, **check_descent_options(options)}

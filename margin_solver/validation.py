@@ -233,6 +233,22 @@ def check_positive(value: Any, name: str, allow_inf: bool = False) -> float:
     return out
 
 
+def check_gap_tol(value: Any, name: str = "gap_tol") -> float:
+    """Validate a relative optimality gap tolerance in ``(0, 1)`` and return it.
+
+    The relative gap ``(norm - lower_bound) / norm`` of a feasible point with a non-negative
+    bound is at most 1, so a tolerance of 1 or more would certify any feasible point as
+    optimal: it is refused rather than letting ``"optimal"`` mean nothing.
+    """
+    out = check_positive(value, name)
+    if out >= 1:
+        raise InvalidInputError(
+            f"{name} must be below 1 (a relative gap is at most 1, so {name} >= 1 would "
+            f"call any feasible point optimal), got {value!r}."
+        )
+    return out
+
+
 def check_radius(value: Any, name: str = "R") -> float:
     """Validate a ball radius in ``[MIN_RADIUS, MAX_RADIUS]`` and return it as a float.
 

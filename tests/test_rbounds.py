@@ -252,6 +252,8 @@ def test_bad_arguments_with_r():
         global_lower_bound(X, [1, -1, 1], R=-1.0)
     with pytest.raises(InvalidInputError, match="gap_tol must be a positive"):
         global_lower_bound(X, [1, -1, 1], R=1.0, gap_tol=0.0)
+    with pytest.raises(InvalidInputError, match="gap_tol must be below 1"):
+        global_lower_bound(X, [1, -1, 1], R=1.0, gap_tol=1.0)
 
 
 def test_method_chooses_how_the_first_stage_computes_lb():

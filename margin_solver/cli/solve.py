@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gap-tol",
         type=float,
         default=DEFAULT_GAP_TOL,
-        help=f"largest relative gap to the lower bound certified as optimal "
+        help=f"largest relative gap to the lower bound certified as optimal, in (0, 1) "
         f"(default {DEFAULT_GAP_TOL:g})",
     )
     parser.add_argument(
