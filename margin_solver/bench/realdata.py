@@ -12,6 +12,11 @@ while keeping one shared map for every image (the map is part of the data, fixed
 Digits (8x8, 1797 images, shipped inside scikit-learn, no download) with ``patch=4`` give
 T = 4 tokens of 16 pixels (+ 4 position entries); MNIST (28x28) with ``patch=7`` gives
 T = 16 tokens of 49 pixels. Two classes are kept: the first is labelled -1, the second +1.
+
+Tabular data as tokens (:func:`tabular_two_classes`): the first two classes of scikit-learn's
+bundled wine, breast cancer or digits data, each feature standardised, whose rows a caller
+cuts into T consecutive blocks of features (real tokens with no structure of the paper's
+model, for checking the solver off that model).
 """
 
 from __future__ import annotations
@@ -54,6 +59,53 @@ def load_digits_images() -> tuple[np.ndarray, np.ndarray]:
         ) from None
     bunch = load_digits()
     return bunch.images.astype(np.float64) / 16.0, bunch.target.astype(np.int64)
+
+
+#: scikit-learn's bundled data sets of :func:`tabular_two_classes` and their loaders' names.
+TABULAR = {"wine": "load_wine", "cancer": "load_breast_cancer", "digits": "load_digits"}
+
+
+@lru_cache(maxsize=None)
+def tabular_two_classes(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of classes 0 and 1 of a scikit-learn bundled data set, standardised.
+
+    Parameters
+    ----------
+    name : {"wine", "cancer", "digits"}
+        Wine (130 rows, 13 features), breast cancer (569 rows, 30 features) or digits (360
+        rows of 0 and 1, 64 pixels), all shipped inside scikit-learn (no download).
+
+    Returns
+    -------
+    features : ndarray of shape (rows, n_features)
+        Each column centred and scaled to unit variance (a constant column only centred).
+        Read-only: the result is cached.
+    labels : ndarray of shape (rows,)
+        -1.0 for class 0, +1.0 for class 1.
+
+    Raises
+    ------
+    InvalidInputError
+        An unknown name, or scikit-learn is not installed.
+    """
+    if name not in TABULAR:
+        raise InvalidInputError(f"Unknown tabular data set {name!r}; expected one of "
+                                f"{sorted(TABULAR)}.")
+    try:
+        import sklearn.datasets
+    except ImportError:
+        raise InvalidInputError(
+            f"The {name} data come with scikit-learn: pip install 'margin-solver[bench]'."
+        ) from None
+    X, y = getattr(sklearn.datasets, TABULAR[name])(return_X_y=True)
+    keep = y <= 1
+    X = X[keep].astype(np.float64)
+    scale = X.std(axis=0)
+    scale[scale == 0] = 1.0
+    features = (X - X.mean(axis=0)) / scale
+    labels = np.where(y[keep] == 1, 1.0, -1.0)
+    features.flags.writeable = labels.flags.writeable = False
+    return features, labels
 
 
 def load_mnist(path: str | os.PathLike, split: str = "train") -> tuple[np.ndarray, np.ndarray]:

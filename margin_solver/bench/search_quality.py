@@ -4,7 +4,11 @@ Generated instances of several kinds (``gaussian``; ``cls``: a token shared by e
 like a CLS token; ``integer``: tokens in {-2..2}, with ties; ``scales``: Gaussian tokens times
 10^U(-2, 2) each; ``paper``: the paper's model, kappa in {0.25, 1, 4}, eta = 0.15) with n in
 6..14, T in 2..4, d in {2, 3, 6, 12, 40} (n > d and n < d) and R sqrt(d) in
-{0.1, 1, 10, 100, 1e4}. On each:
+{0.1, 1, 10, 100, 1e4}; with ``--kinds wine,cancer,digits`` (or any mix), real tokens instead:
+the first two classes of scikit-learn's bundled wine, breast cancer or digits data,
+standardised (:func:`margin_solver.bench.realdata.tabular_two_classes`), n rows drawn by the
+instance's seed, each cut into T blocks of d consecutive features, (T, d) one of
+:data:`REAL_CUTS`. On each:
 
 ``before``
     ``solve_min_norm(X, y, R, search_starts=0)``: the first starts only (the solver before
@@ -30,13 +34,16 @@ like a CLS token; ``integer``: tokens in {-2..2}, with ties; ``scales``: Gaussia
 instances within 1e-3 (relative) of the best known (an instance where nobody found a feasible
 point counts as a match for a method that found none either), the worst ratio to the best known,
 and the seconds; and the hard-selection lower bound LB (valid for every R), to show how far
-the best known can be from the optimum.
+the best known can be from the optimum. With the ``certified`` solve, the certificate's
+words are checked against the best known (:func:`certificate_checks`): an ``optimal`` whose
+norm is more than ``gap_tol`` above it, a lower bound above it, an ``infeasible`` where
+someone found a feasible point.
 
 Usage::
 
     .venv/bin/python benchmarks/search_quality.py [--instances 250] [--random 30]
-        [--selections 20] [--patients 1] [--samples 6,14] [--ideas selection,continuation,random]
-        [--out FILE.json]
+        [--selections 20] [--patients 1] [--samples 6,14] [--kinds wine,cancer,digits]
+        [--ideas selection,continuation,random] [--out FILE.json]
     .venv/bin/python benchmarks/search_quality.py --summarise FILE.json
     .venv/bin/python benchmarks/search_quality.py --ablate FILE.json [--first 60]
         [--idea-sets "none;selection;continuation;random;hop;selection,continuation,random"]
@@ -60,6 +67,7 @@ import numpy as np
 
 import margin_solver.search
 from margin_solver.alternating import DenseForm, KernelForm, descend, norm
+from margin_solver.bench.realdata import tabular_two_classes
 from margin_solver.blas import single_threaded_blas
 from margin_solver.data import PaperDistribution
 from margin_solver.fileio import write_json
@@ -68,6 +76,11 @@ from margin_solver.minnorm import solve_min_norm
 from margin_solver.selection import attention_svm, selection_svm
 
 KINDS = ("gaussian", "cls", "integer", "scales", "paper")
+#: Real tokens: (T, d) cuts of each bundled data set's features (T d <= its feature count).
+REAL_CUTS = {"wine": ((2, 6), (3, 4)), "cancer": ((3, 10), (5, 6)),
+             "digits": ((4, 16), (8, 8))}
+#: Every kind of :func:`make_instance`.
+ALL_KINDS = KINDS + tuple(REAL_CUTS)
 METHODS = ("before", "default", "certified", "patient")
 #: Seed offset between the patient searches of ``--patients``.
 PATIENT_SEED_STEP = 10**6
@@ -84,8 +97,17 @@ SAMPLES = (6, 14)
 
 
 def make_instance(kind: str, n: int, T: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Tokens (n, T, d) and labels of one generated instance."""
+    """Tokens (n, T, d) and labels of one instance: generated, or for a real kind (of
+    :data:`REAL_CUTS`) n rows of its data drawn by ``seed``, each cut into T tokens of d
+    consecutive features."""
     rng = np.random.default_rng(seed)
+    if kind in REAL_CUTS:
+        features, labels = tabular_two_classes(kind)
+        if n > len(labels) or T * d > features.shape[1]:
+            raise ValueError(f"{kind} has {len(labels)} rows of {features.shape[1]} features; "
+                             f"n = {n}, T = {T}, d = {d} do not fit")
+        rows = rng.permutation(len(labels))[:n]
+        return features[rows, :T * d].reshape(n, T, d), labels[rows].copy()
     if kind == "paper":
         kappa = float(rng.choice([0.25, 1.0, 4.0]))
         ds = PaperDistribution(d=max(d, 2), T=T, snr=math.sqrt(kappa / n), eta=0.15).sample(
@@ -103,20 +125,26 @@ def make_instance(kind: str, n: int, T: int, d: int, seed: int) -> tuple[np.ndar
     return X, y
 
 
-def instances(count: int, seed: int = SEED, samples: tuple[int, int] = SAMPLES) -> list[dict]:
-    """``count`` instance specifications, the kinds in turn, with n drawn from ``samples``
-    (inclusive)."""
+def instances(count: int, seed: int = SEED, samples: tuple[int, int] = SAMPLES,
+              kinds: tuple[str, ...] = KINDS) -> list[dict]:
+    """``count`` instance specifications, the ``kinds`` in turn, with n drawn from ``samples``
+    (inclusive). A real kind takes its (T, d) from :data:`REAL_CUTS` by the T drawn, so the
+    draws, and the generated kinds' instances, are the same whatever the kinds."""
     rng = np.random.default_rng(seed)
     specs = []
     for k in range(count):
-        specs.append({
-            "kind": KINDS[k % len(KINDS)],
+        spec = {
+            "kind": kinds[k % len(kinds)],
             "n": int(rng.integers(samples[0], samples[1] + 1)),
             "T": int(rng.integers(2, 5)),
             "d": int(rng.choice([2, 3, 6, 12, 40])),
             "R_sqrt_d": float(rng.choice([0.1, 1.0, 10.0, 100.0, 1e4])),
             "seed": seed + k,
-        })
+        }
+        if spec["kind"] in REAL_CUTS:
+            cuts = REAL_CUTS[spec["kind"]]
+            spec["T"], spec["d"] = cuts[spec["T"] % len(cuts)]
+        specs.append(spec)
     return specs
 
 
@@ -188,6 +216,7 @@ def run_instance(spec: dict, n_random: int, n_selections: int, patients: int = 1
         if method == "certified":
             row["lower_bound"] = res.lower_bound
             row["bound_status"] = res.bound.status if res.bound is not None else None
+            row["gap_tol"] = res.gap_tol
         if method == "default":
             row["default_starts"] = len(res.start_norms)
             row["default_start"] = res.start
@@ -217,7 +246,7 @@ def summary(rows: list[dict]) -> str:
         "| kind | instances | method | within 1e-3 of best known | worst ratio | median s | total s |",
         "|---|---|---|---|---|---|---|",
     ]
-    groups = [(kind, [r for r in rows if r["kind"] == kind]) for kind in KINDS]
+    groups = [(kind, [r for r in rows if r["kind"] == kind]) for kind in ALL_KINDS]
     groups.append(("all", rows))
     for kind, group in groups:
         if not group:
@@ -255,6 +284,39 @@ def head_to_head(rows: list[dict]) -> str:
             f"{100 * sum(q > 1 + MATCH_RTOL for q in ratios) / count:.1f}% | "
             f"{max(ratios):.4g} |")
     return "\n".join(lines)
+
+
+def certificate_checks(rows: list[dict]) -> str:
+    """The certified solve's words against the best known, one line (empty without it).
+
+    Counts the statuses, then the instances where a word is false: ``optimal`` with a norm
+    more than ``gap_tol`` (relative) above the best known, a lower bound above the best known
+    (beyond 1e-9 relative rounding), ``infeasible`` where a feasible point was found.
+    """
+    rows = [r for r in rows if "certified_status" in r]
+    if not rows:
+        return ""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["certified_status"]] = counts.get(r["certified_status"], 0) + 1
+    best = [math.inf if r["best_known"] is None else r["best_known"] for r in rows]
+    false_optimal = [r["seed"] for r, b in zip(rows, best) if r["certified_status"] == "optimal"
+                     and ratio(r["certified"], b) > 1 + r.get("gap_tol", 1e-4)]
+    bound_above = [r["seed"] for r, b in zip(rows, best) if r.get("lower_bound") is not None
+                   and r["lower_bound"] > b * (1 + 1e-9)]
+    false_infeasible = [r["seed"] for r, b in zip(rows, best)
+                        if r["certified_status"] == "infeasible" and math.isfinite(b)]
+    statuses = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+    return (f"certified solve: {statuses}; optimal above the best known by more than gap_tol: "
+            f"{len(false_optimal)} {false_optimal}; lower bound above the best known: "
+            f"{len(bound_above)} {bound_above}; infeasible with a feasible point found: "
+            f"{len(false_infeasible)} {false_infeasible}")
+
+
+def report(rows: list[dict]) -> str:
+    """The tables of :func:`summary` and :func:`head_to_head`, then the certificate checks."""
+    return "\n\n".join(part for part in (summary(rows), head_to_head(rows),
+                                          certificate_checks(rows)) if part)
 
 
 def ablate(path: str, first: int, idea_sets: list[tuple[str, ...]]) -> str:
@@ -303,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
                              f"{','.join(SOLVES)} (default: all)")
     parser.add_argument("--samples", default=f"{SAMPLES[0]},{SAMPLES[1]}", metavar="LO,HI",
                         help="range of n of the instances, inclusive (default: %(default)s)")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help=f"comma-separated kinds of instance, of {','.join(ALL_KINDS)} "
+                             "(the last three: real tokens; default: %(default)s)")
     parser.add_argument("--patients", type=int, default=1,
                         help="independent patient searches per instance (other seeds)")
     parser.add_argument("--ideas", default=None,
@@ -327,6 +392,14 @@ def main(argv: list[str] | None = None) -> int:
         samples = ()
     if len(samples) != 2 or not 1 <= samples[0] <= samples[1]:
         parser.error(f"--samples must be LO,HI with 1 <= LO <= HI, got {args.samples!r}")
+    kinds = tuple(args.kinds.split(","))
+    if not kinds or set(kinds) - set(ALL_KINDS):
+        parser.error(f"--kinds must name kinds of {', '.join(ALL_KINDS)}; got {args.kinds!r}")
+    rows_needed = {kind: len(tabular_two_classes(kind)[1]) for kind in kinds
+                   if kind in REAL_CUTS}
+    if rows_needed and samples[1] > min(rows_needed.values()):
+        parser.error(f"--samples: {min(rows_needed, key=rows_needed.get)} has "
+                     f"{min(rows_needed.values())} rows, fewer than n = {samples[1]}")
     solves = tuple(args.solves.split(","))
     unknown = sorted(set(solves) - set(SOLVES))
     if unknown or "default" not in solves:
@@ -339,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.summarise:
         with open(args.summarise, encoding="utf-8") as handle:
             rows = json.load(handle)["rows"]
-        print(summary(rows) + "\n\n" + head_to_head(rows))
+        print(report(rows))
         return 0
     if args.ideas is not None:  # an ablation: the library's default families replaced
         margin_solver.search.IDEAS = tuple(args.ideas.split(",")) if args.ideas else ()
@@ -353,12 +426,13 @@ def main(argv: list[str] | None = None) -> int:
         "patients": args.patients,
         "seed": args.seed,
         "samples": list(samples),
+        "kinds": list(kinds),
         "solves": list(solves),
         "load_average_start": list(os.getloadavg()),
     }
     rows: list[dict] = []
     started = time.time()
-    for spec in instances(args.instances, args.seed, samples):
+    for spec in instances(args.instances, args.seed, samples, kinds):
         rows.append(run_instance(spec, args.random, args.selections, args.patients, solves))
         meta["load_average_end"] = list(os.getloadavg())
         write_json(args.out, {"meta": meta, "rows": rows})
@@ -368,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(rows)} instances in {time.time() - started:.0f} s; ideas {meta['ideas']}; "
           f"load average {meta['load_average_start']} at the start, "
           f"{meta['load_average_end']} at the end\n")
-    print(summary(rows) + "\n\n" + head_to_head(rows))
+    print(report(rows))
     worst = sorted(rows, key=lambda r: -ratio(r["default"], r["best_known"]))[:5]
     print("\nworst default instances:")
     for r in worst:
