@@ -18,9 +18,10 @@ quadratic ``q(theta)``. Its maximum is bounded above by the S-lemma over three f
 
 Multipliers for them make ``tau - q(theta)`` a sum of squares, and then
 ``P_R >= sqrt(2 sum(alpha) - tau)``. The best multipliers solve one semidefinite program
-(cvxpy + Clarabel); whatever the solver returns, the bound is recomputed here from the
-multipliers alone (:func:`_certified_value`), so solver inaccuracy can only make it weaker,
-never invalid.
+(cvxpy with Clarabel, an interior-point method, up to :data:`CLARABEL_MAX_SAMPLES` samples;
+above, SCS, a first-order method, which is many times faster there); whatever the solver
+returns, the bound is recomputed here from the multipliers alone (:func:`_certified_value`),
+so solver inaccuracy can only make it weaker, never invalid.
 """
 
 from __future__ import annotations
@@ -34,10 +35,19 @@ import numpy as np
 
 __all__ = ["MAX_SAMPLES", "LagrangianBound", "lagrangian_bound"]
 
-#: Largest n the SDP is set up for. Measured on the shared 2-core machine (12 tangents per
-#: spacing): n = 12 in 0.3-1 s, n = 20 in 5-20 s, n = 40 in 80-190 s; at n = 100 cvxpy and
-#: Clarabel had taken 18 GB of memory before a first iterate (the run was stopped).
-MAX_SAMPLES = 30
+#: Largest n the SDP is set up for. Measured on a 2-core machine (12 tangents per spacing,
+#: the paper's data, R sqrt(d) in {1, 3, 10}; docs/benchmarks.md, "The Lagrangian bound by
+#: SCS"): Clarabel n = 12 in 0.4-0.9 s, n = 20 in 2-2.4 s, n = 40 in 80-190 s (an earlier
+#: machine); SCS n = 40 in 5-12 s, n = 60 in 21 s (0.8 GB), n = 100 in 530 s (3.3 GB).
+MAX_SAMPLES = 60
+
+#: Up to this n the SDP is solved by Clarabel (interior point: the multipliers to about 1e-8),
+#: above it by SCS (first order, to ``SCS_EPS``): at n = 40 Clarabel took 80-190 s.
+CLARABEL_MAX_SAMPLES = 30
+
+#: SCS's relative tolerance. At n = 40 the certified bound is within 2e-4 of 1e-6's (below
+#: it by the solver's inaccuracy) in half the time (docs/benchmarks.md).
+SCS_EPS = 1e-4
 
 #: Tangent points per sample and spacing (|delta| and theta each evenly spaced; 2 x this).
 TANGENTS = 12
@@ -123,7 +133,7 @@ class _Data:
 
 def lagrangian_bound(
     H: np.ndarray, y: np.ndarray, R: float, *, tangents: int = TANGENTS,
-    time_limit: float = math.inf,
+    time_limit: float = math.inf, solver: str = "auto",
 ) -> LagrangianBound:
     """Certified lower bound on P_R for T = 2 by the S-lemma (module docstring).
 
@@ -138,7 +148,11 @@ def lagrangian_bound(
     tangents : int, default=12
         Tangent lines of h per sample and spacing (2 x this per sample).
     time_limit : float, default=inf
-        Seconds for the SDP solver; on time-out its last iterate is certified as it is.
+        Seconds for the SDP (counted from the call; cvxpy's compilation comes on top); on
+        time-out the solver's last iterate is certified as it is.
+    solver : {"auto", "CLARABEL", "SCS"}, default="auto"
+        The SDP solver; ``"auto"``: Clarabel up to :data:`CLARABEL_MAX_SAMPLES` samples,
+        SCS above.
 
     Returns
     -------
@@ -147,10 +161,13 @@ def lagrangian_bound(
     Raises
     ------
     ValueError
-        When ``len(y) > MAX_SAMPLES`` (the SDP's memory and time; callers check first).
+        When ``len(y) > MAX_SAMPLES`` (the SDP's memory and time; callers check first), or
+        an unknown ``solver``.
     """
     if len(y) > MAX_SAMPLES:
         raise ValueError(f"the Lagrangian bound's SDP is set up for n <= {MAX_SAMPLES}")
+    if solver not in ("auto", "CLARABEL", "SCS"):
+        raise ValueError(f"unknown solver {solver!r}; expected 'auto', 'CLARABEL' or 'SCS'")
     import cvxpy as cp  # imported only here: half a second
 
     start = time.perf_counter()
@@ -182,12 +199,20 @@ def lagrangian_bound(
     ellipsoid = mu0 * np.eye(n) - data.G_half @ cp.diag(slopes) @ data.G_half
     problem = cp.Problem(cp.Maximize(cp.sum(alpha) - tau / 2),
                          [(lmi + lmi.T) / 2 >> 0, (ellipsoid + ellipsoid.T) / 2 >> 0])
-    options = {} if not math.isfinite(time_limit) else {"time_limit": max(time_limit, 0.1)}
+    seconds = max(time_limit - (time.perf_counter() - start), 0.1)
+    if solver == "auto":
+        solver = "CLARABEL" if n <= CLARABEL_MAX_SAMPLES else "SCS"
+    if solver == "CLARABEL":
+        options = {"time_limit": seconds} if math.isfinite(seconds) else {}
+    else:
+        options = {"eps_abs": SCS_EPS, "eps_rel": SCS_EPS}
+        if math.isfinite(seconds):
+            options["time_limit_secs"] = seconds
     try:
         with warnings.catch_warnings():
             # "solution may be inaccurate": the certificate below does not trust it anyway
             warnings.simplefilter("ignore", UserWarning)
-            problem.solve(solver="CLARABEL", **options)
+            problem.solve(solver=solver, **options)
     except (cp.error.SolverError, ArithmeticError, ValueError) as exc:
         return LagrangianBound(0.0, f"solver error: {exc}", time.perf_counter() - start)
     if alpha.value is None or lam_t.value is None:
