@@ -501,10 +501,11 @@ def _finite_r_stages(
             show(proven)
         if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and proven < incumbent * (1 - gap_tol):
             left = time_limit - (time.perf_counter() - start)
-            proven = max(proven, min(lagrangian_bound(H, y, R, time_limit=left / 2).value,
-                                     incumbent))
-            methods.append("lagrangian")
-            show(proven)
+            sdp = lagrangian_bound(H, y, R, time_limit=left / 2)
+            if not sdp.solver_status.startswith("skipped"):
+                proven = max(proven, min(sdp.value, incumbent))
+                methods.append("lagrangian")
+                show(proven)
         found, point = None, None
         searches = []
         if proven < incumbent * (1 - gap_tol) and score_rank(H, n, T) <= LOW_RANK_MAX:

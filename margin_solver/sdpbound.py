@@ -27,13 +27,14 @@ so solver inaccuracy can only make it weaker, never invalid.
 from __future__ import annotations
 
 import math
+import sys
 import time
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MAX_SAMPLES", "LagrangianBound", "lagrangian_bound"]
+__all__ = ["MAX_SAMPLES", "LagrangianBound", "lagrangian_bound", "setup_seconds"]
 
 #: Largest n the SDP is set up for. Measured on a 2-core machine (12 tangents per spacing,
 #: the paper's data, R sqrt(d) in {1, 3, 10}; docs/benchmarks.md, "The Lagrangian bound by
@@ -44,6 +45,14 @@ MAX_SAMPLES = 60
 #: Up to this n the SDP is solved by Clarabel (interior point: the multipliers to about 1e-8),
 #: above it by SCS (first order, to ``SCS_EPS``): at n = 40 Clarabel took 80-190 s.
 CLARABEL_MAX_SAMPLES = 30
+
+#: Seconds of cvxpy's compilation and the solver's set-up (neither watches the time limit)
+#: at n = 40, measured on a 2-core AMD EPYC machine (1.25 s; 0.7 s at n = 32, 3.6 s at
+#: n = 50, 6.2 s at n = 60: about n^4.5). :func:`setup_seconds` scales it.
+SETUP_SECONDS_AT_40 = 1.25
+
+#: cvxpy's first import (seconds), also outside the time limit.
+IMPORT_SECONDS = 0.5
 
 #: SCS's relative tolerance. At n = 40 the certified bound is within 2e-4 of 1e-6's (below
 #: it by the solver's inaccuracy) in half the time (docs/benchmarks.md).
@@ -81,6 +90,13 @@ class LagrangianBound:
     value: float
     solver_status: str
     solve_time: float
+
+
+def setup_seconds(n: int) -> float:
+    """Predicted seconds before the SDP solver's first iterate (compilation and set-up,
+    plus cvxpy's import when it is not loaded yet), which no time limit can cut short."""
+    first_import = 0.0 if "cvxpy" in sys.modules else IMPORT_SECONDS
+    return SETUP_SECONDS_AT_40 * (n / 40) ** 4.5 + first_import
 
 
 def _h(u: np.ndarray) -> np.ndarray:
@@ -148,8 +164,10 @@ def lagrangian_bound(
     tangents : int, default=12
         Tangent lines of h per sample and spacing (2 x this per sample).
     time_limit : float, default=inf
-        Seconds for the SDP (counted from the call; cvxpy's compilation comes on top); on
-        time-out the solver's last iterate is certified as it is.
+        Seconds for the SDP, counted from the call; on time-out the solver's last iterate is
+        certified as it is. The set-up before the first iterate cannot be cut short, so
+        when twice its prediction (:func:`setup_seconds`, a factor 2 for slower machines)
+        exceeds the limit nothing is solved: value 0, ``solver_status`` "skipped: ...".
     solver : {"auto", "CLARABEL", "SCS"}, default="auto"
         The SDP solver; ``"auto"``: Clarabel up to :data:`CLARABEL_MAX_SAMPLES` samples,
         SCS above.
@@ -168,9 +186,13 @@ def lagrangian_bound(
         raise ValueError(f"the Lagrangian bound's SDP is set up for n <= {MAX_SAMPLES}")
     if solver not in ("auto", "CLARABEL", "SCS"):
         raise ValueError(f"unknown solver {solver!r}; expected 'auto', 'CLARABEL' or 'SCS'")
+    start = time.perf_counter()
+    needed = setup_seconds(len(y))
+    if 2 * needed > time_limit:
+        return LagrangianBound(0.0, f"skipped: its set-up takes about {needed:.2g} s, more "
+                               f"than half the {time_limit:.2g} s given", 0.0)
     import cvxpy as cp  # imported only here: half a second
 
-    start = time.perf_counter()
     data = _Data(H, y, R, tangents)
     n = len(y)
     lam, U = np.linalg.eigh(np.block([[data.Gmm, data.Gmd], [data.Gmd.T, data.G]]))

@@ -196,6 +196,21 @@ def test_lagrangian_bound_by_scs_above_30_samples():
     assert 0.16 <= bound.value <= found.norm * (1 + 1e-7)
 
 
+def test_lagrangian_bound_skips_a_set_up_longer_than_its_time():
+    # cvxpy's compilation and SCS's set-up cannot be cut short (6 s at n = 60): with less
+    # than twice the predicted set-up the SDP is not started, so the caller's limit holds
+    from margin_solver.bench.certificate_frontier import paper
+    from margin_solver.sdpbound import setup_seconds
+
+    ds = paper(60, 2, 2000)
+    H, y, R = TokenGram(ds.X).H, ds.y.astype(np.float64), 3 / math.sqrt(2000)
+    assert setup_seconds(60) > setup_seconds(40) > setup_seconds(12) > 0
+    skipped = lagrangian_bound(H, y, R, time_limit=setup_seconds(60))
+    assert skipped.value == 0.0 and skipped.solver_status.startswith("skipped")
+    found = global_lower_bound(ds.X, ds.y, R=R, time_limit=1.0)
+    assert "lagrangian" not in found.method and found.value > 0
+
+
 def test_lagrangian_bound_refuses_an_unknown_solver():
     X, y = tiny_instance(0, n=3, T=2, d=3)
     with pytest.raises(ValueError, match="unknown solver 'ECOS'"):
