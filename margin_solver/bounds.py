@@ -502,7 +502,7 @@ def _finite_r_stages(
         if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and proven < incumbent * (1 - gap_tol):
             left = time_limit - (time.perf_counter() - start)
             sdp = lagrangian_bound(H, y, R, time_limit=left / 2)
-            if not sdp.solver_status.startswith("skipped"):
+            if not sdp.skipped:
                 proven = max(proven, min(sdp.value, incumbent))
                 methods.append("lagrangian")
                 show(proven)

@@ -85,11 +85,15 @@ class LagrangianBound:
         The SDP solver's status.
     solve_time : float
         Seconds.
+    skipped : bool
+        True when no SDP was solved because its set-up would not fit in the time limit
+        (``value`` is then 0 and ``solver_status`` says why).
     """
 
     value: float
     solver_status: str
     solve_time: float
+    skipped: bool = False
 
 
 def setup_seconds(n: int) -> float:
@@ -167,7 +171,7 @@ def lagrangian_bound(
         Seconds for the SDP, counted from the call; on time-out the solver's last iterate is
         certified as it is. The set-up before the first iterate cannot be cut short, so
         when twice its prediction (:func:`setup_seconds`, a factor 2 for slower machines)
-        exceeds the limit nothing is solved: value 0, ``solver_status`` "skipped: ...".
+        exceeds the limit nothing is solved (``skipped``, value 0).
     solver : {"auto", "CLARABEL", "SCS"}, default="auto"
         The SDP solver; ``"auto"``: Clarabel up to :data:`CLARABEL_MAX_SAMPLES` samples,
         SCS above.
@@ -190,7 +194,7 @@ def lagrangian_bound(
     needed = setup_seconds(len(y))
     if 2 * needed > time_limit:
         return LagrangianBound(0.0, f"skipped: its set-up takes about {needed:.2g} s, more "
-                               f"than half the {time_limit:.2g} s given", 0.0)
+                               f"than half the {time_limit:.2g} s given", 0.0, skipped=True)
     import cvxpy as cp  # imported only here: half a second
 
     data = _Data(H, y, R, tangents)
