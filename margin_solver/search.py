@@ -75,10 +75,10 @@ lower bound (LB is valid for every R).
 Spending in proportion to what a family can win: a family (other than ``selection`` and
 ``random``, whose starts are each another selection or an independent draw) whose start ends
 feasible more than :data:`RETIRE_RTOL` above the best norm so far is *retired*, and so is,
-from the start, a
-family the caller names (``retired``; :func:`margin_solver.minnorm.solve_min_norm` names
-``random`` when its first random starts all ended that far above). A retired family's turns
-are not run and not given to the others, so the search ends sooner: on the digits study's cells
+from the start, a family the caller names (``retired``;
+:func:`margin_solver.minnorm.solve_min_norm` names ``random`` when its first random starts all
+ended that far above). A retired family's turns are not run and not given to the others, so
+the search ends sooner: on the digits study's cells
 (ReLU-lifted patch tokens, n = 240) random starts end 20 times above the selection starts and
 continuation 1.7 times, and 4 of the 8 search starts are left out, each a 500-step descent.
 """

@@ -38,6 +38,17 @@ DIGITS_CLASSES = (3, 8)
 _MIN_TEST = 20
 
 
+def _sklearn_datasets(name: str) -> Any:
+    """``sklearn.datasets``, or an InvalidInputError saying how to get the ``name`` data."""
+    try:
+        import sklearn.datasets
+    except ImportError:
+        raise InvalidInputError(
+            f"The {name} data come with scikit-learn: pip install 'margin-solver[bench]'."
+        ) from None
+    return sklearn.datasets
+
+
 def load_digits_images() -> tuple[np.ndarray, np.ndarray]:
     """The scikit-learn handwritten digits: images (1797, 8, 8) in [0, 1] and labels 0..9.
 
@@ -51,13 +62,7 @@ def load_digits_images() -> tuple[np.ndarray, np.ndarray]:
     InvalidInputError
         scikit-learn is not installed.
     """
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError:
-        raise InvalidInputError(
-            "The digits data come with scikit-learn: pip install 'margin-solver[bench]'."
-        ) from None
-    bunch = load_digits()
+    bunch = _sklearn_datasets("digits").load_digits()
     return bunch.images.astype(np.float64) / 16.0, bunch.target.astype(np.int64)
 
 
@@ -91,13 +96,7 @@ def tabular_two_classes(name: str) -> tuple[np.ndarray, np.ndarray]:
     if name not in TABULAR:
         raise InvalidInputError(f"Unknown tabular data set {name!r}; expected one of "
                                 f"{sorted(TABULAR)}.")
-    try:
-        import sklearn.datasets
-    except ImportError:
-        raise InvalidInputError(
-            f"The {name} data come with scikit-learn: pip install 'margin-solver[bench]'."
-        ) from None
-    X, y = getattr(sklearn.datasets, TABULAR[name])(return_X_y=True)
+    X, y = getattr(_sklearn_datasets(name), TABULAR[name])(return_X_y=True)
     keep = y <= 1
     X = X[keep].astype(np.float64)
     scale = X.std(axis=0)

@@ -62,6 +62,7 @@ import math
 import os
 import platform
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -296,9 +297,7 @@ def certificate_checks(rows: list[dict]) -> str:
     rows = [r for r in rows if "certified_status" in r]
     if not rows:
         return ""
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["certified_status"]] = counts.get(r["certified_status"], 0) + 1
+    counts = Counter(r["certified_status"] for r in rows)
     best = [math.inf if r["best_known"] is None else r["best_known"] for r in rows]
     false_optimal = [r["seed"] for r, b in zip(rows, best) if r["certified_status"] == "optimal"
                      and ratio(r["certified"], b) > 1 + r.get("gap_tol", 1e-4)]
