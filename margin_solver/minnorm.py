@@ -442,10 +442,13 @@ def solve_min_norm(
         d <= n T, or when the first starts disagree (finite norms more than ``SPREAD_RTOL``
         apart, or a start where no v interpolates), else none; when they disagree only in
         norm, n > ``SCREEN_MIN_SAMPLES`` and the best is nearly hard at its selection's SVM
-        norm, a screen of selections by SVM norm. Up to ``REALISABLE_MAX_SAMPLES`` samples
-        (32), when these leave the gap to the bound open, :data:`margin_solver.search.SCREEN_TOP`
-        more: the best of a screen of many starts by a few descent steps each
-        (:mod:`margin_solver.search`, ``screen_k``). 0 turns the search off.
+        norm, a screen of selections by SVM norm. Up to
+        :data:`margin_solver.search.SCREEN_MAX_SAMPLES` samples (48), when these leave the gap
+        to the bound open, :data:`margin_solver.search.SCREEN_TOP` more: the best of a
+        screen of many starts by a few descent steps each (:mod:`margin_solver.search`,
+        ``screen_k``). 0 turns the search off. A larger number is a more patient search:
+        more turns of the families, and a screen ``search_starts / AUTO_SEARCH_STARTS`` times
+        larger (:func:`margin_solver.search.search_starts`, ``screen_scale``).
 
     Returns
     -------
@@ -820,6 +823,7 @@ def _search(
                             options=options, hard=hard,
                             ideas=("selection",) if hard else None,
                             retired=_retired_families(runs, best),
+                            screen_scale=budget / AUTO_SEARCH_STARTS,
                             time_limit=deadline - time.perf_counter())
     while True:
         try:

@@ -48,7 +48,8 @@ closed or its budget is spent:
     finite R attention stays soft and a selection's SVM norm ranks badly what its
     realisation descends to (a selection of SVM norm 4.14 wins where the best realisable one
     has 1.77, docs/benchmarks.md), while the norm after a few steps ranks it well: a cheap
-    way to try many starts. Skipped above :data:`SCREEN_MAX_SAMPLES` samples.
+    way to try many starts. Skipped above :data:`SCREEN_MAX_SAMPLES` samples. A more
+    patient caller makes it larger (``screen_scale``).
 ``hop_k``
     Basin hopping: a random perturbation of the best p (a fraction of R, in the span of the
     tokens), then the exact descent. Not among the default :data:`IDEAS`: it measured worse
@@ -138,11 +139,16 @@ IDEAS = ("selection", "realisable", "continuation", "random", "screen")
 #: searches").
 SCREEN_SELECTIONS = 48
 #: Random starts the screen tries.
-SCREEN_RANDOM = 16
-#: p-steps of each screened start before the ranking.
-SCREEN_ITER = 20
+SCREEN_RANDOM = 32
+#: p-steps of each screened start before the ranking. 40 steps with 32 random starts and 4
+#: descents, rather than 20, 16 and 3: on 720 search-quality instances of n = 6-14
+#: (generated and real tokens) 22 answers lower (one by 75 %) and 2 higher by at most 3e-4,
+#: for +34 % summed time; the default then within 1e-3 of the best of two patient searches
+#: on 99.5 % of each generated set and all real-token instances (docs/benchmarks.md,
+#: "A longer screen").
+SCREEN_ITER = 40
 #: Screened starts descended to the end, lowest norm first.
-SCREEN_TOP = 3
+SCREEN_TOP = 4
 #: Realisability problems plus SVMs the ``realisable`` family's branch-and-bound may spend
 #: (0.15-0.35 ms each at n <= 32). 2000 stopped it short of the best realisable selection
 #: where it wins by 11-32 % (n = 13-25, T = 3-4, d = 5-40, docs/benchmarks.md); most
@@ -551,6 +557,7 @@ def search_starts(
     options: dict | None = None,
     hard: bool = False,
     retired: Collection[str] = (),
+    screen_scale: float = 1.0,
 ) -> Iterator[tuple[str, DescentRun]]:
     """Yield ``(name, run)`` for further starts of P_R until the gap closes or the budget ends.
 
@@ -608,6 +615,12 @@ def search_starts(
         family's turns count against ``max_starts`` without running: the search ends sooner.
         Once every family is retired the turns end, but the screen is still tried: its
         starts are not the families'.
+    screen_scale : float, default=1.0
+        Size of the screen relative to the default (at least 1): the screen realises
+        ``screen_scale`` times :data:`SCREEN_SELECTIONS` selections (found with as many times
+        :data:`SCREEN_WORK`) and draws that many times :data:`SCREEN_RANDOM` random starts,
+        and descends ``sqrt(screen_scale)`` times :data:`SCREEN_TOP` of them (rounded) to the
+        end. :func:`margin_solver.minnorm.solve_min_norm` scales it with ``search_starts``.
 
     Yields
     ------
@@ -669,7 +682,7 @@ def search_starts(
             break
     if "screen" not in ideas or closed(gap_rtol if screen_gap_rtol is None else screen_gap_rtol):
         return context.timed_out
-    for name, run in _screen_starts(context, deadline):
+    for name, run in _screen_starts(context, deadline, max(1.0, screen_scale)):
         if run.point.feasible and (best is None or run.norm < best.norm):
             best = run
         yield name, run
@@ -882,24 +895,26 @@ def _random_starts(context: _Context) -> Iterator:
         yield f"random_extra_{k}", context.descend(p0)
 
 
-def _screen_starts(context: _Context, deadline: float) -> Iterator:
-    """The screen's :data:`SCREEN_TOP` descents (module docstring); no start after
-    ``deadline`` (:meth:`_Context.past`)."""
+def _screen_starts(context: _Context, deadline: float, scale: float = 1.0) -> Iterator:
+    """The screen's descents (module docstring), ``scale`` times its default size
+    (:func:`search_starts`, ``screen_scale``); no start after ``deadline``
+    (:meth:`_Context.past`)."""
     if context.n > SCREEN_MAX_SAMPLES:
         return
     H, T, R, form = context.H, context.T, context.R, context.form
-    found = list(realisable_selections(H, context.y, T, max_work=SCREEN_WORK,
-                                       keep=SCREEN_SELECTIONS, deadline=deadline))
+    keep = round(SCREEN_SELECTIONS * scale)
+    found = list(realisable_selections(H, context.y, T, max_work=round(SCREEN_WORK * scale),
+                                       keep=keep, deadline=deadline))
     if context.past(deadline):
         return
     pool = []
-    for tokens, _ in sorted(found, key=lambda item: item[1])[:SCREEN_SELECTIONS]:
+    for tokens, _ in sorted(found, key=lambda item: item[1])[:keep]:
         if tokens.tobytes() in context.seen:  # descended already by another family
             continue
         c = attention_svm(H, T, tokens, R)
         if c is not None:
             pool.append(form.from_coefficients(c))
-    pool.extend(itertools.islice(_random_points(context), SCREEN_RANDOM))
+    pool.extend(itertools.islice(_random_points(context), round(SCREEN_RANDOM * scale)))
     short = {**context.options, "max_iter": SCREEN_ITER}
     screened = []
     for p0 in pool:
@@ -908,7 +923,7 @@ def _screen_starts(context: _Context, deadline: float) -> Iterator:
         run = descend(form, context.y, p0, R, **short)
         if run.point.feasible:
             screened.append((run.norm, len(screened), run.point.p))
-    for k, (_, _, p) in enumerate(sorted(screened)[:SCREEN_TOP]):
+    for k, (_, _, p) in enumerate(sorted(screened)[:round(SCREEN_TOP * math.sqrt(scale))]):
         if context.past(deadline):
             return
         yield f"screen_{k}", context.descend(p)
