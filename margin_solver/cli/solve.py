@@ -65,7 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="further starts after the first ones (default: 8 when they leave a gap, see "
-        "solve_min_norm's search_starts; 0 turns the search off)",
+        "solve_min_norm's search_starts; 0 turns the search off; more is a more patient "
+        "search, with a screen search_starts/8 times larger)",
     )
     parser.add_argument(
         "--p0",
