@@ -895,7 +895,7 @@ def _random_starts(context: _Context) -> Iterator:
         yield f"random_extra_{k}", context.descend(p0)
 
 
-def _screen_starts(context: _Context, deadline: float, scale: float = 1.0) -> Iterator:
+def _screen_starts(context: _Context, deadline: float, scale: float) -> Iterator:
     """The screen's descents (module docstring), ``scale`` times its default size
     (:func:`search_starts`, ``screen_scale``); no start after ``deadline``
     (:meth:`_Context.past`)."""

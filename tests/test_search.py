@@ -324,15 +324,20 @@ def test_without_the_screen_the_default_stays_above(monkeypatch):
     assert unscreened.norm > screened.norm * 1.05  # 3.19734
 
 
+def _screen_runs(n: int, **kwargs) -> list:
+    """The runs of the screen alone (no family turns) on an issue instance, T = 2, d = 40."""
+    X, y, _ = issue_instance(3, n=n, T=2, d=40)
+    return list(search_starts(DenseForm(X), TokenGram(X).H, y, 2, 10 / math.sqrt(40), None,
+                              max_starts=0, rng=np.random.default_rng(0), ideas=("screen",),
+                              **kwargs))
+
+
 @pytest.mark.parametrize("n", [48, 49])
 def test_screen_runs_up_to_48_samples_only(n):
     # n = 100 paper-model solves (issue 12's cost study) must not pay for it
     from margin_solver.search import SCREEN_MAX_SAMPLES
 
-    X, y, _ = issue_instance(3, n=n, T=2, d=40)
-    R = 10 / math.sqrt(40)
-    runs = list(search_starts(DenseForm(X), TokenGram(X).H, y, 2, R, None, max_starts=0,
-                              rng=np.random.default_rng(0), ideas=("screen",)))
+    runs = _screen_runs(n)
     names = [name for name, _ in runs]
     if n <= SCREEN_MAX_SAMPLES:
         assert names == [f"screen_{k}" for k in range(SCREEN_TOP)]
@@ -343,11 +348,7 @@ def test_screen_runs_up_to_48_samples_only(n):
 
 @pytest.mark.parametrize("scale, descents", [(0.5, SCREEN_TOP), (4.0, 2 * SCREEN_TOP)])
 def test_screen_grows_with_its_scale(scale, descents):
-    X, y, _ = issue_instance(3, n=8, T=2, d=40)
-    R = 10 / math.sqrt(40)
-    runs = list(search_starts(DenseForm(X), TokenGram(X).H, y, 2, R, None, max_starts=0,
-                              rng=np.random.default_rng(0), ideas=("screen",),
-                              options={"max_iter": 30}, screen_scale=scale))
+    runs = _screen_runs(8, options={"max_iter": 30}, screen_scale=scale)
     assert [name for name, _ in runs] == [f"screen_{k}" for k in range(descents)]
 
 
