@@ -8,39 +8,42 @@ import importlib
 import importlib.util
 import logging
 
+from margin_solver import _compat
 from margin_solver._version import __version__
 
-# Eager, unlike the names below: the function ``compare`` shares its name with its module,
-# and importing the module margin_solver.compare (which other modules do) would set the
-# package attribute to the module. (It costs numpy and scipy.special, which every verb needs.)
-from margin_solver.compare import Comparison, compare
+# Eager, unlike the names below (it costs numpy and scipy.special, which every verb needs).
+from margin_solver.analysis.compare import Comparison, compare
+
+# ``import margin_solver.vstep`` and the other module paths before the subpackages keep
+# working, with a DeprecationWarning (margin_solver._compat).
+_compat.install()
 
 #: Public name -> the module defining it. The names load on first use (PEP 562), so that
-#: ``import margin_solver.cli`` or ``margin_solver.data`` does not pay for the solvers'
+#: ``import margin_solver.cli`` or ``margin_solver.core.data`` does not pay for the solvers'
 #: imports (scipy.optimize, scipy.special): each CLI verb imports what it runs.
 _EXPORTS = {
-    "LowerBoundResult": "bounds",
-    "global_lower_bound": "bounds",
-    "Dataset": "data",
-    "PaperDistribution": "data",
-    "load_dataset": "data",
+    "LowerBoundResult": "bounds.lower",
+    "global_lower_bound": "bounds.lower",
+    "Dataset": "core.data",
+    "PaperDistribution": "core.data",
+    "load_dataset": "core.data",
     "SingleHeadAttentionClassifier": "estimator",
-    "GDResult": "gd",
-    "gradient_descent": "gd",
-    "Metrics": "metrics",
-    "evaluate": "metrics",
-    "MinNormResult": "minnorm",
-    "solve_min_norm": "minnorm",
-    "MultiHeadMinNormResult": "multihead",
-    "solve_min_norm_heads": "multihead",
-    "ConvergenceWarning": "results",
-    "solve_attention_svm": "selection",
+    "GDResult": "gd.endpoints",
+    "gradient_descent": "gd.endpoints",
+    "Metrics": "analysis.metrics",
+    "evaluate": "analysis.metrics",
+    "MinNormResult": "minnorm.solve",
+    "solve_min_norm": "minnorm.solve",
+    "MultiHeadMinNormResult": "minnorm.multihead",
+    "solve_min_norm_heads": "minnorm.multihead",
+    "ConvergenceWarning": "core.results",
+    "solve_attention_svm": "svm.selection",
     "ConditionReport": "theory",
     "Constants": "theory",
     "check_conditions": "theory",
-    "InvalidInputError": "validation",
-    "VStepResult": "vstep",
-    "solve_vstep": "vstep",
+    "InvalidInputError": "core.validation",
+    "VStepResult": "svm.vstep",
+    "solve_vstep": "svm.vstep",
 }
 
 
@@ -48,8 +51,8 @@ def __getattr__(name: str) -> object:
     if name in _EXPORTS:
         value = getattr(importlib.import_module(f"margin_solver.{_EXPORTS[name]}"), name)
     elif not name.startswith("_") and importlib.util.find_spec(f"margin_solver.{name}"):
-        # ``margin_solver.vstep`` after a bare ``import margin_solver`` kept working when
-        # every module was imported eagerly; it still does.
+        # ``margin_solver.svm`` after a bare ``import margin_solver`` (or an old module path,
+        # with a warning) works as when every module was imported eagerly.
         value = importlib.import_module(f"margin_solver.{name}")
     else:
         raise AttributeError(f"module 'margin_solver' has no attribute {name!r}")

@@ -27,12 +27,12 @@ except ImportError as exc:  # pragma: no cover -- the test extra installs scikit
         "gradient_descent) work without it."
     ) from exc
 
-from margin_solver.gd import gradient_descent, token_scale
-from margin_solver.kernel import multihead_outputs, outputs
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.multihead import solve_min_norm_heads
-from margin_solver.results import ConvergenceWarning as SolverConvergenceWarning
-from margin_solver.validation import InvalidInputError, check_magnitude, check_tokens
+from margin_solver.core.kernel import multihead_outputs, outputs
+from margin_solver.core.results import ConvergenceWarning as SolverConvergenceWarning
+from margin_solver.core.validation import InvalidInputError, check_magnitude, check_tokens
+from margin_solver.gd.endpoints import gradient_descent, token_scale
+from margin_solver.minnorm.multihead import solve_min_norm_heads
+from margin_solver.minnorm.solve import solve_min_norm
 
 __all__ = ["FIT_METHODS", "NotFittedError", "SingleHeadAttentionClassifier"]
 
@@ -63,9 +63,9 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     method : {"min-norm", "gd"}, default="min-norm"
-        ``"min-norm"`` calls :func:`margin_solver.minnorm.solve_min_norm` (the
+        ``"min-norm"`` calls :func:`margin_solver.minnorm.solve.solve_min_norm` (the
         min-norm interpolator with ``||p|| <= R``); ``"gd"`` calls
-        :func:`margin_solver.gd.gradient_descent`.
+        :func:`margin_solver.gd.endpoints.gradient_descent`.
     n_tokens : int, optional
         Tokens per sample of 2-D input: a row of ``T * d`` numbers is read as ``T`` tokens of
         ``d`` (``X.reshape(n, T, d)``), so that ``StandardScaler`` and other transformers
@@ -95,7 +95,7 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
         The solver's progress: bars when stderr is a terminal, else log lines.
     heads : int, default=1
         Attention heads H of ``f(X) = sum_h v_h^T X^T softmax(X p_h)``; for H > 1 the
-        min-norm fit is :func:`margin_solver.multihead.solve_min_norm_heads` (never
+        min-norm fit is :func:`margin_solver.minnorm.multihead.solve_min_norm_heads` (never
         certified) and GD runs with ``heads=H`` (from a random initialisation, pass
         ``solver_options={"init": "random"}``, else the heads stay identical); ``v_`` and
         ``p_`` then have shape (H, n_features).
@@ -131,7 +131,7 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
 
     Examples
     --------
-    >>> from margin_solver.data import PaperDistribution
+    >>> from margin_solver.core.data import PaperDistribution
     >>> train, test = PaperDistribution(d=2000, snr=0.35, eta=0.1).sample_train_test(20, 200, seed=0)
     >>> clf = SingleHeadAttentionClassifier(method="gd").fit(train.X, train.y)
     >>> clf.score(train.X, train.y)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from margin_solver.data import Dataset, PaperDistribution
+from margin_solver.core.data import Dataset, PaperDistribution
 
 # Property tests run a fixed sequence of examples (derandomize: the same examples on every run
 # and machine, as many as each test asks for), so a tolerance met by chance cannot make a run

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import margin_solver
-from margin_solver.selection import solve_attention_svm
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.svm.selection import solve_attention_svm
 
 
 def test_known_answer_two_samples():

@@ -4,16 +4,16 @@ import json
 
 import pytest
 from PIL import Image
+from test_claim_studies import CLAIMS
 
 from margin_solver._version import __version__
-from margin_solver.cli import main
 from margin_solver.bench.resultlog import read_rows
 from margin_solver.bench.studies import STUDIES
-from test_claim_studies import CLAIMS
 from margin_solver.bench.study_plots import regime_map
-from margin_solver.theory import Regime
 from margin_solver.bench.sweeps import load_results
 from margin_solver.bench.trajectory_study import read_trajectories
+from margin_solver.cli import main
+from margin_solver.theory import Regime
 
 
 @pytest.mark.slow
@@ -133,7 +133,7 @@ def test_regime_map_classifies_by_interpolation_and_clean_error():
 def test_speed_benchmarks_run_in_process_and_a_failure_is_a_row(tmp_path, monkeypatch):
     """The speed report calls the benchmark functions (no script beside the package); one
     that raises is recorded with exit code 1 and its traceback, and the report still ends."""
-    from margin_solver.bench import speed_report, vstep_speed
+    from margin_solver.bench.measure import speed_report, vstep_speed
 
     def broken(argv):
         print("started")

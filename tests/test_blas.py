@@ -3,8 +3,8 @@ libraries again after new modules were imported."""
 
 import sys
 
-from margin_solver import blas
-from margin_solver.blas import blas_threads, single_threaded_blas
+from margin_solver.core import blas
+from margin_solver.core.blas import blas_threads, single_threaded_blas
 
 
 def test_the_limit_holds_inside_and_is_restored_after():

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from margin_solver.bench.realdata import digits_train_test
-from margin_solver.bounds import _enumerate, global_lower_bound
-from margin_solver.data import PaperDistribution
-from margin_solver.kernel import TokenGram
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.progress import ProgressBar
-from margin_solver.results import ConvergenceWarning
-from margin_solver.selection import aggregated_lift, selection_svm
+from margin_solver.bounds.lower import _enumerate, global_lower_bound
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.kernel import TokenGram
+from margin_solver.core.progress import ProgressBar
+from margin_solver.core.results import ConvergenceWarning
+from margin_solver.minnorm.solve import solve_min_norm
+from margin_solver.svm.selection import aggregated_lift, selection_svm
 
 
 def _random_instance(seed: int, n: int, T: int, d: int):

@@ -13,10 +13,10 @@ import warnings
 
 import numpy as np
 
-from margin_solver.bench.search_quality import make_instance
-from margin_solver.bounds import global_lower_bound
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.results import ConvergenceWarning
+from margin_solver.bench.measure.search_quality import make_instance
+from margin_solver.bounds.lower import global_lower_bound
+from margin_solver.core.results import ConvergenceWarning
+from margin_solver.minnorm.solve import solve_min_norm
 
 
 def test_certified_solve_answers_where_a_mean_token_rounds_below_zero():

@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from margin_solver.bounds import global_lower_bound
-from margin_solver.data import PaperDistribution
-from margin_solver.kernel import TokenGram
-from margin_solver.selection import attention_svm, selection_svm
-from margin_solver.validation import InvalidInputError
+from margin_solver.bounds.lower import global_lower_bound
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.kernel import TokenGram
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.svm.selection import attention_svm, selection_svm
 
 
 def paper_data(n, kappa, T=2, d=200, seed=3):
@@ -102,7 +102,7 @@ def test_attention_svm_singles_out_the_selection():
 
 
 def test_best_tokens_breaks_ties_without_rounding():
-    from margin_solver.selection import best_tokens
+    from margin_solver.svm.selection import best_tokens
 
     current = np.array([0, 1, 0, 1])
     for eps in (0.0, 1e-15, -1e-15):
@@ -114,8 +114,8 @@ def test_best_tokens_breaks_ties_without_rounding():
 
 
 def test_hard_selection_alternation_is_deterministic_under_rounding():
-    from margin_solver.bounds import first_step_margins
-    from margin_solver.selection import hard_selection_alternation
+    from margin_solver.bounds.lower import first_step_margins
+    from margin_solver.svm.selection import hard_selection_alternation
 
     # few dimensions and a shared signal token: samples' tokens tie on the SVM's margin
     ds = PaperDistribution(d=80, T=2, snr=math.sqrt(4 / 40), eta=0.1).sample(40, seed=11)

@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
-import margin_solver.bounds
-from margin_solver.bench.search_quality import make_instance
-from margin_solver.bounds import global_lower_bound
-from margin_solver.kernel import TokenGram
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.results import ConvergenceWarning
+import margin_solver.bounds.lower
+from margin_solver.bench.measure.search_quality import make_instance
+from margin_solver.bounds.lower import global_lower_bound
+from margin_solver.core.kernel import TokenGram
+from margin_solver.core.results import ConvergenceWarning
+from margin_solver.minnorm.solve import solve_min_norm
 
 
 def _cancer_rows():
@@ -58,8 +58,8 @@ def test_the_bound_runs_no_descent_and_one_alternation(monkeypatch, certify):
     # starts, the search's guide, LB and the finite-R bound all use the one alternation
     rng = np.random.default_rng(3)
     X, y = rng.standard_normal((12, 2, 6)), rng.choice([-1.0, 1.0], 12)
-    descents = _counting(monkeypatch, margin_solver.bounds, "descend")
-    alternations = _counting(monkeypatch, margin_solver.bounds, "hard_selection_alternation")
+    descents = _counting(monkeypatch, margin_solver.bounds.lower, "descend")
+    alternations = _counting(monkeypatch, margin_solver.bounds.lower, "hard_selection_alternation")
     res = solve_min_norm(X, y, R=10 / math.sqrt(6), certify=certify, bound_time_limit=1.0)
     assert res.solution_present
     assert len(res.start_norms) > 5  # the search ran
@@ -82,6 +82,6 @@ def test_linearised_stage_takes_a_sample_whose_mean_token_is_zero():
     # the v-step rejected (an InvalidInputError out of certify=True)
     X, y = make_instance("integer", 8, 3, 3, 20261287)
     assert np.all(X[0].sum(axis=0) == 0)
-    value = margin_solver.bounds._linearised(TokenGram(X).H, y, 3, 10 / math.sqrt(3), 1.0,
+    value = margin_solver.bounds.lower._linearised(TokenGram(X).H, y, 3, 10 / math.sqrt(3), 1.0,
                                              0.0, math.inf)
     assert value == 0.0

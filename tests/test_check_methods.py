@@ -12,11 +12,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from margin_solver.analysis.estimation import bootstrap_intervals, estimate_signal_noise
 from margin_solver.cli import main
-from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.estimation import bootstrap_intervals, estimate_signal_noise
-from margin_solver.gd import default_step_sizes, gradient_descent, token_scale
-from margin_solver.minnorm import solve_min_norm
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.gd.endpoints import default_step_sizes, gradient_descent, token_scale
+from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.theory import (
     BENIGN,
     CANNOT_TELL,
@@ -27,7 +28,6 @@ from margin_solver.theory import (
     check_conditions,
     two_step_upper_kappa,
 )
-from margin_solver.validation import InvalidInputError
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -283,8 +283,8 @@ def test_cli_method_flags(train_file, capsys):
 
 
 def test_cli_infers_the_method_from_saved_results(train_file, capsys):
-    from margin_solver.data import load_dataset
-    from margin_solver.fileio import write_json
+    from margin_solver.core.data import load_dataset
+    from margin_solver.core.fileio import write_json
 
     train = load_dataset(train_file / "train.npz")
     gd = gradient_descent(train)

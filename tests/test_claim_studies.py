@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from margin_solver.data import Dataset
 from margin_solver.bench import claim_longgd, claim_neighbours, claim_regpath, claim_tokens
 from margin_solver.bench.claim_runner import read_claim_rows
 from margin_solver.bench.studies import run_study
+from margin_solver.core.data import Dataset
 
 CLAIMS = ("weight-decay-path", "large-T", "dominant-token", "long-gd", "fixed-head", "attention-svm")
 

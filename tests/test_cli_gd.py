@@ -9,9 +9,9 @@ import pytest
 from matplotlib.image import imread
 from PIL import Image
 
-from margin_solver.cli import main
-from margin_solver.gd import gradient_descent
 from margin_solver.bench.plots import plot_gd_trajectory
+from margin_solver.cli import main
+from margin_solver.gd.endpoints import gradient_descent
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import re
 
 import numpy as np
 import pytest
-
 from badfiles import (
     DEEP_JSON,
     HUGE_INT_JSON,
@@ -17,7 +16,7 @@ from badfiles import (
 )
 
 from margin_solver.cli import EXIT_INPUT_ERROR, EXIT_NO_ANSWER, main
-from margin_solver.data import Dataset, PaperDistribution
+from margin_solver.core.data import Dataset, PaperDistribution
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from margin_solver.cli import EXIT_NO_ANSWER, main
-from margin_solver.data import Dataset, PaperDistribution
+from margin_solver.core.data import Dataset, PaperDistribution
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from margin_solver.compare import compare
-from margin_solver.gd import gradient_descent
-from margin_solver.metrics import evaluate
-from margin_solver.validation import InvalidInputError
+from margin_solver.analysis.compare import compare
+from margin_solver.analysis.metrics import evaluate
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.gd.endpoints import gradient_descent
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_bad_inputs(fitted):
 
 
 def test_min_norm_result_against_gd(fitted):
-    from margin_solver.minnorm import solve_min_norm
+    from margin_solver.minnorm.solve import solve_min_norm
 
     train, test, two, _ = fitted
     mn = solve_min_norm(train, R=float(np.linalg.norm(two.p)))

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.generate import save_on_disk
-from margin_solver.kernel import TokenGram, _twin_candidates, conflicting_pairs
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.results import ConvergenceWarning
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.generate import save_on_disk
+from margin_solver.core.kernel import TokenGram, _twin_candidates, conflicting_pairs
+from margin_solver.core.results import ConvergenceWarning
+from margin_solver.minnorm.solve import solve_min_norm
 
 
 def _screened(X, y):
@@ -100,7 +100,7 @@ def test_screen_blocks_agree_with_one_block(monkeypatch):
     y = rng.choice([-1.0, 1.0], size=30)
     H = TokenGram(X).H
     whole = _twin_candidates(H, y, X.shape)
-    monkeypatch.setattr("margin_solver.kernel._SCREEN_BYTES", 1)  # one sample per block
+    monkeypatch.setattr("margin_solver.core.kernel._SCREEN_BYTES", 1)  # one sample per block
     assert _twin_candidates(H, y, X.shape) == whole and whole
 
 

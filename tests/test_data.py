@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from margin_solver.data import Dataset, PaperDistribution, load_dataset
-from margin_solver.validation import InvalidInputError, check_positive
+from margin_solver.core.data import Dataset, PaperDistribution, load_dataset
+from margin_solver.core.validation import InvalidInputError, check_positive
 
 
 def test_sample_shapes_labels_and_parameters():

@@ -1,5 +1,5 @@
 """Second-order steps of the P_R descent: Newton in the score space and the support-aware SQP
-step (margin_solver.alternating, margin_solver.sqp; issue 12 part 3)."""
+step (margin_solver.descent.alternating, margin_solver.descent.sqp; issue 12 part 3)."""
 
 import functools
 import math
@@ -7,23 +7,23 @@ import math
 import numpy as np
 import pytest
 
-from margin_solver.alternating import (
+from margin_solver.bench.measure.minnorm_convergence import stationarity
+from margin_solver.bench.realdata import digits_train_test
+from margin_solver.bounds.lower import first_step_margins
+from margin_solver.core.blas import single_threaded_blas
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.kernel import TokenGram
+from margin_solver.descent.alternating import (
     DenseForm,
     KernelForm,
     _sqp_model,
-    with_gradient,
     descend,
     evaluate_phi,
     score_hessian,
+    with_gradient,
 )
-from margin_solver.bench.minnorm_convergence import stationarity
-from margin_solver.blas import single_threaded_blas
-from margin_solver.bench.realdata import digits_train_test
-from margin_solver.bounds import first_step_margins
-from margin_solver.data import PaperDistribution
-from margin_solver.gd import token_scale
-from margin_solver.kernel import TokenGram
-from margin_solver.selection import attention_svm, hard_selection_alternation
+from margin_solver.gd.endpoints import token_scale
+from margin_solver.svm.selection import attention_svm, hard_selection_alternation
 
 
 def _hard_selection_start(train, R):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
+from margin_solver.core.kernel import outputs
+from margin_solver.core.validation import InvalidInputError
 from margin_solver.estimator import NotFittedError, SingleHeadAttentionClassifier
-from margin_solver.gd import gradient_descent
-from margin_solver.kernel import outputs
-from margin_solver.validation import InvalidInputError
+from margin_solver.gd.endpoints import gradient_descent
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_sklearn_clone_and_cross_val_score(data):
 
 
 def test_min_norm_method(data):
-    from margin_solver.minnorm import solve_min_norm
+    from margin_solver.minnorm.solve import solve_min_norm
 
     train, _ = data
     clf = SingleHeadAttentionClassifier(method="min-norm", R=5.0, random_state=0).fit(train.X, train.y)

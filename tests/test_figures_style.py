@@ -30,8 +30,8 @@ from margin_solver.bench.style import (
 )
 from margin_solver.bench.sweeps import SweepConfig, SweepGrid, run_sweep
 from margin_solver.cli import EXIT_INPUT_ERROR, main
-from margin_solver.data import PaperDistribution
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.validation import InvalidInputError
 
 
 def _figure() -> Figure:

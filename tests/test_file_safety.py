@@ -20,9 +20,9 @@ from badfiles import device_node
 from margin_solver.bench.resultlog import ResultLog, read_rows
 from margin_solver.bench.sweeps import FIELDS, KEY_FIELDS, SweepConfig, SweepGrid, run_sweep
 from margin_solver.cli import EXIT_BROKEN_PIPE, EXIT_INPUT_ERROR, main
-from margin_solver.data import PaperDistribution
-from margin_solver.fileio import atomic_write_text, file_mode, write_json
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.fileio import atomic_write_text, file_mode, write_json
+from margin_solver.core.validation import InvalidInputError
 
 SWEEP = ["sweep", "--n", "8", "--d", "20", "--kappa", "1", "--methods", "uniform-svm",
          "--n-test", "10", "--jobs", "1", "--no-progress"]

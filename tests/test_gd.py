@@ -7,11 +7,16 @@ import json
 import numpy as np
 import pytest
 
-from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.gd import TRAJECTORY_COLUMNS, default_step_sizes, gradient_descent, token_scale
-from margin_solver.kernel import loss_and_grads
-from margin_solver.results import ConvergenceWarning
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.kernel import loss_and_grads
+from margin_solver.core.results import ConvergenceWarning
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.gd.endpoints import (
+    TRAJECTORY_COLUMNS,
+    default_step_sizes,
+    gradient_descent,
+    token_scale,
+)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +101,7 @@ def test_kernel_and_dense_forms_agree(small, init, options):
 
 
 def test_dense_form_streamed_in_blocks_gives_the_same_iterates(small, monkeypatch):
-    from margin_solver import gd
+    from margin_solver.gd import endpoints as gd
 
     train, test = small
     options = {"schedule": "constant", "steps": 15, "weight_decay": 0.01, "test": test}
@@ -151,7 +156,7 @@ def _cos(a, b):
 
 def test_long_weight_decay_gd_approaches_the_max_margin_direction(weight_decay_runs):
     """Reference: the v-step (hard-margin SVM) at the attention GD ends with."""
-    from margin_solver.vstep import solve_vstep
+    from margin_solver.svm.vstep import solve_vstep
 
     train, runs = weight_decay_runs
     Z = np.einsum("nt,ntd->nd", runs[-1].attention, train.X)
@@ -166,7 +171,7 @@ def test_long_weight_decay_gd_approaches_the_max_margin_direction(weight_decay_r
 
 def test_long_weight_decay_gd_approaches_the_min_norm_solution(weight_decay_runs):
     """Reference: the certified min-norm solution of P_R with R = GD's final ||p||."""
-    from margin_solver.minnorm import solve_min_norm
+    from margin_solver.minnorm.solve import solve_min_norm
 
     train, runs = weight_decay_runs
     ref = solve_min_norm(train, R=runs[-1].p_norm, certify=True, gap_tol=0.1)

@@ -5,9 +5,9 @@ this changes a number beyond rounding."""
 import numpy as np
 import pytest
 
-from margin_solver.data import PaperDistribution
-from margin_solver.gd import gradient_descent
-from margin_solver.metrics import evaluate, output_metrics, trusted_metrics
+from margin_solver.analysis.metrics import evaluate, output_metrics, trusted_metrics
+from margin_solver.core.data import PaperDistribution
+from margin_solver.gd.endpoints import gradient_descent
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_one_step_from_zero_is_the_closed_form(train):
 
 def test_blocked_dense_form_skips_gradients_only_at_the_end(monkeypatch, train):
     """A run whose every evaluation returns gradients equals one that drops the last."""
-    import margin_solver.gd as gd
+    import margin_solver.gd.endpoints as gd
 
     original = gd._DenseGDState.evaluate
     monkeypatch.setattr(gd._DenseGDState, "evaluate",
@@ -77,7 +77,7 @@ def test_blocked_dense_form_skips_gradients_only_at_the_end(monkeypatch, train):
     assert full.loss == lean.loss and full.min_margin == lean.min_margin
 
 
-@pytest.mark.filterwarnings("ignore::margin_solver.results.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::margin_solver.core.results.ConvergenceWarning")
 @pytest.mark.parametrize("form", ["dense", "kernel"])
 @pytest.mark.parametrize("kw", [
     {"schedule": "two-step"},
@@ -88,7 +88,7 @@ def test_blocked_dense_form_skips_gradients_only_at_the_end(monkeypatch, train):
 def test_zero_rows_skipped_give_the_general_iterates(monkeypatch, train, form, kw):
     """Skipping the products of zero rows (v and p at zero, p after one step, the attention
     coefficients while v = 0) gives the iterates of multiplying every row."""
-    import margin_solver.gd as gd
+    import margin_solver.gd.endpoints as gd
 
     if kw.get("v0") == "ones":
         kw = {**kw, "v0": np.ones(train.d) / np.sqrt(train.d)}
@@ -108,7 +108,7 @@ def test_zero_rows_skipped_give_the_general_iterates(monkeypatch, train, form, k
 def test_single_product_evaluations_stream_X_whole(monkeypatch, train):
     """With X in blocks, an evaluation doing one product (from a zero iterate; without
     gradients) reads X in one piece and gives what the blocks give, to rounding."""
-    import margin_solver.gd as gd
+    import margin_solver.gd.endpoints as gd
 
     monkeypatch.setattr(gd, "_CACHE_BYTES", 0)
     monkeypatch.setattr(gd, "_BLOCK_BYTES", 7 * train.T * train.d * 8)  # 7, 7, 7, 7, 2 samples

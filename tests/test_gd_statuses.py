@@ -21,10 +21,10 @@ from sklearn.model_selection import cross_val_score
 from margin_solver.bench.methods import SWEEP_METHODS, MethodCall
 from margin_solver.bench.realdata import digits_train_test, image_tokens, load_digits_images
 from margin_solver.cli import EXIT_NO_ANSWER, EXIT_OK, main
-from margin_solver.data import Dataset, PaperDistribution
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.results import ConvergenceWarning
 from margin_solver.estimator import SingleHeadAttentionClassifier
-from margin_solver.gd import default_step_sizes, gradient_descent
-from margin_solver.results import ConvergenceWarning
+from margin_solver.gd.endpoints import default_step_sizes, gradient_descent
 
 
 def feature_tokens(features: np.ndarray, T: int) -> np.ndarray:

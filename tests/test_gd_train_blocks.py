@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from margin_solver.data import PaperDistribution
-from margin_solver.gd import gradient_descent
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.gd.endpoints import gradient_descent
 
 
 @pytest.fixture(scope="module")

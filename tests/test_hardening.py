@@ -27,10 +27,10 @@ from margin_solver import (
     solve_min_norm,
     solve_vstep,
 )
-from margin_solver import vstep as vstep_module
-from margin_solver.alternating import DenseForm, evaluate_phi, gradient_coefficients
-from margin_solver.kernel import margins, outputs
-from margin_solver.results import INFEASIBLE, OPTIMAL_INACCURATE
+from margin_solver.core.kernel import margins, outputs
+from margin_solver.core.results import INFEASIBLE, OPTIMAL_INACCURATE
+from margin_solver.descent.alternating import DenseForm, evaluate_phi, gradient_coefficients
+from margin_solver.svm import vstep as vstep_module
 from margin_solver.theory import Constants
 
 BASE = PaperDistribution(d=6, T=2, snr=0.8, eta=0.0).sample(6, seed=0)

@@ -8,16 +8,16 @@ import json
 import numpy as np
 import pytest
 
+from margin_solver.analysis.compare import compare
 from margin_solver.bench.studies import run_study
 from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run_sweep
 from margin_solver.cli import main
-from margin_solver.compare import compare
-from margin_solver.data import PaperDistribution
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.kernel import multihead_outputs
+from margin_solver.core.validation import InvalidInputError
 from margin_solver.estimator import SingleHeadAttentionClassifier
-from margin_solver.gd import gradient_descent
-from margin_solver.kernel import multihead_outputs
+from margin_solver.gd.endpoints import gradient_descent
 from margin_solver.theory import Regime, check_conditions
-from margin_solver.validation import InvalidInputError
 
 
 @pytest.fixture(scope="module")

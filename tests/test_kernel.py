@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from margin_solver import kernel as K
+from margin_solver.core import kernel as K
 
 
 def _instance(seed=0, n=5, T=3, d=7, scale=1.0):

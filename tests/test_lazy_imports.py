@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from margin_solver.data import PaperDistribution
+from margin_solver.core.data import PaperDistribution
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -17,7 +17,7 @@ def _loaded_after(code: str) -> set[str]:
     return set(out.split())
 
 
-HEAVY = {"scipy.optimize", "margin_solver.minnorm", "margin_solver.bounds", "cvxpy",
+HEAVY = {"scipy.optimize", "margin_solver.minnorm.solve", "margin_solver.bounds.lower", "cvxpy",
          "matplotlib", "joblib"}
 
 
@@ -42,11 +42,11 @@ def test_check_and_gd_load_no_min_norm_solver(tmp_path, verb):
 def test_package_names_and_submodules_resolve_on_first_use():
     loaded = _loaded_after(
         "import margin_solver as m\n"
-        "assert m.solve_min_norm.__module__ == 'margin_solver.minnorm'\n"
+        "assert m.solve_min_norm.__module__ == 'margin_solver.minnorm.solve'\n"
         "assert m.vstep.solve_vstep is m.solve_vstep\n"
         "assert callable(m.compare)"
     )
-    assert "margin_solver.minnorm" in loaded
+    assert "margin_solver.minnorm.solve" in loaded
     import margin_solver
 
     with pytest.raises(AttributeError):

@@ -6,13 +6,13 @@ import math
 import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_wine
-
-from margin_solver.bounds import global_lower_bound
-from margin_solver.kernel import TokenGram
-from margin_solver.linbound import linearised_bound
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.vstep import solve_vstep
 from test_rbounds import _softmax, exhaustive_p_r
+
+from margin_solver.bounds.linbound import linearised_bound
+from margin_solver.bounds.lower import global_lower_bound
+from margin_solver.core.kernel import TokenGram
+from margin_solver.minnorm.solve import solve_min_norm
+from margin_solver.svm.vstep import solve_vstep
 
 
 def test_softmax_second_order_expansion_leaves_the_stated_third_order_remainder():
@@ -79,7 +79,7 @@ def test_cancer_tokens_t3_certified_at_small_r_by_the_linearised_bound():
     assert res.value <= upper * (1 + 1e-9)
 
 
-@pytest.mark.filterwarnings("ignore::margin_solver.results.ConvergenceWarning")  # not closed
+@pytest.mark.filterwarnings("ignore::margin_solver.core.results.ConvergenceWarning")  # not closed
 def test_wine_tokens_t3_bound_below_restarts_and_within_one_percent():
     X, y = _standardised_tokens("wine", 10, 3, 4)
     R = 0.1 / math.sqrt(4)
@@ -97,7 +97,7 @@ def test_wine_tokens_t3_bound_below_restarts_and_within_one_percent():
 def test_the_value_is_scale_free_in_the_multipliers_and_does_not_overflow():
     # the line search of the dual ascent can try alpha of order 1e200: ||E||^2 overflowed a
     # Python float (OverflowError out of certify=True on a search-quality instance)
-    from margin_solver.linbound import _Linearised
+    from margin_solver.bounds.linbound import _Linearised
 
     rng = np.random.default_rng(4)
     X = rng.standard_normal((6, 3, 4))

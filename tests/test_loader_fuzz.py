@@ -8,14 +8,19 @@ import zipfile
 
 import numpy as np
 import pytest
+from badfiles import (
+    DEEP_JSON,
+    HUGE_INT_JSON,
+    corrupt_compressed_npz,
+    encrypted_flag_npz,
+    params_npz,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from badfiles import DEEP_JSON, HUGE_INT_JSON, corrupt_compressed_npz, encrypted_flag_npz, params_npz
-
-from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.validation import InvalidInputError
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 VALID = PaperDistribution(d=3, T=2, snr=1.0, eta=0.2).sample(4, seed=0)

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from margin_solver import solve_min_norm
-from margin_solver.bench.search_quality import make_instance
-from margin_solver.kernel import TokenGram, softmax
-from margin_solver.rbounds import (
+from margin_solver.bench.measure.search_quality import make_instance
+from margin_solver.bounds.rbounds import (
     low_rank_bound,
     realising_coefficients,
     score_difference_gram,
     score_rank,
 )
-from margin_solver.vstep import solve_trusted_vstep
+from margin_solver.core.kernel import TokenGram, softmax
+from margin_solver.svm.vstep import solve_trusted_vstep
 
 
 def _sampled_norms(X, y, R, rng, count):

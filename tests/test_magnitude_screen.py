@@ -6,7 +6,7 @@ copy, which the screen does not read)."""
 import numpy as np
 import pytest
 
-from margin_solver.validation import (
+from margin_solver.core.validation import (
     MAX_MAGNITUDE,
     MIN_MAGNITUDE,
     InvalidInputError,
@@ -57,7 +57,7 @@ def test_rejections_keep_their_message():
 
 
 def test_screen_vouches_for_ordinary_data_and_not_beyond():
-    from margin_solver.validation import _sum_of_squares_vouches as vouches
+    from margin_solver.core.validation import _sum_of_squares_vouches as vouches
 
     lim = (MIN_MAGNITUDE, MAX_MAGNITUDE)
     assert vouches(CASES["ones"], *lim) and vouches(CASES["scale 1e+98"], *lim)

@@ -10,7 +10,7 @@ import pytest
 
 from margin_solver.bench.realdata import digits_train_test
 from margin_solver.cli import main
-from margin_solver.data import PaperDistribution, load_dataset
+from margin_solver.core.data import PaperDistribution, load_dataset
 
 
 def test_paper_files_are_sample_train_test_of_the_same_seed(tmp_path, capsys):

@@ -6,12 +6,17 @@ import math
 import numpy as np
 import pytest
 
-from margin_solver.alternating import DenseForm, KernelForm, evaluate_phi, gradient_coefficients
-from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.kernel import TokenGram, margins
-from margin_solver.metrics import evaluate
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.validation import InvalidInputError
+from margin_solver.analysis.metrics import evaluate
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.kernel import TokenGram, margins
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.descent.alternating import (
+    DenseForm,
+    KernelForm,
+    evaluate_phi,
+    gradient_coefficients,
+)
+from margin_solver.minnorm.solve import solve_min_norm
 
 
 def paper(n, kappa, d, T=2, seed=0, n_test=None):
@@ -182,11 +187,11 @@ def test_digits_instance_converges_within_the_cap_and_beats_plain_gradient_steps
     # Lifted digit patches are strongly correlated (token Gram condition number ~1e6), so
     # phi is ill-conditioned: the plain projected-gradient schedule (memory=0, use_bb=False,
     # the method before the quasi-Newton direction) zigzags and hits max_iter=500 here.
-    from margin_solver.alternating import descend
-    from margin_solver.bounds import first_step_margins
-    from margin_solver.gd import token_scale
     from margin_solver.bench.realdata import digits_train_test
-    from margin_solver.selection import attention_svm, hard_selection_alternation
+    from margin_solver.bounds.lower import first_step_margins
+    from margin_solver.descent.alternating import descend
+    from margin_solver.gd.endpoints import token_scale
+    from margin_solver.svm.selection import attention_svm, hard_selection_alternation
 
     train, _ = digits_train_test(20, 0.1, 0, 1000, lift=256, lift_seed=0)
     R = 100 / math.sqrt(token_scale(train.X))
@@ -207,7 +212,8 @@ def test_digits_instance_converges_within_the_cap_and_beats_plain_gradient_steps
 
 @pytest.mark.parametrize("kappa, R_scale", [(4.0, 10.0), (0.1, 1.0), (1.0, 100.0)])
 def test_support_warm_starts_do_not_change_the_descent(monkeypatch, kappa, R_scale):
-    from margin_solver import alternating, vstep
+    from margin_solver.descent import alternating
+    from margin_solver.svm import vstep
 
     ds = paper(20, kappa, d=500, T=3, seed=7)
     y, R = ds.y.astype(float), R_scale / math.sqrt(ds.d)
@@ -224,7 +230,7 @@ def test_support_warm_starts_do_not_change_the_descent(monkeypatch, kappa, R_sca
 
 
 def test_progress_bars_show_the_bound_and_the_starts_and_change_nothing(capsys):
-    from margin_solver.bounds import global_lower_bound
+    from margin_solver.bounds.lower import global_lower_bound
 
     ds = paper(14, 4.0, d=200, T=2, seed=3)
     quiet = solve_min_norm(ds, R=3.0, certify=True, bound_method="bnb")
@@ -242,8 +248,8 @@ def test_progress_bars_show_the_bound_and_the_starts_and_change_nothing(capsys):
 def test_options_choose_the_descent_variant_as_the_descend_keywords_do(monkeypatch):
     # options={"memory": 0, "use_bb": False} must run exactly the plain projected-gradient
     # descent that passing those keywords to descend runs (what benchmarks patched before)
-    import margin_solver.minnorm as minnorm
-    from margin_solver.alternating import descend
+    import margin_solver.minnorm.solve as minnorm
+    from margin_solver.descent.alternating import descend
 
     ds = paper(12, 4.0, d=120, seed=3)
     # soft enough that the winner is descended: at R sqrt(d) = 30 it is nearly hard and
@@ -254,8 +260,8 @@ def test_options_choose_the_descent_variant_as_the_descend_keywords_do(monkeypat
     monkeypatch.setattr(
         minnorm, "descend", lambda *a, **k: descend(*a, **{**k, "memory": 0, "use_bb": False})
     )
-    import margin_solver.search  # the search's starts descend too (issue 19)
-    monkeypatch.setattr(margin_solver.search, "descend", minnorm.descend)
+    import margin_solver.minnorm.search  # the search's starts descend too (issue 19)
+    monkeypatch.setattr(margin_solver.minnorm.search, "descend", minnorm.descend)
     patched = solve_min_norm(ds, R=R)
     assert plain.norm == patched.norm and plain.history == patched.history
     assert plain.history != default.history  # the option does change the descent

@@ -13,15 +13,16 @@ import warnings
 import numpy as np
 import pytest
 
-from margin_solver import alternating, minnorm
-from margin_solver.bounds import global_lower_bound
+from margin_solver.bounds.lower import global_lower_bound
 from margin_solver.cli import main
-from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.gd import gradient_descent
-from margin_solver.kernel import margins
-from margin_solver.minnorm import DEFAULT_GAP_TOL, FEAS_TOL, solve_min_norm
-from margin_solver.results import ConvergenceWarning
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.kernel import margins
+from margin_solver.core.results import ConvergenceWarning
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.descent import alternating
+from margin_solver.gd.endpoints import gradient_descent
+from margin_solver.minnorm.solve import DEFAULT_GAP_TOL, FEAS_TOL, solve_min_norm
+from margin_solver.minnorm import solve as minnorm
 
 
 def _no_warning(call):
@@ -270,8 +271,8 @@ def test_the_time_limit_without_a_feasible_point_says_so():
 def test_a_search_cut_by_the_time_limit_says_so(monkeypatch):
     # n > d: the first starts leave the gap open and the search runs; on its clock (1e9
     # times faster) the deadline passes at once. It used to report local_optimal.
-    from margin_solver import search
-    from margin_solver.bench.search_quality import make_instance
+    from margin_solver.bench.measure.search_quality import make_instance
+    from margin_solver.minnorm import search
 
     X, y = make_instance("scales", 6, 3, 3, 1016)
     R = 1e4 / math.sqrt(3)
@@ -402,7 +403,7 @@ def test_cli_time_limit_exits_4(monkeypatch, paper_file, capsys):
 def test_engine_breakdowns_prove_nothing(monkeypatch):
     # with every v-step engine broken, the bound's SVMs fail too: that is no proof of
     # infeasibility (it used to read as "LB infeasible")
-    from margin_solver import vstep as vstep_module
+    from margin_solver.svm import vstep as vstep_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("NNLS did not converge")

@@ -8,11 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from margin_solver import gd as gdmod
-from margin_solver.alternating import DenseForm, KernelForm, descend, evaluate_phi, gradient_coefficients
-from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.gd import gradient_descent
-from margin_solver.kernel import (
+from margin_solver.analysis.heads import head_metrics
+from margin_solver.analysis.metrics import trusted_metrics
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.kernel import (
     TokenGram,
     attended_features,
     logistic_loss,
@@ -21,11 +20,18 @@ from margin_solver.kernel import (
     outputs,
     softmax,
 )
-from margin_solver.metrics import trusted_metrics
-from margin_solver.heads import head_metrics
-from margin_solver.multihead import MultiHeadForm, solve_min_norm_heads
-from margin_solver.results import SOLUTION_PRESENT, ConvergenceWarning
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.results import SOLUTION_PRESENT, ConvergenceWarning
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.descent.alternating import (
+    DenseForm,
+    KernelForm,
+    descend,
+    evaluate_phi,
+    gradient_coefficients,
+)
+from margin_solver.gd import endpoints as gdmod
+from margin_solver.gd.endpoints import gradient_descent
+from margin_solver.minnorm.multihead import MultiHeadForm, solve_min_norm_heads
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +255,7 @@ def test_head_metrics(tiny):
 def test_vstep_at_fixed_p_is_the_svm_on_concatenated_features(tiny, kernel):
     """The H-head v-step (summed Gram, LDP engine) against the primal SVM on the explicit
     (n, H d) features, a different engine on a different representation."""
-    from margin_solver.vstep import solve_vstep
+    from margin_solver.svm.vstep import solve_vstep
 
     X, y = tiny
     base = KernelForm(X, TokenGram(X)) if kernel else DenseForm(X)

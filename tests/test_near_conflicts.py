@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from margin_solver import global_lower_bound, solve_min_norm
-from margin_solver.results import ConvergenceWarning
-from margin_solver.vstep import solve_trusted_vstep, solve_vstep
+from margin_solver.core.results import ConvergenceWarning
+from margin_solver.svm.vstep import solve_trusted_vstep, solve_vstep
 
 Y = np.array([1.0, -1.0, 1.0, -1.0, 1.0, -1.0, -1.0])
 

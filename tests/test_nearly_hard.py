@@ -4,7 +4,7 @@ starts, and descents tested at every step that stop or switch to it.
 On the paper's model at large R sqrt(d) the realisation of the hard-selection alternation's
 selection leaves little of each sample's attention off the selected token; the quasi-Newton
 descent from there changes the v-step's support at every trial point, while the polish
-(:func:`margin_solver.search.hard_polish`) sees every margin at once.
+(:func:`margin_solver.minnorm.search.hard_polish`) sees every margin at once.
 """
 
 import math
@@ -12,13 +12,19 @@ import math
 import numpy as np
 import pytest
 
-from margin_solver.alternating import STOPPED, KernelForm, descend, evaluate_phi
-from margin_solver.bounds import first_step_margins
-from margin_solver.data import PaperDistribution
-from margin_solver.kernel import TokenGram, softmax
-from margin_solver.search import HARD_LEAK, hard_descend, hard_polish, hard_value, settled_run
-from margin_solver.search import _dual_norm_bound
-from margin_solver.selection import attention_svm, hard_selection_alternation, selection_svm
+from margin_solver.bounds.lower import first_step_margins
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.kernel import TokenGram, softmax
+from margin_solver.descent.alternating import STOPPED, KernelForm, descend, evaluate_phi
+from margin_solver.minnorm.search import (
+    HARD_LEAK,
+    _dual_norm_bound,
+    hard_descend,
+    hard_polish,
+    hard_value,
+    settled_run,
+)
+from margin_solver.svm.selection import attention_svm, hard_selection_alternation, selection_svm
 
 
 def instance(R_sqrt_d: float, n: int = 12, T: int = 3, d: int = 400):
@@ -91,7 +97,7 @@ def test_the_selection_family_gives_up_after_its_misses_when_nearly_hard(monkeyp
     # soft attention, where the same selections are realised and descended
     from types import SimpleNamespace
 
-    import margin_solver.search as search
+    import margin_solver.minnorm.search as search
 
     form, H, y, T, R, hard_svm = instance(100.0)
     calls = []

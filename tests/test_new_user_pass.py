@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from margin_solver import ConvergenceWarning
-from margin_solver.bounds import global_lower_bound
+from margin_solver.analysis.compare import compare
+from margin_solver.bounds.lower import global_lower_bound
 from margin_solver.cli import main
-from margin_solver.compare import compare
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.validation import InvalidInputError
-from margin_solver.data import Dataset
-from margin_solver.gd import gradient_descent
+from margin_solver.core.data import Dataset
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.gd.endpoints import gradient_descent
+from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.theory import check_conditions
 
 

@@ -1,5 +1,5 @@
-"""Tokens on disk (margin_solver.ondisk), written in blocks (margin_solver.generate), and the
-blocked passes of margin_solver.ooc, locally and on a Dask cluster, against the in-memory path."""
+"""Tokens on disk (margin_solver.core.ondisk), written in blocks (margin_solver.core.generate), and the
+blocked passes of margin_solver.core.ooc, locally and on a Dask cluster, against the in-memory path."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import sys
 import numpy as np
 import pytest
 
-from margin_solver import ooc
+from margin_solver.analysis.metrics import evaluate
 from margin_solver.cli import main
-from margin_solver.data import Dataset, PaperDistribution, load_dataset
-from margin_solver.generate import save_on_disk, write_paper_dataset
-from margin_solver.kernel import TokenGram, margins
-from margin_solver.metrics import evaluate
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.ondisk import LABELS_FILE, TOKENS_FILE
-from margin_solver.validation import InvalidInputError
+from margin_solver.core import ooc
+from margin_solver.core.data import Dataset, PaperDistribution, load_dataset
+from margin_solver.core.generate import save_on_disk, write_paper_dataset
+from margin_solver.core.kernel import TokenGram, margins
+from margin_solver.core.ondisk import LABELS_FILE, TOKENS_FILE
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.minnorm.solve import solve_min_norm
 
 DISTRIBUTIONS = [
     PaperDistribution(d=701, T=3, snr=0.4, eta=0.2),
@@ -219,7 +219,7 @@ def test_blocked_gram_of_a_file_larger_than_its_memory_use(tmp_path):
     np.savez(path / LABELS_FILE, y=np.resize([1, -1], 100))
     code = (
         "import sys, numpy as np\n"
-        "from margin_solver import ooc\nfrom margin_solver.data import load_dataset\n"
+        "from margin_solver import ooc\nfrom margin_solver.core.data import load_dataset\n"
         "ds = load_dataset(sys.argv[1])\n"
         "with ooc.execution(block_bytes=16 * 2**20):\n"
         "    H, peak = ooc.token_gram(ds.X)\n"

@@ -8,15 +8,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog, minimize
 
-from margin_solver.bounds import global_lower_bound
-from margin_solver.data import PaperDistribution
-from margin_solver.kernel import TokenGram
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.rbounds import finite_r_bound, score_difference_gram, vertex_attention
-from margin_solver.results import ConvergenceWarning
-from margin_solver.sdpbound import lagrangian_bound
-from margin_solver.validation import InvalidInputError
-from margin_solver.vstep import solve_vstep
+from margin_solver.bounds.lower import global_lower_bound
+from margin_solver.bounds.rbounds import finite_r_bound, score_difference_gram, vertex_attention
+from margin_solver.bounds.sdpbound import lagrangian_bound
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.kernel import TokenGram
+from margin_solver.core.results import ConvergenceWarning
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.minnorm.solve import solve_min_norm
+from margin_solver.svm.vstep import solve_vstep
 
 
 def _softmax(scores):
@@ -187,7 +187,7 @@ def test_lagrangian_bound_by_scs_above_30_samples():
     # n = 40, T = 2, R sqrt(d) = 3 on the paper's data (the certificate frontier's row): the
     # score-box branch-and-bound alone proves 0.1489 against the best point's 0.17923 (gap
     # 0.17); the SDP, too slow for Clarabel here, proves 0.16746 by SCS (docs/benchmarks.md)
-    from margin_solver.bench.certificate_frontier import paper
+    from margin_solver.bench.measure.certificate_frontier import paper
 
     ds = paper(40, 2, 2000)
     R = 3 / math.sqrt(2000)
@@ -199,8 +199,8 @@ def test_lagrangian_bound_by_scs_above_30_samples():
 def test_lagrangian_bound_skips_a_set_up_longer_than_its_time():
     # cvxpy's compilation and SCS's set-up cannot be cut short (6 s at n = 60): with less
     # than twice the predicted set-up the SDP is not started, so the caller's limit holds
-    from margin_solver.bench.certificate_frontier import paper
-    from margin_solver.sdpbound import setup_seconds
+    from margin_solver.bench.measure.certificate_frontier import paper
+    from margin_solver.bounds.sdpbound import setup_seconds
 
     ds = paper(60, 2, 2000)
     H, y, R = TokenGram(ds.X).H, ds.y.astype(np.float64), 3 / math.sqrt(2000)
@@ -352,7 +352,7 @@ def test_linearised_bound_dominates_w_alpha_over_the_ball(T):
     # K against sampled p and a Nelder-Mead ascent on ||w_alpha(p)|| from the best of them, on
     # tokens with n T > d (scores coupled through p), from small R to where the remainder is
     # as large as the linear part.
-    from margin_solver.linbound import _Linearised
+    from margin_solver.bounds.linbound import _Linearised
 
     rng = np.random.default_rng(T)
     for n, d, R in ((5, 3, 0.05), (5, 3, 0.4), (4, 5, 1.0)):
@@ -372,7 +372,7 @@ def test_linearised_bound_dominates_w_alpha_over_the_ball(T):
 
 def test_linearised_bound_is_below_a_restart_search():
     # the bound the finite-R search uses at small R, against P_R at 300 points of the ball
-    from margin_solver.linbound import linearised_bound
+    from margin_solver.bounds.linbound import linearised_bound
 
     X, y = tiny_instance(1, n=4, T=3, d=3)
     R = 0.3

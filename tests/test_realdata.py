@@ -13,7 +13,7 @@ from margin_solver.bench.realdata import (
     patch_tokens,
     random_relu_lift,
 )
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.validation import InvalidInputError
 
 
 def test_patches_are_raster_ordered_blocks_with_a_position_code():

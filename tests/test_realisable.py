@@ -1,4 +1,4 @@
-"""Realisable token selections and the search over them (margin_solver.realisable, issue 19).
+"""Realisable token selections and the search over them (margin_solver.bounds.realisable, issue 19).
 
 Brute force on small instances is the reference: every one of the T^n selections is decided by
 the linear program of the module docstring (HiGHS) and its SVM solved.
@@ -11,12 +11,12 @@ import time
 import numpy as np
 import pytest
 
-import margin_solver.bounds
-from margin_solver.bench.search_quality import make_instance
-from margin_solver.kernel import TokenGram
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.realisable import REALISABLE_TOL, Realiser, realisable_selections
-from margin_solver.selection import selection_svm
+import margin_solver.bounds.lower
+from margin_solver.bench.measure.search_quality import make_instance
+from margin_solver.bounds.realisable import REALISABLE_TOL, Realiser, realisable_selections
+from margin_solver.core.kernel import TokenGram
+from margin_solver.minnorm.solve import solve_min_norm
+from margin_solver.svm.selection import selection_svm
 
 
 def small(kind: str, T: int, d: int, seed: int):
@@ -124,7 +124,7 @@ def test_solver_reaches_the_best_realisable_selection_at_large_R():
     H = TokenGram(X).H
     realiser = Realiser(H, 3)
     best = min(norm for _, norm in brute_force(H, y, 3, realiser, lp=False))
-    lb = margin_solver.bounds.global_lower_bound(X, y).value
+    lb = margin_solver.bounds.lower.global_lower_bound(X, y).value
     assert lb < best * 0.9
     res = solve_min_norm(X, y, R=1e4 / math.sqrt(3))
     assert res.min_margin >= 1 - 1e-7
@@ -163,7 +163,7 @@ def test_uncertified_answer_does_not_depend_on_the_clock(monkeypatch):
         def perf_counter():
             return time.perf_counter() * 1e6
 
-    monkeypatch.setattr(margin_solver.bounds, "time", FastClock)
+    monkeypatch.setattr(margin_solver.bounds.lower, "time", FastClock)
     b = solve_min_norm(X, y, R=R)
     assert a.start_norms == b.start_norms
     assert a.norm == b.norm

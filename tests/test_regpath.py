@@ -6,12 +6,12 @@ import warnings
 import numpy as np
 import pytest
 
-from margin_solver.data import PaperDistribution
-from margin_solver.kernel import attention
-from margin_solver.regpath import constrained_path, regularization_path
-from margin_solver.results import ConvergenceWarning
-from margin_solver.validation import InvalidInputError
-from margin_solver.vstep import solve_vstep
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.kernel import attention
+from margin_solver.core.results import ConvergenceWarning
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.gd.regpath import constrained_path, regularization_path
+from margin_solver.svm.vstep import solve_vstep
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_bad_input(train, kwargs, match):
 
 
 def test_gram_matrix_too_large_for_memory_is_refused(train, monkeypatch):
-    from margin_solver import validation
+    from margin_solver.core import validation
 
     monkeypatch.setattr(validation, "available_memory", lambda: 1000)
     with pytest.raises(validation.InsufficientMemoryError, match="Gram matrix"):

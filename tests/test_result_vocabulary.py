@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from margin_solver.data import PaperDistribution
-from margin_solver.gd import GDResult, gradient_descent
-from margin_solver.metrics import evaluate
-from margin_solver.minnorm import MinNormResult, solve_min_norm
+from margin_solver.analysis.metrics import evaluate
+from margin_solver.core.data import PaperDistribution
+from margin_solver.gd.endpoints import GDResult, gradient_descent
+from margin_solver.minnorm.solve import MinNormResult, solve_min_norm
+from margin_solver.svm.vstep import VStepResult, solve_vstep
 from margin_solver.theory import check_conditions
-from margin_solver.vstep import VStepResult, solve_vstep
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 
 from margin_solver.bench import resultlog
 from margin_solver.bench.resultlog import ResultLog, canonical, read_rows
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.validation import InvalidInputError
 
 FIELDS = ["k", "x", "note"]
 

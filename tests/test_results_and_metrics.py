@@ -6,10 +6,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.fileio import write_json
-from margin_solver.metrics import evaluate
-from margin_solver.results import ResultMixin
+from margin_solver.analysis.metrics import evaluate
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.fileio import write_json
+from margin_solver.core.results import ResultMixin
 
 
 @dataclass(repr=False)
@@ -63,7 +63,7 @@ def test_evaluate_without_metadata():
 def test_trusted_metrics_with_stand_in_labels_equals_evaluate_on_a_rebuilt_dataset():
     # the checker passes its estimated clean labels and signal positions instead of building a
     # Dataset around them: the numbers must be the same
-    from margin_solver.metrics import trusted_metrics
+    from margin_solver.analysis.metrics import trusted_metrics
 
     full = PaperDistribution(d=60, snr=0.8, eta=0.2).sample(30, seed=4)
     bare = Dataset(full.X, full.y)

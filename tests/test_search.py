@@ -1,4 +1,4 @@
-"""The search for better starts of P_R (margin_solver.search, issue 19).
+"""The search for better starts of P_R (margin_solver.minnorm.search, issue 19).
 
 Instances where the optimum is known: the hard-selection bound LB (valid for every R) is attained,
 because LB's selection is realisable and R is large, so the solver's norm must reach it.
@@ -9,13 +9,13 @@ import math
 import numpy as np
 import pytest
 
-from margin_solver.alternating import DenseForm, descend, evaluate_phi
-from margin_solver.bounds import first_selection, global_lower_bound
-from margin_solver.data import PaperDistribution
-from margin_solver.kernel import TokenGram, margins
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.search import SCREEN_TOP, PenalisedForm, search_starts
-from margin_solver.selection import attention_svm
+from margin_solver.bounds.lower import first_selection, global_lower_bound
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.kernel import TokenGram, margins
+from margin_solver.descent.alternating import DenseForm, descend, evaluate_phi
+from margin_solver.minnorm.search import SCREEN_TOP, PenalisedForm, search_starts
+from margin_solver.minnorm.solve import solve_min_norm
+from margin_solver.svm.selection import attention_svm
 
 
 def issue_instance(seed: int, n: int = 12, T: int = 2, d: int = 6):
@@ -166,9 +166,9 @@ def test_digit_rows_get_a_feasible_point_by_default(R):
     ("gaussian", 7, 3, 40, 1e4, 20261231),
 ])
 def test_benchmark_instances_reach_the_attained_bound(kind, n, T, d, R_sqrt_d, seed):
-    # instances of benchmarks/search_quality.py where the default reaches LB (valid for every
+    # instances of python -m margin_solver.bench.measure.search_quality where the default reaches LB (valid for every
     # R, so the optimum) and the first starts alone do not
-    from margin_solver.bench.search_quality import make_instance
+    from margin_solver.bench.measure.search_quality import make_instance
 
     X, y = make_instance(kind, n, T, d, seed)
     R = R_sqrt_d / math.sqrt(d)
@@ -221,7 +221,7 @@ def test_random_starts_go_on_after_one_far_above_on_digit_tokens():
     # 20261255): random_extra_0 ends at 1.078, 1.86 times the best; retiring the random family
     # there left the answer at 0.578513, where half of a patient search's random starts on
     # the sphere reach 0.571505 (docs/benchmarks.md, "Real tokens")
-    from margin_solver.bench.search_quality import make_instance
+    from margin_solver.bench.measure.search_quality import make_instance
 
     X, y = make_instance("digits", 13, 4, 16, 20261255)
     res = solve_min_norm(X, y, R=10 / 4)
@@ -235,8 +235,8 @@ def test_families_far_above_the_best_are_retired():
     # first start; with every family retired their turns end after those two starts (13
     # starts before, the best found by the full search the same to 1e-9), and the screen,
     # which is not a family, still runs its SCREEN_TOP descents
-    from margin_solver.bench.search_quality import make_instance
-    from margin_solver.search import SCREEN_TOP
+    from margin_solver.bench.measure.search_quality import make_instance
+    from margin_solver.minnorm.search import SCREEN_TOP
 
     X, y = make_instance("cls", 10, 2, 40, 20261256)
     res = solve_min_norm(X, y, R=10 / math.sqrt(40))
@@ -254,8 +254,11 @@ def test_large_search_guides_spend_in_proportion_to_the_first_starts():
     # full budget
     from types import SimpleNamespace
 
-    from margin_solver.minnorm import SCREEN_MIN_SAMPLES, SEARCH_BOUND_NODES_PER_EVAL, \
-        _search_guide
+    from margin_solver.minnorm.solve import (
+        SCREEN_MIN_SAMPLES,
+        SEARCH_BOUND_NODES_PER_EVAL,
+        _search_guide,
+    )
 
     n = SCREEN_MIN_SAMPLES + 8
     ds = PaperDistribution(d=400, T=2, snr=math.sqrt(1.0 / n), eta=0.15).sample(n, seed=1)
@@ -294,7 +297,7 @@ def test_large_search_guides_spend_in_proportion_to_the_first_starts():
     ("digits", 12, 4, 16, 10.0, 20261237, 0.5540559),  # patient's 0.554056
 ])
 def test_screen_reaches_what_a_patient_search_finds(kind, n, T, d, R_sqrt_d, seed, known):
-    from margin_solver.bench.search_quality import make_instance
+    from margin_solver.bench.measure.search_quality import make_instance
 
     X, y = make_instance(kind, n, T, d, seed)
     R = R_sqrt_d / math.sqrt(d)
@@ -311,14 +314,14 @@ def test_screen_reaches_what_a_patient_search_finds(kind, n, T, d, R_sqrt_d, see
 def test_without_the_screen_the_default_stays_above(monkeypatch):
     # the same solve with the screen left out ends 5 % higher (the realisations of the 48
     # best realisable selections and 32 random starts, 40 steps each, rank the winner first)
-    import margin_solver.search
-    from margin_solver.bench.search_quality import make_instance
+    import margin_solver.minnorm.search
+    from margin_solver.bench.measure.search_quality import make_instance
 
     X, y = make_instance("integer", 8, 3, 3, 20261287)
     R = 10 / math.sqrt(3)
     screened = solve_min_norm(X, y, R=R)
-    monkeypatch.setattr(margin_solver.search, "IDEAS",
-                        tuple(i for i in margin_solver.search.IDEAS if i != "screen"))
+    monkeypatch.setattr(margin_solver.minnorm.search, "IDEAS",
+                        tuple(i for i in margin_solver.minnorm.search.IDEAS if i != "screen"))
     unscreened = solve_min_norm(X, y, R=R)
     assert screened.norm <= 2.92925 * (1 + 1e-5)  # the patient search's 2.92925
     assert unscreened.norm > screened.norm * 1.05  # 3.19734
@@ -335,7 +338,7 @@ def _screen_runs(n: int, **kwargs) -> list:
 @pytest.mark.parametrize("n", [48, 49])
 def test_screen_runs_up_to_48_samples_only(n):
     # n = 100 paper-model solves (issue 12's cost study) must not pay for it
-    from margin_solver.search import SCREEN_MAX_SAMPLES
+    from margin_solver.minnorm.search import SCREEN_MAX_SAMPLES
 
     runs = _screen_runs(n)
     names = [name for name, _ in runs]
@@ -355,7 +358,7 @@ def test_screen_grows_with_its_scale(scale, descents):
 def test_more_search_starts_reach_a_basin_the_default_screen_misses():
     # search-quality miss (docs/benchmarks.md, "A longer screen"): the default ends at
     # 0.486027; search_starts=32 screens 4 times as many selections and random starts
-    from margin_solver.bench.search_quality import make_instance
+    from margin_solver.bench.measure.search_quality import make_instance
 
     X, y = make_instance("cls", 13, 4, 40, 20261296)
     R = 10 / math.sqrt(40)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from margin_solver.bench import search_quality
+from margin_solver.bench.measure import search_quality
 
 
 def test_second_patient_search_is_a_method_of_the_row_and_its_summary():

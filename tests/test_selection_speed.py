@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from margin_solver.kernel import TokenGram
-from margin_solver.selection import _SLICED_RUNS, _difference_gram, _principal_block
+from margin_solver.core.kernel import TokenGram
+from margin_solver.svm.selection import _SLICED_RUNS, _difference_gram, _principal_block
 
 
 @pytest.mark.parametrize("n,T", [(1, 1), (1, 3), (7, 1), (30, 4), (100, 4)])

@@ -15,10 +15,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from margin_solver.data import PaperDistribution
+from margin_solver.core.data import PaperDistribution
 from margin_solver.estimator import SingleHeadAttentionClassifier
-from margin_solver.gd import gradient_descent
-from margin_solver.minnorm import solve_min_norm
+from margin_solver.gd.endpoints import gradient_descent
+from margin_solver.minnorm.solve import solve_min_norm
 
 # Cheap settings: the checks fit a few hundred times on tiny 2-D data. Every check that
 # applies runs; none is expected to fail (the checks of this scikit-learn version all pass;

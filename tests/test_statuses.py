@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from margin_solver.cli import EXIT_CAVEAT, EXIT_NO_ANSWER, EXIT_OK, exit_status
-from margin_solver.results import SOLUTION_PRESENT, STATUS_TABLE, ResultMixin
+from margin_solver.core.results import SOLUTION_PRESENT, STATUS_TABLE, ResultMixin
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "statuses.md"
 

@@ -15,7 +15,14 @@ import time
 import pytest
 
 from margin_solver.bench.resultlog import read_rows
-from margin_solver.bench.sweeps import FIELDS, KEY_FIELDS, SweepConfig, SweepGrid, run_sweep, sidecar_path
+from margin_solver.bench.sweeps import (
+    FIELDS,
+    KEY_FIELDS,
+    SweepConfig,
+    SweepGrid,
+    run_sweep,
+    sidecar_path,
+)
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL")
 

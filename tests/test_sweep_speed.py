@@ -1,6 +1,6 @@
 """The sweep-throughput benchmark counts failed cells instead of summing their missing time."""
 
-from margin_solver.bench import sweep_speed
+from margin_solver.bench.measure import sweep_speed
 from margin_solver.bench.methods import SWEEP_METHODS
 from margin_solver.bench.sweeps import CellJob, SweepConfig, SweepGrid, run_cell
 

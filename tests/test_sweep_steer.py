@@ -18,7 +18,7 @@ from margin_solver.bench.methods import SWEEP_METHODS, uniform_svm
 from margin_solver.bench.resultlog import ResultLog, read_rows
 from margin_solver.bench.sweeps import FIELDS, KEY_FIELDS, SweepConfig, SweepGrid, run_sweep
 from margin_solver.cli import main
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.validation import InvalidInputError
 
 
 def _flaky(flag: Path):

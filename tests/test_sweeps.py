@@ -20,7 +20,7 @@ from margin_solver.bench.sweeps import (
     run_sweep,
     sidecar_path,
 )
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.validation import InvalidInputError
 
 GRID = SweepGrid(n=[8, 12], d=[60], kappa=[0.5, 4.0], eta=[0.1], seeds=3, methods=["uniform-svm"])
 CONFIG = SweepConfig(sweep_seed=7, n_test=60)
@@ -217,7 +217,7 @@ def test_all_methods_on_one_grid_point_are_consistent(tmp_path):
 def test_a_failed_method_is_a_row_status_not_a_warning(tmp_path, recwarn):
     """Two steps that do not fit (kappa 16) warn when called directly; in a sweep the row's
     status says it and no ConvergenceWarning reaches the caller."""
-    from margin_solver.results import ConvergenceWarning
+    from margin_solver.core.results import ConvergenceWarning
 
     grid = SweepGrid(n=(20,), snr=(math.sqrt(16 / 20),), d=(300,), methods=("gd-two-step",))
     run_sweep(grid, tmp_path / "s.csv", SweepConfig(n_test=50), jobs=1)

@@ -10,25 +10,25 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.estimation import estimate_signal_noise
+from margin_solver.analysis.estimation import estimate_signal_noise
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.theory import (
     BENIGN,
+    CANNOT_TELL,
     HARMFUL,
     NO_INTERPOLATION,
-    CANNOT_TELL,
     OUTSIDE,
     REGIMES,
     RULES,
     Constants,
     Regime,
-    rules_table,
     check_conditions,
     conflicting_pairs,
     data_evidence,
+    rules_table,
 )
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.validation import InvalidInputError
 
 ROWS = {
     "tokens_per_sample",

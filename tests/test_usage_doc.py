@@ -9,9 +9,8 @@ import re
 import warnings
 from pathlib import Path
 
-import pytest
-
 import docrun
+import pytest
 
 USAGE = Path(__file__).resolve().parent.parent / "docs" / "usage.md"
 CHECKED = re.compile(r"^(exit \d+|wrote \S+|margin-solver [\w-]+: (error|not certified).*)$")

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import margin_solver
-from margin_solver.data import PaperDistribution
+from margin_solver.core.data import PaperDistribution
 
 LONG_RUNNING = ["solve_min_norm", "global_lower_bound", "gradient_descent", "check_conditions"]
 
@@ -65,8 +65,9 @@ def test_cli_accepts_v_after_the_verb(tmp_path):
 
 
 def test_failure_warnings_still_point_at_the_callers_line():
-    import numpy as np
     import warnings
+
+    import numpy as np
 
     X = np.ones((4, 2, 3))  # identical samples, opposite labels
     y = np.array([1.0, -1.0, 1.0, -1.0])

@@ -1,4 +1,4 @@
-"""Tests for the v-step (margin_solver.vstep): minimize ||v|| s.t. y_i z_i^T v >= 1."""
+"""Tests for the v-step (margin_solver.svm.vstep): minimize ||v|| s.t. y_i z_i^T v >= 1."""
 
 import doctest
 import json
@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from margin_solver import conic, vstep
-from margin_solver.results import FAILED, INFEASIBLE, OPTIMAL_INACCURATE
-from margin_solver.validation import InvalidInputError
-from margin_solver.vstep import ENGINES, solve_vstep
+from margin_solver.core.results import FAILED, INFEASIBLE, OPTIMAL_INACCURATE
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.svm import conic, vstep
+from margin_solver.svm.vstep import ENGINES, solve_vstep
 
 # z1 = (1, 0), y = +1 forces v1 >= 1; z2 = (0, 2), y = -1 forces v2 <= -1/2; z3 = (2, 0),
 # y = +1 is then satisfied with margin 2. So v = (1, -1/2), ||v||^2 = 5/4, and
@@ -485,7 +485,7 @@ def test_ldp_on_cholesky_factor_equals_ldp_on_eigen_factor(monkeypatch, n, d, se
 def test_cvxpy_is_imported_only_when_a_conic_engine_runs():
     code = (
         "import sys, numpy as np; import margin_solver as ms; "
-        "from margin_solver.data import PaperDistribution; "
+        "from margin_solver.core.data import PaperDistribution; "
         "ds = PaperDistribution(d=60, T=2, snr=0.5).sample(8, seed=0); "
         "r = ms.solve_min_norm(ds, R=5.0, certify=True); "
         "print('cvxpy' in sys.modules, r.status); "

@@ -4,8 +4,8 @@ in float64; the engine chain must say so instead of falling back to engines that
 import numpy as np
 import pytest
 
-from margin_solver import vstep
-from margin_solver.results import OPTIMAL, OPTIMAL_INACCURATE
+from margin_solver.core.results import OPTIMAL, OPTIMAL_INACCURATE
+from margin_solver.svm import vstep
 
 
 def _near_conflict(delta: float) -> tuple[np.ndarray, np.ndarray]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run_sweep
-from margin_solver.fileio import atomic_write_text
+from margin_solver.core.fileio import atomic_write_text
 from margin_solver.theory import Constants, two_step_upper_kappa
 
 __all__ = ["calibrate", "observed_regime", "run_check_calibration", "validation_table"]

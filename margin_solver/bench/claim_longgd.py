@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.gd import gradient_descent
 from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.plots import save_figure
 from margin_solver.bench.style import figure_style
 from margin_solver.bench.sweeps import Cell
+from margin_solver.gd.endpoints import gradient_descent
 
 FIELDS = (
     "n", "d", "kappa", "weight_decay", "seed", "step",

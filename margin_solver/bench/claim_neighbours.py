@@ -2,7 +2,7 @@
 
 Sakamoto et al. (ICML 2025) fix the value head ``v`` and train the attention only; Tarzanagh
 et al. (NeurIPS 2023, max-margin token selection) show that for a fixed ``v`` the direction of
-``p`` under GD tends to the attention SVM (:func:`margin_solver.selection.solve_attention_svm`)
+``p`` under GD tends to the attention SVM (:func:`margin_solver.svm.selection.solve_attention_svm`)
 of the tokens it selects. Here the fixed head is ``v_1``, the value head after the first GD step
 from zero (``(beta0 / (2n)) sum_i y_i xbar_i``, correlated with the signal through the labels;
 our choice, not Sakamoto et al.'s assumption on ``v``, which the authors' reply, W3, notes
@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.gd import default_step_sizes, gradient_descent
-from margin_solver.kernel import attention
-from margin_solver.metrics import evaluate
-from margin_solver.selection import solve_attention_svm
+from margin_solver.analysis.metrics import evaluate
 from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.plots import save_figure
 from margin_solver.bench.style import figure_style
 from margin_solver.bench.sweeps import Cell
+from margin_solver.core.kernel import attention
+from margin_solver.gd.endpoints import default_step_sizes, gradient_descent
+from margin_solver.svm.selection import solve_attention_svm
 
 SAK_FIELDS = (
     "n", "d", "kappa", "seed", "method",

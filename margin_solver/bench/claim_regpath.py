@@ -1,9 +1,9 @@
 """Claim 1: weight decay lam -> 0 gives the min-norm interpolator (authors' reply, W2 and Q1).
 
 For each cell (paper data, kappa, seed) and attention radius ``R = R_scale / nu``: P_R's solution
-(:func:`margin_solver.minnorm.solve_min_norm`, certified for small n), the weight-decay path
-(:func:`margin_solver.regpath.regularization_path`, ``method = "path"``), the constrained path
-(:func:`margin_solver.regpath.constrained_path`, ``method = "constrained"``: ``||v|| <= r`` with
+(:func:`margin_solver.minnorm.solve.solve_min_norm`, certified for small n), the weight-decay path
+(:func:`margin_solver.gd.regpath.regularization_path`, ``method = "path"``), the constrained path
+(:func:`margin_solver.gd.regpath.constrained_path`, ``method = "constrained"``: ``||v|| <= r`` with
 ``r = r_scale * ||v*||``, ``||v*||`` P_R's norm at margin 1, so ``r_scale`` is the largest
 margin an interpolator of norm ``r`` can have if P_R's point is the global one; its ``mu``
 column is the multiplier of ``||v|| <= r``, the weight decay at which the point is stationary)
@@ -23,15 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.compare import compare
-from margin_solver.gd import gradient_descent, token_scale
-from margin_solver.metrics import evaluate
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.regpath import constrained_path, regularization_path
+from margin_solver.analysis.compare import compare
+from margin_solver.analysis.metrics import evaluate
 from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.plots import save_figure
 from margin_solver.bench.style import figure_style
 from margin_solver.bench.sweeps import Cell
+from margin_solver.gd.endpoints import gradient_descent, token_scale
+from margin_solver.gd.regpath import constrained_path, regularization_path
+from margin_solver.minnorm.solve import solve_min_norm
 
 FIELDS = (
     "n", "d", "kappa", "R_scale", "seed", "method", "lam", "r_scale",

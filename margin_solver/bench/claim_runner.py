@@ -22,9 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from margin_solver.blas import single_threaded_blas
-from margin_solver.data import Dataset
-from margin_solver.progress import ProgressBar
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message
 from margin_solver.bench.sweeps import (
     DATA_SOURCES,
@@ -34,6 +31,9 @@ from margin_solver.bench.sweeps import (
     dask_map,
     local_map,
 )
+from margin_solver.core.blas import single_threaded_blas
+from margin_solver.core.data import Dataset
+from margin_solver.core.progress import ProgressBar
 
 
 @dataclass(frozen=True)

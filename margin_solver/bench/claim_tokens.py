@@ -24,15 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.gd import gradient_descent, token_scale
-from margin_solver.kernel import attention
-from margin_solver.metrics import evaluate
-from margin_solver.minnorm import solve_min_norm
+from margin_solver.analysis.metrics import evaluate
 from margin_solver.bench.claim_runner import ClaimTask, pick, read_claim_rows, run_and_plot
 from margin_solver.bench.methods import R_SCALE
 from margin_solver.bench.plots import save_figure
 from margin_solver.bench.style import figure_style
 from margin_solver.bench.sweeps import Cell
+from margin_solver.core.kernel import attention
+from margin_solver.gd.endpoints import gradient_descent, token_scale
+from margin_solver.minnorm.solve import solve_min_norm
 
 FIELDS = (
     "n", "d", "T", "kappa", "seed", "method",

@@ -17,18 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.compare import ModelSummary, compare
-from margin_solver.data import Dataset, PaperDistribution
-from margin_solver.fileio import write_json
-from margin_solver.gd import gradient_descent
-from margin_solver.kernel import attention
-from margin_solver.metrics import signal_attention
-from margin_solver.minnorm import solve_min_norm
+from margin_solver.analysis.compare import ModelSummary, compare
+from margin_solver.analysis.metrics import signal_attention
 from margin_solver.bench.plots import plot_attention_allocation
 from margin_solver.bench.study_plots import plot_phase_diagram, regime_map
 from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run_sweep, sidecar_path
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.fileio import write_json
+from margin_solver.core.kernel import attention
+from margin_solver.core.progress import verbose_switch
+from margin_solver.gd.endpoints import gradient_descent
+from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.theory import Regime, check_conditions
-from margin_solver.progress import verbose_switch
 
 
 @dataclass(frozen=True)

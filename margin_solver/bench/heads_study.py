@@ -16,7 +16,7 @@ has: scikit-learn's bundled digits (3 against 8; ``heads-digits``) or a local MN
 * methods: GD for a fixed budget like the authors' (``gd-long`` with 500 constant steps of the
   package's default size, from a small random initialisation: heads started at zero stay
   identical) and the min-norm interpolator (``min-norm``, R = 100 / nu,
-  :func:`margin_solver.multihead.solve_min_norm_heads`).
+  :func:`margin_solver.minnorm.multihead.solve_min_norm_heads`).
 
 The studies themselves (grids, sizes) are the real-data studies of
 :mod:`margin_solver.bench.studies` with :data:`HEADS_SETTINGS`; rows go through the sweep
@@ -72,10 +72,11 @@ def plot_heads(csv: str | Path, out: str | Path) -> Path:
     Drawn from the CSV only; mean and standard deviation over seeds (error bars). Failed rows
     (no fitted model) are left out of the means.
     """
-    from margin_solver.bench.plots import save_figure
-    from margin_solver.bench.study_plots import aggregate
     from matplotlib.figure import Figure
     from matplotlib.ticker import NullFormatter
+
+    from margin_solver.bench.plots import save_figure
+    from margin_solver.bench.study_plots import aggregate
 
     rows = [r for r in load_results(csv) if r["status"] != "failed"]
     methods = [m for m in HEADS_METHODS if any(r["method"] == m for r in rows)]

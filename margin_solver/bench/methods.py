@@ -19,7 +19,7 @@ A method fits a model (v, p) on ``train`` and returns a dict of result columns
   ``norm - lower_bound`` when the method provides one.
 
 The cell's ``heads`` (:class:`margin_solver.bench.sweeps.Cell`) is the number of attention
-heads of the fitted model (``min-norm``: :func:`margin_solver.multihead.solve_min_norm_heads`,
+heads of the fitted model (``min-norm``: :func:`margin_solver.minnorm.multihead.solve_min_norm_heads`,
 certified only for one head; GD methods: ``gradient_descent(heads=...)``, from a random
 initialisation unless ``init`` is given, since heads started at zero stay identical);
 ``uniform-svm`` has no attention and refuses ``heads > 1``.
@@ -35,15 +35,15 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.data import Dataset, SampleStream
-from margin_solver.gd import gradient_descent, token_scale
-from margin_solver.metrics import evaluate, evaluate_stream
-from margin_solver.minnorm import solve_min_norm
-from margin_solver.heads import head_metrics
-from margin_solver.multihead import solve_min_norm_heads
+from margin_solver.analysis.heads import head_metrics
+from margin_solver.analysis.metrics import evaluate, evaluate_stream
+from margin_solver.core.data import Dataset, SampleStream
+from margin_solver.gd.endpoints import gradient_descent, token_scale
+from margin_solver.minnorm.multihead import solve_min_norm_heads
+from margin_solver.minnorm.solve import solve_min_norm
 
 # Imported with this module, so that a cell's timing excludes imports.
-from margin_solver.vstep import solve_vstep
+from margin_solver.svm.vstep import solve_vstep
 
 #: Registry of sweep methods.
 SWEEP_METHODS: dict[str, Callable[..., dict[str, Any]]] = {}
@@ -88,16 +88,16 @@ def register_method(
 def model_fields(
     v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset | SampleStream
 ) -> dict[str, Any]:
-    """Result columns of a fitted (v, p) from :func:`margin_solver.metrics.evaluate`.
+    """Result columns of a fitted (v, p) from :func:`margin_solver.analysis.metrics.evaluate`.
 
     Parameters
     ----------
     v, p : ndarray of shape (n_features,), or (H, n_features) for H heads
-        (:func:`margin_solver.heads.head_metrics`; attention columns use the heads' mean)
+        (:func:`margin_solver.analysis.heads.head_metrics`; attention columns use the heads' mean)
     train : Dataset
     test : Dataset or SampleStream
         A stream (a test set too large to hold, drawn block by block) is evaluated with
-        :func:`margin_solver.metrics.evaluate_stream`.
+        :func:`margin_solver.analysis.metrics.evaluate_stream`.
 
     Returns
     -------
@@ -128,7 +128,7 @@ def uniform_svm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, An
     """The v-step at ``p = 0``: a hard-margin SVM on the token means (uniform attention).
 
     The baseline that ignores attention: ``f = v^T mean_t x_t``. Options: ``solver``
-    (a :func:`margin_solver.vstep.solve_vstep` engine, default ``"ldp"``, exact and fast).
+    (a :func:`margin_solver.svm.vstep.solve_vstep` engine, default ``"ldp"``, exact and fast).
     """
     if _heads(call) != 1:
         raise ValueError("uniform-svm has no attention heads; run it with heads=1.")
@@ -158,7 +158,7 @@ def min_norm_solution(
     Options: ``R`` (radius; default ``R_scale / nu``, ``nu^2`` the mean squared token norm),
     ``R_scale`` (default :data:`R_SCALE`), ``certify_max_n`` (default :data:`CERTIFY_MAX_N`:
     certify, i.e. compute the lower bound LB and the gap, when ``n`` is at most this); other
-    options pass to :func:`margin_solver.minnorm.solve_min_norm`. Its random starts use
+    options pass to :func:`margin_solver.minnorm.solve.solve_min_norm`. Its random starts use
     ``init_seed``. ``heads > 1`` solves P_R^H (never certified; the single-head solve it
     starts from is not certified either, to save the bound's time).
     """
@@ -176,7 +176,7 @@ def min_norm_solution(
 
 @register_method("min-norm")
 def min_norm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
-    """The min-norm interpolator P_R (:func:`margin_solver.minnorm.solve_min_norm`), certified
+    """The min-norm interpolator P_R (:func:`margin_solver.minnorm.solve.solve_min_norm`), certified
     (``lower_bound``, relative ``gap``) for small n; options as in :func:`min_norm_solution`."""
     res, R = min_norm_solution(train, call.options, call.init_seed, _heads(call))
     out: dict[str, Any] = {
@@ -228,7 +228,7 @@ def _gd(train: Dataset, test: Dataset, call: MethodCall, **defaults: Any) -> dic
 def gd_two_step(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
     """Two GD steps from zero with the package's default step sizes (Theorem 3.3's setting).
 
-    Options pass to :func:`margin_solver.gd.gradient_descent` (``beta0``, ``beta1``, ...).
+    Options pass to :func:`margin_solver.gd.endpoints.gradient_descent` (``beta0``, ``beta1``, ...).
     """
     return _gd(train, test, call, schedule="two-step")
 
@@ -237,7 +237,7 @@ def gd_two_step(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, An
 def gd_long(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
     """Long GD from zero with a constant step (default: the two-step schedule's first step).
 
-    Options pass to :func:`margin_solver.gd.gradient_descent` (``steps``, default
+    Options pass to :func:`margin_solver.gd.endpoints.gradient_descent` (``steps``, default
     :data:`GD_LONG_STEPS`; ``step_size``; ``weight_decay``; ``init``).
     """
     return _gd(train, test, call, schedule="constant")

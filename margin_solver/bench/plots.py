@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from margin_solver.bench.style import OKABE_ITO, figure_style, figure_target, text_colour_on
-from margin_solver.fileio import WRITER, atomic_write
+from margin_solver.core.fileio import WRITER, atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -63,8 +63,8 @@ def plot_gd_trajectory(
     Parameters
     ----------
     trajectory : mapping of str to array
-        :attr:`margin_solver.gd.GDResult.trajectory` (columns of
-        :data:`margin_solver.gd.TRAJECTORY_COLUMNS`); NaN columns are left out.
+        :attr:`margin_solver.gd.endpoints.GDResult.trajectory` (columns of
+        :data:`margin_solver.gd.endpoints.TRAJECTORY_COLUMNS`); NaN columns are left out.
     path : str or PathLike
         Output file; its suffix picks the format (see :func:`save_figure`).
     title : str, optional
@@ -123,7 +123,7 @@ def plot_step_size_grid(
 
     Top row: every step-size constant pair ``(c0, g)`` (and the long constant-step runs,
     labelled ``c0 = "const<steps>"``) at one size ``(n, d)``; bottom row: the ``default``
-    pair at every size. ``rows`` are those of ``benchmarks/gd_defaults.py``
+    pair at every size. ``rows`` are those of ``python -m margin_solver.bench.measure.gd_defaults``
     (keys ``n, d, kappa, c0, g, interpolates, test_error_clean``), averaged over seeds here.
 
     Returns

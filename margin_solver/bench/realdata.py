@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.data import Dataset, SeedLike
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.data import Dataset, SeedLike
+from margin_solver.core.validation import InvalidInputError
 
 DIGITS_CLASSES = (3, 8)
 

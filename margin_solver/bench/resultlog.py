@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from margin_solver.fileio import check_output_path
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.fileio import check_output_path
+from margin_solver.core.validation import InvalidInputError
 
 logger = logging.getLogger("margin_solver")
 

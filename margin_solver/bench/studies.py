@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 
 from margin_solver.bench import study_plots
-from margin_solver.bench.style import figure_target, saving_as
-from margin_solver.fileio import atomic_write_text
 from margin_solver.bench.heads_study import HEADS_METHODS, HEADS_SETTINGS, plot_heads
 from margin_solver.bench.realdata import digits_shape, load_mnist, mnist_shape
+from margin_solver.bench.style import figure_target, saving_as
 from margin_solver.bench.sweeps import (
     SweepConfig,
     SweepGrid,
@@ -35,8 +34,9 @@ from margin_solver.bench.sweeps import (
     run_sweep,
     sidecar_path,
 )
-from margin_solver.validation import InvalidInputError
-from margin_solver.progress import verbose_switch
+from margin_solver.core.fileio import atomic_write_text
+from margin_solver.core.progress import verbose_switch
+from margin_solver.core.validation import InvalidInputError
 
 SIZES = ("tiny", "quick", "full")
 
@@ -325,7 +325,7 @@ def _check_calibration(out: Path, size: str) -> tuple[Path, Path | None, str, st
 
 
 def _speed(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
-    from margin_solver.bench.speed_report import run_speed_report
+    from margin_solver.bench.measure.speed_report import run_speed_report
 
     csv, md, message = run_speed_report(out, size)
     return csv, None, md.read_text(), message

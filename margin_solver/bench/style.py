@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.validation import InvalidInputError
 
 __all__ = [
     "FORMATS",
@@ -127,7 +127,7 @@ def figure_format(path: str | os.PathLike) -> str:
     >>> figure_format("phase.jpg")
     Traceback (most recent call last):
     ...
-    margin_solver.validation.InvalidInputError: phase.jpg: unknown figure format '.jpg'; give a file name ending in .pdf, .svg or .png.
+    margin_solver.core.validation.InvalidInputError: phase.jpg: unknown figure format '.jpg'; give a file name ending in .pdf, .svg or .png.
     """
     suffix = Path(path).suffix
     if suffix.lower() not in FORMATS:

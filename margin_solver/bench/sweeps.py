@@ -41,17 +41,22 @@ from typing import Any
 import numpy as np
 
 from margin_solver._version import __version__
-from margin_solver.blas import single_threaded_blas
-from margin_solver.data import Dataset, PaperDistribution, SampleStream
-from margin_solver.fileio import check_output_path, write_json
-from margin_solver.ooc import connect
 from margin_solver.bench.methods import SWEEP_METHODS, MethodCall, theory_setting
-from margin_solver.progress import ProgressBar
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
-from margin_solver.results import COMPLETED, FAILED, ConvergenceWarning, ResultMixin, to_jsonable
+from margin_solver.core.blas import single_threaded_blas
+from margin_solver.core.data import Dataset, PaperDistribution, SampleStream
+from margin_solver.core.fileio import check_output_path, write_json
+from margin_solver.core.ooc import connect
+from margin_solver.core.progress import ProgressBar, verbose_switch
+from margin_solver.core.results import (
+    COMPLETED,
+    FAILED,
+    ConvergenceWarning,
+    ResultMixin,
+    to_jsonable,
+)
+from margin_solver.core.validation import MAX_MAGNITUDE, InvalidInputError, parse_json
 from margin_solver.theory import DataEvidence, check_conditions, data_evidence
-from margin_solver.validation import MAX_MAGNITUDE, InvalidInputError, parse_json
-from margin_solver.progress import verbose_switch
 
 logger = logging.getLogger("margin_solver")
 
@@ -165,7 +170,7 @@ class SweepGrid:
         A count (seeds 0..seeds-1) or explicit seed indices.
     data : str, default="paper"
     heads : sequence of int, default=(1,)
-        Attention heads (:mod:`margin_solver.multihead`); varies with the methods, fastest.
+        Attention heads (:mod:`margin_solver.minnorm.multihead`); varies with the methods, fastest.
 
     Examples
     --------
@@ -333,7 +338,7 @@ def _hash_words(parts: Sequence[str]) -> tuple[int, ...]:
 
 #: A synthetic test set whose tokens take more bytes than this is not held in memory: each
 #: evaluation draws it again in blocks of about :data:`TEST_BLOCK_BYTES` (the same samples,
-#: :class:`margin_solver.data.SampleStream`).
+#: :class:`margin_solver.core.data.SampleStream`).
 TEST_STREAM_BYTES = 256 * 2**20
 TEST_BLOCK_BYTES = 16 * 2**20
 

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.compare import compare
-from margin_solver.data import PaperDistribution
-from margin_solver.gd import gradient_descent
+from margin_solver.analysis.compare import compare
 from margin_solver.bench.methods import min_norm_solution, model_fields
 from margin_solver.bench.resultlog import ResultLog, progress_message
 from margin_solver.bench.sweeps import Cell, cell_seeds
+from margin_solver.core.data import PaperDistribution
+from margin_solver.gd.endpoints import gradient_descent
 
 FIELDS = (
     "n",

@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from margin_solver._version import __version__
-from margin_solver.validation import InvalidInputError
+from margin_solver.core.validation import InvalidInputError
 
 #: Verb modules, in the order ``--help`` lists them.
 VERB_MODULES: tuple[str, ...] = ("demo", "make_data", "check", "solve", "gd", "sweep", "bench")
@@ -43,7 +43,7 @@ EXIT_BROKEN_PIPE = 141
 
 def exit_status(result: object) -> int:
     """The exit status for a solver result: 0 on success, 4 when a usable solution with a
-    caveat is attached, 3 when there is none (see :data:`margin_solver.results.STATUS_TABLE`)."""
+    caveat is attached, 3 when there is none (see :data:`margin_solver.core.results.STATUS_TABLE`)."""
     if result.success:  # type: ignore[attr-defined]
         return EXIT_OK
     return EXIT_CAVEAT if result.solution_present else EXIT_NO_ANSWER  # type: ignore[attr-defined]
@@ -55,9 +55,9 @@ class CLIError(Exception):
 
 def check_outputs(*paths: str | None) -> None:
     """Refuse output paths that are not regular files or are files this package did not
-    write, before any work starts (see :func:`margin_solver.fileio.check_replaceable`); None
+    write, before any work starts (see :func:`margin_solver.core.fileio.check_replaceable`); None
     entries are options not given."""
-    from margin_solver.fileio import check_replaceable
+    from margin_solver.core.fileio import check_replaceable
 
     for path in paths:
         if path is not None:

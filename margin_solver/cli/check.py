@@ -105,8 +105,8 @@ def parse_method(args: argparse.Namespace) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the check, print the table, write JSON when asked; 0 whenever the check ran."""
-    from margin_solver.data import load_dataset
-    from margin_solver.fileio import write_json
+    from margin_solver.core.data import load_dataset
+    from margin_solver.core.fileio import write_json
     from margin_solver.theory import check_conditions
 
     constants = parse_constants(args.constant)

@@ -28,7 +28,7 @@ _SHOWN = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``gd`` verb."""
-    from margin_solver.gd import SCHEDULES
+    from margin_solver.gd.endpoints import SCHEDULES
 
     parser.add_argument("data", metavar="DATA.npz", help="training set (.npz from Dataset.save)")
     parser.add_argument("--test", metavar="TEST.npz", help="test set for test errors")
@@ -59,10 +59,10 @@ def run(args: argparse.Namespace) -> int:
     Returns :func:`margin_solver.cli.exit_status` of the result: 0, or 3 when GD diverged or
     its two steps did not fit the training set (the warning then goes to stderr).
     """
-    from margin_solver.data import load_dataset
-    from margin_solver.fileio import write_json
-    from margin_solver.gd import gradient_descent
-    from margin_solver.results import ConvergenceWarning
+    from margin_solver.core.data import load_dataset
+    from margin_solver.core.fileio import write_json
+    from margin_solver.core.results import ConvergenceWarning
+    from margin_solver.gd.endpoints import gradient_descent
 
     check_outputs(args.json, args.plot)
     if args.plot:

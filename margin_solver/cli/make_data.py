@@ -27,7 +27,7 @@ _OWN = {"paper": _PAPER, "digits": _IMAGES, "mnist": (*_IMAGES, "mnist")}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the verb's arguments (source options default to None: given = used)."""
-    from margin_solver.data import NOISE_KINDS, SIGNAL_KINDS, SIGNAL_POSITIONS
+    from margin_solver.core.data import NOISE_KINDS, SIGNAL_KINDS, SIGNAL_POSITIONS
 
     parser.add_argument("source", choices=SOURCES, help="paper: the paper's model; digits: "
                         "scikit-learn's bundled 8x8 digits; mnist: a local MNIST copy (--mnist)")
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_outputs(train: str, test: str | None) -> list[Path]:
-    from margin_solver.fileio import check_output_path
+    from margin_solver.core.fileio import check_output_path
 
     paths = [Path(p) for p in (train, test) if p is not None]
     if len(paths) == 2 and paths[0].resolve() == paths[1].resolve():
@@ -114,8 +114,8 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 def _paper(args, outputs, s_train, s_test, n_test) -> list[tuple[Path, Any]]:
-    from margin_solver.data import PaperDistribution
-    from margin_solver.validation import check_int, check_positive
+    from margin_solver.core.data import PaperDistribution
+    from margin_solver.core.validation import check_int, check_positive
 
     check_int(args.n, "--n", 1)
     options = {k: getattr(args, k) for k in _PAPER if getattr(args, k) is not None}
@@ -131,8 +131,8 @@ def _paper(args, outputs, s_train, s_test, n_test) -> list[tuple[Path, Any]]:
             data = dist.sample(n, seed)  # memory checked there; a directory streams instead
             written.append((data.save(path), data))
         else:
-            from margin_solver.data import load_dataset
-            from margin_solver.generate import write_paper_dataset
+            from margin_solver.core.data import load_dataset
+            from margin_solver.core.generate import write_paper_dataset
 
             written.append((path, load_dataset(write_paper_dataset(path, dist, n, seed))))
     return written
@@ -158,6 +158,6 @@ def _images(args, outputs, s_train, s_test, n_test) -> list[tuple[Path, Any]]:
 def _save(path: Path, data: Any) -> Path:
     if path.suffix == ".npz":
         return data.save(path)
-    from margin_solver.generate import save_on_disk
+    from margin_solver.core.generate import save_on_disk
 
     return save_on_disk(data, path)

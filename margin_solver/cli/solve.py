@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from margin_solver.cli import EXIT_CAVEAT, EXIT_OK, CLIError, check_outputs, exit_status
 
 if TYPE_CHECKING:
-    from margin_solver.minnorm import MinNormResult
+    from margin_solver.minnorm.solve import MinNormResult
 
 NAME = "solve"
 HELP = "compute the min-norm interpolator P_R of a dataset (optionally with a certified bound)"
@@ -20,8 +20,8 @@ EXAMPLE = "margin-solver solve train.npz --R 0.5 --certify --json result.json"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the ``solve`` verb."""
-    from margin_solver.minnorm import DEFAULT_GAP_TOL, FORMS
-    from margin_solver.ooc import DEFAULT_BLOCK_BYTES
+    from margin_solver.core.ooc import DEFAULT_BLOCK_BYTES
+    from margin_solver.minnorm.solve import DEFAULT_GAP_TOL, FORMS
 
     parser.add_argument(
         "data",
@@ -104,11 +104,11 @@ def run(args: argparse.Namespace) -> int:
     infeasible, no feasible point found, engine failure), 4 with a caveat (time or iteration
     limit, inaccurate, or ``--certify`` without a certificate).
     """
-    from margin_solver.data import load_dataset
-    from margin_solver.fileio import write_json
-    from margin_solver.ooc import execution
-    from margin_solver.results import ConvergenceWarning
-    from margin_solver.solutions import read_solution
+    from margin_solver.analysis.solutions import read_solution
+    from margin_solver.core.data import load_dataset
+    from margin_solver.core.fileio import write_json
+    from margin_solver.core.ooc import execution
+    from margin_solver.core.results import ConvergenceWarning
 
     check_outputs(args.json)
     block_bytes = None
@@ -137,8 +137,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _solve(args: argparse.Namespace, data, p0) -> MinNormResult:
-    from margin_solver.minnorm import solve_min_norm
-    from margin_solver.multihead import solve_min_norm_heads
+    from margin_solver.minnorm.multihead import solve_min_norm_heads
+    from margin_solver.minnorm.solve import solve_min_norm
 
     heads = {} if args.heads == 1 else {"heads": args.heads}
     return (solve_min_norm_heads if heads else solve_min_norm)(
@@ -174,7 +174,7 @@ def _summary(result: MinNormResult, data) -> str:
         lines.append(f"  best attempt: ||p|| {result.p_norm:.6g}, min margin "
                      f"{result.min_margin:.9f} (start {result.start})")
         return "\n".join(lines)
-    from margin_solver.heads import head_metrics
+    from margin_solver.analysis.heads import head_metrics
 
     metrics = head_metrics(result.v, result.p, data)  # the solver's own checked (v, p)
     lines += [

@@ -98,7 +98,7 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _json_option(text: str, name: str) -> dict:
-    from margin_solver.validation import parse_json_object
+    from margin_solver.core.validation import parse_json_object
 
     return parse_json_object(text, name)
 

@@ -25,8 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.data import Dataset
-from margin_solver.estimation import (
+from margin_solver.analysis.estimation import (
     EstimateIntervals,
     NoiseGeometry,
     SignalNoiseEstimate,
@@ -34,11 +33,14 @@ from margin_solver.estimation import (
     estimate_signal_noise,
     noise_geometry,
 )
-from margin_solver.gd import default_step_sizes, token_scale
-from margin_solver.kernel import conflicting_pairs
-from margin_solver.metrics import Metrics, trusted_metrics
-from margin_solver.results import INFEASIBLE, STATUS_TABLE
-from margin_solver.solutions import read_solution, solution_vectors
+from margin_solver.analysis.metrics import Metrics, trusted_metrics
+from margin_solver.analysis.solutions import read_solution, solution_vectors
+from margin_solver.core.data import Dataset
+from margin_solver.core.kernel import conflicting_pairs
+from margin_solver.core.progress import verbose_switch
+from margin_solver.core.results import INFEASIBLE, STATUS_TABLE
+from margin_solver.core.validation import InvalidInputError, check_int
+from margin_solver.gd.endpoints import default_step_sizes, token_scale
 from margin_solver.theory.constants import Constants
 from margin_solver.theory.report import ConditionReport, ObservedBehaviour
 from margin_solver.theory.rules import (
@@ -51,8 +53,6 @@ from margin_solver.theory.rules import (
     Regime,
     predict,
 )
-from margin_solver.progress import verbose_switch
-from margin_solver.validation import InvalidInputError, check_int
 
 __all__ = [
     "METHODS",
@@ -161,7 +161,7 @@ def data_evidence(dataset: Dataset, constants: Constants | None = None) -> DataE
 
     Examples
     --------
-    >>> from margin_solver.data import PaperDistribution
+    >>> from margin_solver.core.data import PaperDistribution
     >>> ds = PaperDistribution(d=600, snr=0.5, eta=0.1).sample(40, seed=2)
     >>> evidence = data_evidence(ds)
     >>> [str(check_conditions(ds, method=m, evidence=evidence).predicted_regime)
@@ -244,14 +244,14 @@ def check_conditions(
         R -> infinity).
     steps : (float, float), optional
         Two-step GD's ``(beta0, beta1)`` (default: the solution's; else
-        :func:`margin_solver.gd.default_step_sizes`).
+        :func:`margin_solver.gd.endpoints.default_step_sizes`).
     heads : int, default=1
         Attention heads H of the model the prediction is for. The theorems cover one head:
         for H > 1 the rows are the conditions of each head's own single-head problem (the same
         for every head, being properties of the tokens and labels) and the predicted regime
         is "outside the theory", since no theorem covers a sum of heads (docs/theory.md,
         "Multi-head attention"). A multi-head ``solution`` cannot be observed here
-        (:func:`margin_solver.compare.compare` reports it).
+        (:func:`margin_solver.analysis.compare.compare` reports it).
     evidence : DataEvidence, optional
         :func:`data_evidence` of this ``dataset`` (the same object) with these ``constants``:
         its measurements are used instead of being made again; the report is the same.
@@ -269,7 +269,7 @@ def check_conditions(
 
     Examples
     --------
-    >>> from margin_solver.data import PaperDistribution
+    >>> from margin_solver.core.data import PaperDistribution
     >>> ds = PaperDistribution(d=600, snr=0.5, eta=0.1).sample(40, seed=2)  # kappa = 10
     >>> str(check_conditions(ds).predicted_regime)
     'benign'
@@ -288,7 +288,7 @@ def check_conditions(
     if heads > 1 and solution is not None:
         raise InvalidInputError(
             f"check_conditions observes single-head solutions only (heads={heads}); compare a "
-            "multi-head model with margin_solver.compare.compare."
+            "multi-head model with margin_solver.analysis.compare.compare."
         )
     sol = None if solution is None else _read_solution(solution, dataset.d)
     setting = _setting(dataset, sol, method, R, steps)

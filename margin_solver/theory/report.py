@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from margin_solver.estimation import EstimateIntervals, NoiseGeometry, SignalNoiseEstimate
-from margin_solver.results import RecordMixin, format_cell
-from margin_solver.results import Renamed, renamed
+from margin_solver.analysis.estimation import EstimateIntervals, NoiseGeometry, SignalNoiseEstimate
+from margin_solver.core.results import RecordMixin, Renamed, format_cell, renamed
 from margin_solver.theory.constants import DISCLAIMER, Constants
 from margin_solver.theory.rules import Condition, Regime
 
@@ -24,7 +23,7 @@ class ObservedBehaviour:
     interpolates : bool
         Every training sample has ``y_i f_i > 0`` (False when the solution carries no point).
     train : dict or None
-        :class:`~margin_solver.metrics.Metrics` on the training set (without the per-sample
+        :class:`~margin_solver.analysis.metrics.Metrics` on the training set (without the per-sample
         token selection); None when the solution carries no point.
     attention_estimated : bool
         The training attention split uses estimated signal positions or clean labels.

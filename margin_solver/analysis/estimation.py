@@ -1,0 +1,615 @@
+"""Estimate the data model's parameters from a dataset whose generating values are unknown.
+
+The paper's model (docs/theory.md, "Data distribution") has one signal token ``mu_{y~}``
+per sample and ``T - 1`` noise tokens ``xi ~ N(0, sigma^2 (I - P))``. For a dataset built
+from raw arrays the checker needs ``rho``, ``sigma``, ``SNR = rho / (sigma sqrt(d))``, the
+signal position and the label noise. The estimators, in order:
+
+1. **Signal token of each sample** (when no ``signal_index`` is given): the token that is most
+   *common* across samples, i.e. with the largest mean squared cosine to the tokens of other
+   samples. Signal tokens repeat (cosine 1 with every same-class signal token, a share of about
+   ``1/(2T)`` of all tokens) while Gaussian noise tokens have squared cosines of order ``1/d``
+   with everything. This uses no labels, so it is neither biased by label noise nor by the
+   sample's own noise. (The alternative "largest projection on the class-mean difference" fails
+   at low ``kappa``: a sample's own noise contributes ``||xi||^2 / (n/2)`` to the class mean,
+   which beats the signal projection once ``kappa`` is below about 2.)
+2. **Which signal each sample carries** (its clean label): the given ``clean_y`` when present;
+   otherwise a robust two-group split of the signal tokens (sign of the projection on their top
+   principal direction, refined by 2-means), oriented so that most samples agree with the
+   observed labels (label noise ``eta < 1/2``). Grouping by the *observed* labels instead would
+   mix ``eta`` of the other signal into each class mean and shrink ``rho``.
+3. ``mu_+``, ``mu_-``: the group means; ``rho^2`` from ``||mean||^2`` minus its sampling variance
+   (unbiased when signal tokens carry noise of their own, exact when they do not).
+4. ``sigma^2 = mean ||(I - P) xi||^2 / (d - k)`` over the noise tokens, with ``P`` the projection
+   on the estimated signal span of dimension ``k`` (2 for orthogonal, 1 for antipodal signals);
+   correct for projected and for isotropic noise alike.
+5. ``eta``: the share of samples whose observed label differs from the carried signal (exact
+   realised rate when ``clean_y`` is given, an estimate otherwise).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from margin_solver.core.data import Dataset
+from margin_solver.core.results import to_jsonable
+from margin_solver.core.validation import check_memory
+
+__all__ = [
+    "EstimateIntervals",
+    "NoiseGeometry",
+    "SignalNoiseEstimate",
+    "bootstrap_intervals",
+    "estimate_signal_index",
+    "estimate_signal_noise",
+    "noise_geometry",
+    "noise_tokens",
+]
+
+#: Reference samples against which token commonality is measured (cost n T * 256 T * d).
+REFERENCE_SAMPLES = 256
+_ROW_BLOCK = 4096
+_POWER_ITERATIONS = 60
+_LLOYD_ITERATIONS = 10
+#: Above this |cosine| between the two signal means the signal span is taken as one-dimensional.
+_ANTIPODAL_COSINE = 0.95
+#: Magnitudes whose fourth powers (squared Gram entries, in the noise cross-talk), summed over
+#: d and n T tokens, stay finite and normal in float64.
+_SAFE_MIN, _SAFE_MAX = 1e-50, 1e50
+
+
+@dataclass(frozen=True)
+class SignalNoiseEstimate:
+    """Signal and noise parameters measured on a dataset.
+
+    Attributes
+    ----------
+    rho, sigma, snr : float
+        Estimated signal norm, noise scale per coordinate and ``rho / (sigma sqrt(d))``.
+    signal_rank : int
+        Dimension ``k`` of the estimated signal span (2 orthogonal, 1 antipodal, 0 none).
+    eta : float
+        Share of samples whose observed label differs from the signal they carry.
+    n_noisy : int
+        Number of such samples.
+    signal_index_source : {"given", "estimated", "single token"}
+    class_source : {"clean labels", "clustering"}
+        Where the carried signal (clean label) of each sample comes from.
+    signal_index_margin : float or None
+        Median over samples of (commonality of the chosen token) / (commonality of the
+        runner-up); large means the signal token stands out clearly. None when given or T = 1.
+    class_separation : float or None
+        For the clustering split: distance between the two group means of the signal tokens
+        projected on their difference, in pooled standard deviations (capped at 1e9);
+        below about 4 the split, and so ``eta``, is unreliable. None when clean labels are
+        given or a group has fewer than two tokens.
+    signal_index : ndarray of shape (n,)
+    signal_class : ndarray of shape (n,)
+        Carried signal per sample, +1 for ``mu_+`` and -1 for ``mu_-`` (= clean label).
+    mu : ndarray of shape (2, d)
+        Estimated ``[mu_+, mu_-]`` (a zero row when a class is absent).
+    basis : ndarray of shape (k, d)
+        Orthonormal basis of the estimated signal span.
+    """
+
+    rho: float
+    sigma: float
+    snr: float
+    signal_rank: int
+    eta: float
+    n_noisy: int
+    signal_index_source: str
+    class_source: str
+    signal_index_margin: float | None
+    class_separation: float | None
+    signal_index: np.ndarray = field(repr=False)
+    signal_class: np.ndarray = field(repr=False)
+    mu: np.ndarray = field(repr=False)
+    basis: np.ndarray = field(repr=False)
+
+    @property
+    def estimated_index(self) -> bool:
+        """True when the signal positions were inferred rather than given."""
+        return self.signal_index_source == "estimated"
+
+    @property
+    def estimated_classes(self) -> bool:
+        """True when the carried signals (clean labels) were inferred rather than given."""
+        return self.class_source != "clean labels"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Scalars only (the arrays would bloat a JSON report)."""
+        keys = (
+            "rho",
+            "sigma",
+            "snr",
+            "signal_rank",
+            "eta",
+            "n_noisy",
+            "signal_index_source",
+            "class_source",
+            "signal_index_margin",
+            "class_separation",
+        )
+        return {k: to_jsonable(getattr(self, k)) for k in keys}
+
+
+def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
+    """Estimate signal position, signal vectors, ``rho``, ``sigma``, SNR and ``eta``.
+
+    Uses ``data.signal_index`` and ``data.clean_y`` when present and estimates the rest
+    (see the module docstring for the estimators and why they were chosen).
+
+    Parameters
+    ----------
+    data : Dataset
+    seed : int, default=0
+        Seeds the choice of reference samples and the power iteration.
+
+    Returns
+    -------
+    SignalNoiseEstimate
+
+    Examples
+    --------
+    >>> from margin_solver.core.data import PaperDistribution
+    >>> ds = PaperDistribution(d=400, snr=0.2, eta=0.1).sample(60, seed=1)
+    >>> est = estimate_signal_noise(Dataset(ds.X, ds.y))
+    >>> round(est.snr, 2)
+    0.2
+    """
+    rng = np.random.default_rng(seed)
+    X, scale = _safe_scale(data.X)
+    n, T, d = X.shape
+    margin = None
+    if data.signal_index is not None:
+        index, index_source = data.signal_index, "given"
+    elif T == 1:
+        index, index_source = np.zeros(n, dtype=np.int64), "single token"
+    else:
+        index, margin = estimate_signal_index(X, rng=rng)
+        index_source = "estimated"
+    signal_tokens = X[np.arange(n), index]
+    separation = None
+    if data.clean_y is not None:
+        classes, class_source = data.clean_y.astype(np.int64), "clean labels"
+    else:
+        classes, class_source = _split_signal_tokens(signal_tokens, data.y, rng), "clustering"
+        separation = _separation(signal_tokens, classes)
+    mu, rho = _signal_means(signal_tokens, classes)
+    basis = _signal_basis(mu)
+    sigma = _noise_scale(X, index, basis)
+    snr = rho / (sigma * np.sqrt(d)) if sigma > 0 else float("inf")
+    flipped = data.y != classes
+    return SignalNoiseEstimate(
+        rho=rho * scale,
+        sigma=sigma * scale,
+        snr=float(snr),
+        signal_rank=basis.shape[0],
+        eta=float(flipped.mean()),
+        n_noisy=int(flipped.sum()),
+        signal_index_source=index_source,
+        class_source=class_source,
+        signal_index_margin=margin,
+        class_separation=separation,
+        signal_index=index,
+        signal_class=classes,
+        mu=mu * scale,
+        basis=basis,
+    )
+
+
+def _safe_scale(X: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(X / s, s)`` with ``s = max |X|`` when squares would overflow or underflow, else
+    ``(X, 1)``.
+
+    Every estimate is a ratio or scales linearly, so working on ``X / s`` is exact; the copy
+    is made only for extreme magnitudes.
+    """
+    top = float(np.max(np.abs(X))) if X.size else 0.0
+    if top == 0.0 or _SAFE_MIN <= top <= _SAFE_MAX:
+        return X, 1.0
+    return X / top, top
+
+
+def _safe_unit_scale(m: np.ndarray) -> np.ndarray:
+    """``m / max |m|`` (zero stays zero): a vector whose norm neither overflows nor underflows."""
+    top = float(np.max(np.abs(m))) if m.size else 0.0
+    return m / top if top > 0 else m
+
+
+def estimate_signal_index(
+    X: np.ndarray,
+    rng: np.random.Generator | None = None,
+    reference_samples: int = REFERENCE_SAMPLES,
+) -> tuple[np.ndarray, float]:
+    """Guess each sample's signal token as its most *common* token across samples.
+
+    Commonality of token ``x_it`` = mean squared cosine with the tokens of up to
+    ``reference_samples`` other samples. Cost O(n T * min(n, reference_samples) T * d),
+    memory bounded by row blocks.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_tokens, n_features)
+    rng : numpy.random.Generator, optional
+        Chooses the reference samples when ``n > reference_samples``.
+    reference_samples : int, default=256
+
+    Returns
+    -------
+    index : ndarray of int, shape (n_samples,)
+    margin : float
+        Median ratio of the best to the second-best commonality (>= 1); near 1 means the
+        guess is unreliable.
+    """
+    rng = rng if rng is not None else np.random.default_rng(0)
+    n, T, d = X.shape
+    unit = X / np.maximum(np.linalg.norm(X, axis=2, keepdims=True), np.finfo(float).tiny)
+    ref = np.sort(rng.choice(n, size=min(n, reference_samples), replace=False))
+    ref_tokens = unit[ref].reshape(-1, d)
+    ref_owner = np.repeat(ref, T)
+    tokens = unit.reshape(n * T, d)
+    owner = np.repeat(np.arange(n), T)
+    common = np.empty(n * T)
+    for start in range(0, n * T, _ROW_BLOCK):
+        stop = min(start + _ROW_BLOCK, n * T)
+        cos2 = (tokens[start:stop] @ ref_tokens.T) ** 2
+        own = owner[start:stop, None] == ref_owner[None, :]
+        cos2[own] = 0.0
+        others = ref_tokens.shape[0] - own.sum(axis=1)
+        common[start:stop] = cos2.sum(axis=1) / np.maximum(others, 1)
+    common = common.reshape(n, T)
+    index = np.argmax(common, axis=1)
+    ordered = np.sort(common, axis=1)
+    ratio = ordered[:, -1] / np.maximum(ordered[:, -2], np.finfo(float).tiny)
+    return index.astype(np.int64), float(np.median(ratio))
+
+
+def _split_signal_tokens(S: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Two groups of signal tokens (2-means started from the top principal direction),
+    labelled so that the majority agrees with the observed labels."""
+    centred = S - S.mean(axis=0)
+    w = rng.standard_normal(S.shape[1])
+    for _ in range(_POWER_ITERATIONS):
+        w = centred.T @ (centred @ w)
+        norm = np.linalg.norm(w)
+        if norm == 0.0:
+            break
+        w /= norm
+    groups = np.where(centred @ w >= 0.0, 1, -1)
+    for _ in range(_LLOYD_ITERATIONS):
+        if np.all(groups == groups[0]):
+            break
+        means = np.stack([S[groups == 1].mean(axis=0), S[groups == -1].mean(axis=0)])
+        # ||s - m||^2 up to the common ||s||^2, without an (n, 2, d) temporary.
+        dist = np.einsum("kd,kd->k", means, means)[None, :] - 2.0 * (S @ means.T)
+        new = np.where(dist[:, 0] <= dist[:, 1], 1, -1)
+        if np.array_equal(new, groups):
+            break
+        groups = new
+    if np.mean(groups == y) < 0.5:
+        groups = -groups
+    return groups.astype(np.int64)
+
+
+def _separation(S: np.ndarray, groups: np.ndarray) -> float | None:
+    """Gap between the two groups along their mean difference, in pooled standard deviations.
+
+    Each token is projected on the mean difference computed *without* it (leave-one-out):
+    in high dimension a split fitted to pure noise looks well separated along its own mean
+    difference, and leaving the token out removes that self-influence.
+    """
+    plus, minus = groups == 1, groups == -1
+    n_plus, n_minus = int(plus.sum()), int(minus.sum())
+    if n_plus < 2 or n_minus < 2:
+        return None
+    m_plus, m_minus = S[plus].mean(axis=0), S[minus].mean(axis=0)
+    norm = np.linalg.norm(m_plus - m_minus)
+    if norm == 0.0:
+        return 0.0
+    sq = np.einsum("ij,ij->i", S, S)
+    to_plus, to_minus = S @ m_plus, S @ m_minus
+    loo = (
+        np.where(
+            plus,
+            (n_plus * to_plus - sq) / (n_plus - 1) - to_minus,
+            to_plus - (n_minus * to_minus - sq) / (n_minus - 1),
+        )
+        / norm
+    )
+    a, b = loo[plus], loo[minus]
+    pooled = np.sqrt((a.var() * n_plus + b.var() * n_minus) / len(S))
+    return float(min(abs(a.mean() - b.mean()) / max(pooled, 1e-300), 1e9))
+
+
+def _signal_means(S: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, float]:
+    """Class means of the signal tokens and ``rho`` with the sampling variance removed."""
+    mu = np.zeros((2, S.shape[1]))
+    rho_sq = []
+    for row, label in enumerate((1, -1)):
+        members = S[classes == label]
+        if len(members) == 0:
+            continue
+        mu[row] = members.mean(axis=0)
+        value = float(mu[row] @ mu[row])
+        if len(members) > 1:
+            spread = float(((members - mu[row]) ** 2).sum()) / (len(members) - 1)
+            value -= spread / len(members)
+        rho_sq.append(max(value, 0.0))
+    return mu, float(np.sqrt(np.mean(rho_sq)))
+
+
+def _signal_basis(mu: np.ndarray) -> np.ndarray:
+    """Orthonormal basis (k, d) of the span of the non-zero signal means."""
+    rows = [m / np.linalg.norm(m) for m in mu if np.linalg.norm(m) > 0]
+    if len(rows) == 2 and abs(float(rows[0] @ rows[1])) > _ANTIPODAL_COSINE:
+        rows = rows[:1]
+    if not rows:
+        return np.zeros((0, mu.shape[1]))
+    q, _ = np.linalg.qr(np.stack(rows).T)
+    return q.T
+
+
+@dataclass(frozen=True)
+class EstimateIntervals:
+    """Bootstrap intervals of the SNR and eta estimates.
+
+    Attributes
+    ----------
+    level : float
+        Two-sided coverage of each percentile interval (0.9: the 5% and 95% quantiles).
+    n_boot : int
+        Bootstrap replicates.
+    snr : (float, float)
+    eta : (float, float)
+    conditional : str
+        What the resampling holds fixed (the signal positions and carried signals of the full
+        data): the intervals are sampling uncertainty given those, not the uncertainty of the
+        position and clustering steps, whose reliability is judged by ``signal_index_margin``
+        and ``class_separation`` instead.
+    """
+
+    level: float
+    n_boot: int
+    snr: tuple[float, float]
+    eta: tuple[float, float]
+    conditional: str = "signal positions and carried signals held fixed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary."""
+        return to_jsonable(dataclasses.asdict(self))
+
+
+#: Bootstrap work budget: replicates are cut so that ``n_boot * n * d`` stays below this.
+_BOOT_BUDGET = 4e8
+
+
+def bootstrap_intervals(
+    data: Dataset,
+    est: SignalNoiseEstimate,
+    *,
+    n_boot: int = 200,
+    level: float = 0.9,
+    seed: int | np.random.Generator | None = 0,
+) -> EstimateIntervals:
+    """Bootstrap intervals of ``snr`` and ``eta`` over resampled samples.
+
+    Each replicate draws ``n`` samples with replacement (multinomial weights) and recomputes
+    the class means of the signal tokens, ``rho`` (sampling variance removed), ``sigma`` and
+    the flip share, with the signal positions, carried signals and signal span of ``est``
+    held fixed (one matrix product for all replicates; cost ``O(n_boot n d)``; ``n_boot`` is
+    lowered, not below 20, when that would exceed about 4e8 operations). The interval is the
+    replicates' central ``level`` range of deviations from their mean, placed around the point
+    estimate.
+
+    Parameters
+    ----------
+    data : Dataset
+    est : SignalNoiseEstimate
+        The point estimate on ``data`` (:func:`estimate_signal_noise`).
+    n_boot : int, default=200
+    level : float, default=0.9
+    seed : int or numpy.random.Generator, optional
+
+    Returns
+    -------
+    EstimateIntervals
+
+    Examples
+    --------
+    >>> from margin_solver.core.data import PaperDistribution
+    >>> ds = PaperDistribution(d=400, snr=0.2, eta=0.1).sample(60, seed=1)
+    >>> raw = Dataset(ds.X, ds.y)
+    >>> ci = bootstrap_intervals(raw, estimate_signal_noise(raw))
+    >>> bool(ci.snr[0] < 0.2 < ci.snr[1])
+    True
+    """
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    X, scale = _safe_scale(data.X)
+    n, T, d = X.shape
+    n_boot = int(max(20, min(n_boot, _BOOT_BUDGET // max(n * d, 1))))
+    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
+    S = X[np.arange(n), est.signal_index]
+    sq = np.einsum("ij,ij->i", S, S)
+    rho_sq = np.zeros(n_boot)
+    present = 0
+    for label in (1, -1):
+        member = (est.signal_class == label).astype(np.float64)
+        if not member.any():
+            continue
+        present += 1
+        w = weights * member
+        count = w.sum(axis=1)
+        safe = np.maximum(count, 1.0)
+        mean = (w @ S) / safe[:, None]
+        mean_sq = np.einsum("bj,bj->b", mean, mean)
+        spread = (w @ sq - count * mean_sq) / np.maximum(count - 1.0, 1.0)
+        value = np.where(count > 1, mean_sq - spread / safe, mean_sq)
+        rho_sq += np.where(count > 0, np.maximum(value, 0.0), 0.0)
+    rho = np.sqrt(rho_sq / max(present, 1)) * scale
+    k = est.basis.shape[0]
+    if T > 1 and d > k:
+        keep = np.ones((n, T), dtype=bool)
+        keep[np.arange(n), est.signal_index] = False
+        xi = X[keep].reshape(n, T - 1, d)
+        outside = xi - (xi @ est.basis.T) @ est.basis
+        energy = np.einsum("itj,itj->i", outside, outside)
+        sigma = np.sqrt((weights @ energy) / (n * (T - 1) * (d - k))) * scale
+    else:
+        sigma = np.full(n_boot, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        snr = rho / (sigma * np.sqrt(d))
+    eta = weights @ (data.y != est.signal_class).astype(np.float64) / n
+    tail = 100 * (1 - level) / 2
+
+    # Centred on the point estimate: duplicated samples bias the debiased rho of a replicate
+    # (its spread term sees fewer distinct samples), so the replicates' mean is not the estimate.
+    def interval(x: np.ndarray, point: float, top: float) -> tuple[float, float]:
+        x = x[np.isfinite(x)]
+        if x.size == 0 or not np.isfinite(point):
+            return (float("nan"), float("nan"))
+        lo, hi = np.percentile(x - x.mean(), [tail, 100 - tail]) + point
+        return (float(max(lo, 0.0)), float(min(hi, top)))
+
+    return EstimateIntervals(
+        level=level,
+        n_boot=n_boot,
+        snr=interval(snr, est.snr, np.inf),
+        eta=interval(eta, est.eta, 1.0),
+    )
+
+
+def noise_tokens(X: np.ndarray, signal_index: np.ndarray) -> np.ndarray:
+    """All tokens except each sample's signal token, shape (n (T - 1), d)."""
+    n, T, _ = X.shape
+    keep = np.ones((n, T), dtype=bool)
+    keep[np.arange(n), signal_index] = False
+    return X[keep]
+
+
+def _noise_scale(X: np.ndarray, index: np.ndarray, basis: np.ndarray) -> float:
+    """``sigma`` from the noise energy outside the signal span, per remaining coordinate."""
+    xi = noise_tokens(X, index)
+    d, k = X.shape[2], basis.shape[0]
+    if xi.shape[0] == 0 or d <= k:
+        return float("nan")
+    outside = xi - (xi @ basis.T) @ basis
+    return float(np.sqrt(np.mean(np.sum(outside**2, axis=1)) / (d - k)))
+
+
+@dataclass(frozen=True)
+class NoiseGeometry:
+    """Finite-sample geometry of the noise tokens that the proofs rely on.
+
+    Attributes
+    ----------
+    n_tokens : int
+        Number of noise tokens ``N``.
+    n_gram_tokens : int
+        Noise tokens entering the Gram matrix (``N`` or a subsample of whole samples).
+    subsampled : bool
+    max_overlap : float or None
+        ``max_{a != b} |<xi_a, xi_b>| / ||xi_a||^2`` over the Gram tokens.
+    median_crosstalk : float or None
+        Median over ``a`` of ``sqrt(sum_{b != a} <xi_a, xi_b>^2) / ||xi_a||^2``, the sum
+        rescaled by ``(N - 1) / (N_gram - 1)`` when subsampled.
+    norm_deviation : float or None
+        ``max_a | ||xi_a||^2 / mean_b ||xi_b||^2 - 1 |`` over all noise tokens.
+    signal_cosine : float or None
+        ``max_{a, c} |cos(xi_a, mu_c)|`` over all noise tokens and non-zero signal means.
+    """
+
+    n_tokens: int
+    n_gram_tokens: int
+    subsampled: bool
+    max_overlap: float | None
+    median_crosstalk: float | None
+    norm_deviation: float | None
+    signal_cosine: float | None
+
+
+def noise_geometry(
+    X: np.ndarray,
+    signal_index: np.ndarray,
+    mu: np.ndarray,
+    max_tokens: int = 4000,
+    rng: np.random.Generator | None = None,
+) -> NoiseGeometry:
+    """Measure near-orthogonality, cross-talk, norm concentration and signal overlap of the noise.
+
+    The Gram matrix of noise tokens costs O(N^2 d) for ``N = n (T - 1)``; when ``n T``
+    exceeds ``max_tokens`` it is computed on the noise tokens of a random subset of
+    ``max_tokens // T`` samples (the maximum over a subset can only underestimate the
+    maximum over all pairs). Norms and signal overlaps always use every token (O(N d)).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_tokens, n_features)
+    signal_index : ndarray of int, shape (n_samples,)
+    mu : ndarray of shape (2, n_features)
+        Signal vectors (zero rows are skipped).
+    max_tokens : int, default=4000
+    rng : numpy.random.Generator, optional
+        Chooses the subsample.
+
+    Returns
+    -------
+    NoiseGeometry
+    """
+    rng = rng if rng is not None else np.random.default_rng(0)
+    X, _ = _safe_scale(X)
+    n, T, d = X.shape
+    xi = noise_tokens(X, signal_index)
+    N = xi.shape[0]
+    if N < 2:
+        return NoiseGeometry(N, N, False, None, None, None, None)
+    sq_norms = np.einsum("ij,ij->i", xi, xi)
+    positive = sq_norms > 0
+    norm_dev = (
+        float(np.max(np.abs(sq_norms / sq_norms.mean() - 1.0))) if sq_norms.mean() > 0 else None
+    )
+    # mu is in the caller's scale: scale it like X before taking norms (overflow at 1e200).
+    mus = np.array([u / np.linalg.norm(u) for u in map(_safe_unit_scale, mu) if u.any()])
+    mus = mus.reshape(-1, d)
+    signal_cos = None
+    if len(mus) and positive.any():
+        signal_cos = float(
+            np.max(np.abs(xi[positive] @ mus.T) / np.sqrt(sq_norms[positive])[:, None])
+        )
+    subsampled = n * T > max_tokens
+    if subsampled:
+        chosen = np.sort(rng.choice(n, size=max(2, max_tokens // T), replace=False))
+        gram_xi = noise_tokens(X[chosen], signal_index[chosen])
+    else:
+        gram_xi = xi
+    m = gram_xi.shape[0]
+    # G, |G| and |G| / own live at once.
+    check_memory(
+        3 * 8 * m * m,
+        f"the noise-token Gram matrix ({m} x {m}, float64) and two temporaries",
+        "lower Constants.max_tokens (check --constant max_tokens=...), which subsamples it",
+    )
+    G = gram_xi @ gram_xi.T
+    own = np.diag(G).copy()
+    ok = own > 0
+    if ok.sum() < 2:
+        return NoiseGeometry(N, G.shape[0], subsampled, None, None, norm_dev, signal_cos)
+    G, own = G[np.ix_(ok, ok)], own[ok]
+    np.fill_diagonal(G, 0.0)
+    max_overlap = float(np.max(np.abs(G) / own[:, None]))
+    scale = (N - 1) / (G.shape[0] - 1)
+    crosstalk = np.sqrt(scale * np.sum(G**2, axis=1)) / own
+    return NoiseGeometry(
+        n_tokens=N,
+        n_gram_tokens=G.shape[0],
+        subsampled=subsampled,
+        max_overlap=max_overlap,
+        median_crosstalk=float(np.median(crosstalk)),
+        norm_deviation=norm_dev,
+        signal_cosine=signal_cos,
+    )

@@ -1,0 +1,92 @@
+"""How far the certified lower bound reaches (issue 12, parts 1 and 2).
+
+Two studies on the paper's data (kappa = n SNR^2 = 4, eta = 0.1), each row appended to one
+JSON results file (written after every row):
+
+``finite_r``
+    :func:`global_lower_bound` with ``R`` (the finite-R bound: Lagrangian bound for T = 2,
+    then branch-and-bound) at T = 2, d = 2000, n in {12, 20, 40, 100} and
+    R sqrt(d) in {0.1, 1, 3, 10, 100}, ``gap_tol=1e-3``, 60 s limit.
+``hard_selection``
+    :func:`global_lower_bound` without R (the hard-selection bound LB, valid for every R) at
+    d = 20,000 for (T, n) in {(4, 30), (4, 50), (8, 20), (2, 500)} (issue 12's targets) and
+    beyond them {(4, 100), (8, 50), (2, 1000)}, 60 s limit.
+
+Each row: n, T, R sqrt(d), seconds, nodes, proven bound, incumbent, relative gap, status,
+method. Run: ``.venv/bin/python -m margin_solver.bench.measure.certificate_frontier [--study finite_r]
+[--quick] [--out FILE.json]`` (a shim over :func:`main`).
+
+``--quick`` keeps n <= 20 and a 10 s limit (a smoke run, not the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import time
+
+from margin_solver.bounds.lower import global_lower_bound
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.fileio import write_json
+
+SEED = 1
+KAPPA = 4.0
+ETA = 0.1
+R_SCALES = (0.1, 1.0, 3.0, 10.0, 100.0)
+#: (T, n) of the hard-selection study: issue 12's targets, then larger instances.
+HARD_SELECTION_CASES = ((4, 30), (4, 50), (8, 20), (2, 500), (4, 100), (8, 50), (2, 1000))
+
+
+def paper(n: int, T: int, d: int):
+    return PaperDistribution(d=d, T=T, snr=math.sqrt(KAPPA / n), eta=ETA).sample(n, seed=SEED)
+
+
+def row(study: str, ds, R_scale: float | None, time_limit: float, gap_tol: float) -> dict:
+    """One bound, timed from the raw tokens (the token Gram product included)."""
+    R = None if R_scale is None else R_scale / math.sqrt(ds.d)
+    t0 = time.perf_counter()
+    res = global_lower_bound(ds.X, ds.y, R=R, time_limit=time_limit, gap_tol=gap_tol)
+    seconds = time.perf_counter() - t0
+    return {
+        "study": study, "n": ds.n, "T": ds.T, "d": ds.d, "R_sqrt_d": R_scale,
+        "seconds": round(seconds, 3), "nodes": res.nodes, "bound": res.value,
+        "incumbent": res.incumbent, "gap": res.gap, "status": res.status,
+        "method": res.method, "bound_kind": res.bound_kind,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line of the study: the rows into ``--out`` (JSON, rewritten after each row)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", choices=("finite_r", "hard_selection", "all"), default="all")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--out", default="results/certificate_frontier.json")
+    args = parser.parse_args(argv)
+    limit = 10.0 if args.quick else args.time_limit
+    rows: list[dict] = []
+    meta = {"machine": f"{platform.node()} {platform.processor()} (2 cores, shared)",
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                        time.gmtime())}
+
+    def emit(result: dict) -> None:
+        rows.append(result)
+        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in result.items()), flush=True)
+        write_json(args.out, {"meta": meta, "rows": rows})
+
+    if args.study in ("finite_r", "all"):
+        for n in (12, 20) if args.quick else (12, 20, 40, 100):
+            ds = paper(n, 2, 2000)
+            for scale in R_SCALES:
+                emit(row("finite_r", ds, scale, limit, 1e-3))
+    if args.study in ("hard_selection", "all"):
+        cases = ((4, 20), (8, 10)) if args.quick else HARD_SELECTION_CASES
+        for T, n in cases:
+            emit(row("hard_selection", paper(n, T, 20_000), None, limit, 1e-4))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""Installed size of margin-solver's dependencies in the running environment.
+
+Sums the bytes of the files each distribution installs (``importlib.metadata``), follows
+each declared dependency's own requirements, and counts a shared distribution once, in the
+order ``pyproject.toml`` declares the dependencies. Run inside the environment:
+``.venv/bin/python -m margin_solver.bench.measure.install_size`` (docs/usage.md, "Install size").
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import re
+
+MiB = 2**20
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirements(dist: md.Distribution, extras: tuple[str, ...] = ()) -> list[tuple[str, tuple[str, ...]]]:
+    """``(name, its extras)`` of each requirement of ``dist`` with ``extras`` selected."""
+    out = []
+    for req in dist.requires or []:
+        marker = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", req)
+        if marker and marker.group(1) not in extras:
+            continue
+        name, wanted = re.match(r"([A-Za-z0-9_.\-]+)\s*(?:\[([^\]]*)\])?", req).groups()
+        out.append((_norm(name), tuple(e.strip() for e in (wanted or "").split(",") if e.strip())))
+    return out
+
+
+def main() -> None:
+    sizes, dists = {}, {}
+    for dist in md.distributions():
+        name = _norm(dist.metadata["Name"])
+        dists[name] = dist
+        sizes[name] = sum(os.path.getsize(f.locate()) for f in dist.files or [] if os.path.exists(f.locate()))
+
+    def closure(req: tuple[str, tuple[str, ...]], seen: set[str]) -> set[str]:
+        name, extras = req
+        if name in sizes:
+            first = name not in seen
+            seen.add(name)
+            for sub in _requirements(dists[name], extras) if (first or extras) else []:
+                closure(sub, seen)
+        return seen
+
+    me = md.distribution("margin-solver")
+    seen: set[str] = set()
+    print("dependency        adds (MiB)  distributions")
+    for dep in _requirements(me):
+        new = closure(dep, set()) - seen
+        seen |= new
+        print(f"{dep[0]:16s} {sum(sizes[n] for n in new) / MiB:10.1f}  {', '.join(sorted(new))}")
+    print(f"{'base install':16s} {sum(sizes[n] for n in seen) / MiB:10.1f}  ({len(seen)} distributions)")
+    extras = md.metadata("margin-solver").get_all("Provides-Extra") or []
+    for extra in extras:
+        wanted = set()
+        for dep in set(_requirements(me, (extra,))) - set(_requirements(me)):
+            closure(dep, wanted)
+        new = wanted - seen
+        print(f"extra {extra:10s} {sum(sizes[n] for n in new) / MiB:10.1f}  {', '.join(sorted(new))}")
+
+
+if __name__ == "__main__":
+    main()

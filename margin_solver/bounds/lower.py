@@ -1,0 +1,834 @@
+"""A certified global lower bound on P_R: the hard-selection problem LB (docs/theory.md).
+
+For any p, ``y_i f_i = sum_t s_it y_i <v, x_it> <= max_t y_i <v, x_it>``, so
+
+    (LB)  minimize ||v||  s.t.  for every i some token t has  y_i <v, x_it> >= 1
+
+is a lower bound on the optimal value of P_R for every R. LB picks one token per sample and
+solves an SVM on the picked tokens (:func:`margin_solver.svm.selection.selection_svm`); its value
+is the smallest such SVM norm over the T^n selections.
+
+Two exact methods:
+
+``"enumerate"``
+    Every selection, one SVM each (T^n SVMs).
+``"bnb"``
+    Best-first branch-and-bound over token sets (:class:`_SelectionSearch`). A node allows
+    each sample a set of tokens; samples left with one are fixed, and the SVM over the fixed
+    samples alone (fewer constraints than any completion) bounds the node from below. When
+    that SVM's v already satisfies every free sample through an allowed token, the node is
+    solved (its best completion is that v). Otherwise the free samples add the lifted bound
+    of the hardest one (:func:`~margin_solver.svm.selection.lifted_bounds`, from the strong
+    convexity of the node's SVM) and the aggregated lift of all of them
+    (:func:`~margin_solver.svm.selection.aggregated_lift`: nearly orthogonal tokens, such as the
+    paper's noise tokens, add up instead of being charged one at a time). A node whose bound
+    reaches the incumbent is pruned; else the hardest free sample is branched on: its most
+    promising token fixed, or its other tokens (tokens whose lifted bound reaches the
+    incumbent are dropped). The incumbent starts from the hard-selection alternation
+    (:func:`hard_selection_alternation`) from the first GD step's v
+    (``v_1 ∝ sum_i y_i xbar_i``) and improves at solved nodes. With a time limit the result
+    still carries a proven bound: the smallest bound of the open nodes and solved leaves.
+    docs/theory.md, "Hard-selection branch-and-bound over token sets".
+
+With ``R`` given, :func:`global_lower_bound` bounds P_R itself through the attention that
+``||p|| <= R`` can reach (:mod:`margin_solver.bounds.rbounds`): ``bound_kind="finite-R"``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from margin_solver.bounds.linbound import MAX_TOKENS as LINEARISED_MAX_TOKENS
+from margin_solver.bounds.linbound import linearised_bound
+from margin_solver.bounds.rbounds import (
+    LOW_RANK_MAX,
+    finite_r_bound,
+    low_rank_bound,
+    realising_coefficients,
+    score_rank,
+)
+from margin_solver.bounds.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
+from margin_solver.bounds.sdpbound import lagrangian_bound
+from margin_solver.core.blas import single_threaded_blas
+from margin_solver.core.kernel import TokenGram, conflicting_pairs
+from margin_solver.core.progress import ProgressBar, verbose_switch
+from margin_solver.core.results import (
+    FAILED,
+    INACCURATE,
+    INFEASIBLE,
+    MAX_ITER,
+    NO_FEASIBLE_POINT_FOUND,
+    OPTIMAL,
+    TIME_LIMIT,
+    ConvergenceWarning,
+    ResultMixin,
+)
+from margin_solver.core.validation import (
+    InvalidInputError,
+    check_gap_tol,
+    check_labels,
+    check_magnitude,
+    check_positive,
+    check_tokens,
+)
+from margin_solver.descent.alternating import KernelForm, descend
+from margin_solver.svm.selection import (
+    SelectionSVM,
+    aggregated_lift,
+    attention_svm,
+    best_tokens,
+    hard_selection_alternation,
+    lifted_bounds,
+    selection_svm,
+    token_margins,
+)
+from margin_solver.svm.vstep import solve_trusted_vstep
+
+__all__ = [
+    "BOUND_METHODS",
+    "FINITE_R",
+    "HARD_SELECTION",
+    "LowerBoundResult",
+    "first_selection",
+    "first_step_margins",
+    "global_lower_bound",
+    "trusted_lower_bound",
+]
+
+#: Methods of :func:`global_lower_bound`.
+BOUND_METHODS = ("auto", "enumerate", "bnb")
+
+#: ``LowerBoundResult.bound_kind`` values.
+HARD_SELECTION = "hard-selection"
+FINITE_R = "finite-R"
+
+#: ``method="auto"`` enumerates when T^n is at most this, else runs branch-and-bound.
+ENUMERATION_LIMIT = 2**8
+
+# A free sample counts as satisfied by a node's v when its best token's margin is at least
+# 1 - _SATISFIED_TOL; the completed selection's SVM is then re-solved exactly.
+_SATISFIED_TOL = 1e-9
+# Relative slack under which a node bound counts as reaching the incumbent (prune).
+_PRUNE_RTOL = 1e-12
+# The finite-R branch-and-bound stops when its proven bound has not risen over this many
+# SVMs (about 5 s on the shared machine): on degenerate inputs (d = 1, R large against the
+# tokens) its relaxation cannot tighten, and a certify call should not spend its whole time
+# limit there. Counted rather than timed so that answers do not depend on the machine.
+_STALL_NODES = 2000
+
+
+@dataclass(repr=False)
+class LowerBoundResult(ResultMixin):
+    """A certified lower bound on P_R: the hard-selection bound LB, or the finite-R bound.
+
+    Attributes
+    ----------
+    value : float
+        The proven lower bound. ``bound_kind="hard-selection"``: on LB, hence on P_R for
+        every R; LB itself when ``status == "optimal"`` (up to 1e-9 relative), the best bound
+        proven so far with ``"time_limit"``, ``inf`` when infeasible (no v satisfies any
+        selection, so P_R is infeasible for every R). ``bound_kind="finite-R"``: on P_R for
+        the given R; within ``gap_tol`` of ``incumbent`` when ``"optimal"``.
+    incumbent : float
+        Hard-selection: ``||v||`` of the best selection found (an upper bound on LB, not on
+        P_R). Finite-R: the smallest ``||v||`` of a point (v, p) with ``||p|| <= R`` found
+        feasible for P_R (an upper bound on P_R), inf when none was found.
+    selection : ndarray of int, shape (n,) or None
+        Token of each sample in the best selection found (finite-R: that of its LB stage,
+        else each sample's most attended token at the descent's point).
+    status : str
+        ``"failed"`` (an SVM's engines all broke down: ``value`` is the trivial bound 0),
+        ``"optimal"`` (the search finished: ``value`` is LB), ``"time_limit"`` (the
+        branch-and-bound stopped at its time limit: ``value`` is the bound proven so far, a
+        valid lower bound but not LB), ``"max_iter"`` (a budget of SVMs stopped it: LB's
+        ``max_nodes``, or the finite-R box search's SVMs without progress or no node left to
+        refine; ``value`` is the bound proven so far) or ``"infeasible"`` (the search finished and no
+        selection can be separated: P_R is infeasible for every R). docs/statuses.md.
+    message : str
+    method : str
+        ``"enumerate"`` or ``"bnb"``; for the finite-R bound the stages that ran, joined by
+        ``"+"`` (of ``"hard-selection"``, ``"linearised"``, ``"lagrangian"``, ``"p-boxes"``,
+        ``"bnb"``).
+    nodes : int
+        SVMs solved (selections for enumeration, nodes for branch-and-bound).
+    solve_time : float
+        Wall-clock seconds, including the token Gram product.
+    certified : bool
+        True when the search finished, so that ``value`` is proven to be LB itself (or LB's
+        infeasibility is proven); False after a time limit. Finite-R: True when the gap to
+        the incumbent is within ``gap_tol`` (or infeasibility of P_R is proven).
+    bound_kind : str
+        ``"hard-selection"`` (valid for every R) or ``"finite-R"`` (valid for ``R``).
+    R : float or None
+        The radius the bound is for (None for the hard-selection bound).
+    point : ndarray of shape (n, T) or None
+        Finite-R: token coefficients of a p (``p = sum_it point_it x_it``, ``||p|| <= R``)
+        at which the branch-and-bound found its ``incumbent``, when that is below the
+        incumbent it was given (the caller's best point); else None.
+    """
+
+    value: float
+    incumbent: float
+    selection: np.ndarray | None
+    status: str
+    message: str
+    method: str
+    nodes: int
+    solve_time: float
+    certified: bool = False
+    bound_kind: str = HARD_SELECTION
+    R: float | None = None
+    point: np.ndarray | None = None
+
+    @property
+    def gap(self) -> float:
+        """``(incumbent - value) / incumbent``: 0 when the bound is attained."""
+        if not math.isfinite(self.incumbent):
+            return math.nan
+        return (self.incumbent - self.value) / self.incumbent
+
+
+def first_step_margins(H: np.ndarray, y: np.ndarray, T: int) -> np.ndarray:
+    """``y_i <v_1, x_it>`` with ``v_1 = sum_j y_j xbar_j`` (the first GD step's direction); (n, T)."""
+    n = len(y)
+    values = (H @ np.repeat(y / T, T)).reshape(n, T)
+    return y[:, None] * values
+
+
+@verbose_switch
+def global_lower_bound(
+    X,
+    y,
+    method: str = "auto",
+    *,
+    R: float | None = None,
+    time_limit: float = 60.0,
+    gap_tol: float = 1e-4,
+    gram: TokenGram | None = None,
+    progress: bool = False,
+) -> LowerBoundResult:
+    """Compute a certified lower bound on P_R: the hard-selection bound LB, or with ``R``
+    the finite-R bound.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_tokens, n_features)
+    y : array-like of shape (n_samples,)
+        Labels in {-1, +1}.
+    method : {"auto", "enumerate", "bnb"}, default="auto"
+        How LB is computed (with ``R``: LB is the finite-R bound's first stage):
+        ``"auto"`` enumerates when ``T**n <= 256`` and runs branch-and-bound otherwise.
+    R : float, optional
+        Radius of the ball ``||p|| <= R``. Without it (the default) the bound is LB, valid
+        for every R (``bound_kind="hard-selection"``). With it the bound is for P_R at this
+        R (``bound_kind="finite-R"``): LB, then the alternating descent's best point as
+        incumbent (from p = 0, the first GD step's selection, the hard-selection
+        alternation's and LB's), then the linearised bound
+        (:func:`margin_solver.bounds.linbound.linearised_bound`, tight at small R), then (T = 2) the
+        Lagrangian bound (:func:`margin_solver.bounds.sdpbound.lagrangian_bound`), then
+        branch-and-bound over the attention the ball can reach
+        (:func:`margin_solver.bounds.rbounds.finite_r_bound`) run until one is within ``gap_tol``
+        of it (docs/theory.md, "Finite-R lower bound").
+        With T = 1 attention plays no role and LB is P_R itself, so LB is returned.
+    time_limit : float, default=60.0
+        Seconds after which branch-and-bound stops with status ``"time_limit"`` and the best
+        bound proven so far (enumeration ignores it: use it only where T^n is small).
+    gap_tol : float, default=1e-4
+        Finite-R bound only: stop, with status ``"optimal"``, once the relative gap between
+        the incumbent and the proven bound is at most this; in (0, 1). (LB is solved to
+        1e-9.)
+    gram : TokenGram, optional
+        Precomputed token Gram matrix of ``X`` (saves the O((nT)^2 d) product).
+    progress : bool, default=False
+        Show a progress bar on stderr (selections enumerated; or branch-and-bound's elapsed
+        time against ``time_limit``, with nodes, proven bound and best selection, and for
+        the finite-R bound the proven gap).
+
+    Returns
+    -------
+    LowerBoundResult
+
+    Raises
+    ------
+    InvalidInputError
+        On malformed X or y, an unknown method, a non-positive R or time limit, or a gap
+        tolerance outside (0, 1).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[-2.0, 0.0], [0.0, 3.0]]])
+    >>> res = global_lower_bound(X, [1, -1])
+    >>> res.status, round(res.value, 6), res.selection.tolist()
+    ('optimal', 1.0, [0, 0])
+    """
+    start = time.perf_counter()
+    X = check_magnitude(check_tokens(X), "X")
+    n, T, _ = X.shape
+    y = check_labels(y, n)
+    if method not in BOUND_METHODS:
+        raise InvalidInputError(
+            f"Unknown method {method!r}; expected one of {list(BOUND_METHODS)}."
+        )
+    time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
+    if R is not None:
+        R = check_positive(R, "R")
+        gap_tol = check_gap_tol(gap_tol)
+    H = (gram if gram is not None else TokenGram(X)).H
+    result = trusted_lower_bound(H, y, T, method, time_limit, progress, start, R=R, X=X,
+                                 gap_tol=gap_tol)
+    if not result.success:
+        warnings.warn(f"global_lower_bound returned status {result.status!r}: {result.message}",
+                      ConvergenceWarning, stacklevel=3)  # 3: past the verbose_switch wrapper
+    return result
+
+
+def trusted_lower_bound(
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    method: str,
+    time_limit: float,
+    progress: bool,
+    start: float,
+    *,
+    R: float | None = None,
+    X: np.ndarray | None = None,
+    gap_tol: float = 1e-4,
+    max_nodes: int | None = None,
+    incumbents: list | None = None,
+    first: SelectionSVM | None = None,
+    hard_bound: LowerBoundResult | None = None,
+    incumbent: tuple[float, np.ndarray | None] | None = None,
+) -> LowerBoundResult:
+    """:func:`global_lower_bound` on checked inputs (the worker behind that door).
+
+    ``H`` is the exactly symmetric (nT, nT) token Gram matrix
+    (:attr:`margin_solver.core.kernel.TokenGram.H`), ``y`` float64 labels in {-1, +1}, ``method``
+    one of :data:`BOUND_METHODS`, ``time_limit`` positive; ``start`` the
+    :func:`time.perf_counter` reading the solve time counts from. With ``R`` (positive) the
+    finite-R bound, which also needs ``gap_tol`` (in (0, 1)) and, unless ``incumbent`` is
+    given, the tokens ``X`` (for the alternating solver's incumbent). Nothing is validated:
+    for callers that validated the data already (:func:`margin_solver.minnorm.solve.solve_min_norm`).
+
+    ``first``: :func:`first_selection` when the caller has it (LB's first incumbent; a start
+    of the finite-R bound's descents); computed here when None. Without ``R``:
+    ``max_nodes`` also stops the branch-and-bound after that many SVMs (status
+    ``"max_iter"``; a budget that gives the same answer on a loaded and an idle machine),
+    and a list ``incumbents`` receives every selection (ndarray of shape (n,)) that became
+    the best found, in order (the search for P_R's starts realises them all).
+
+    With ``R``, a caller that ran its own starts passes what it has, so nothing is done
+    twice: ``hard_bound``, LB as this function returned it without ``R`` (its first stage;
+    its SVMs count in ``nodes``, and its seconds in the time limit when ``start`` is moved
+    back by its ``solve_time``), and ``incumbent``, ``(norm, selection)`` of the best
+    feasible point of P_R found (``(inf, None)`` when none), which replaces the descents.
+    """
+    if R is not None and T > 1:
+        with single_threaded_blas():
+            return _finite_r(X, y, H, R, method, time_limit, gap_tol, start, progress,
+                             first=first, hard_bound=hard_bound, incumbent=incumbent)
+    if hard_bound is not None:  # T = 1: LB is P_R itself
+        return hard_bound
+    with single_threaded_blas():
+        result = _hard_selection_bound(H, y, T, method, time_limit, progress, start,
+                                       max_nodes=max_nodes, incumbents=incumbents,
+                                       first=first, X=X)
+    if result.status in (NO_FEASIBLE_POINT_FOUND, INACCURATE) and X is not None:
+        # Unresolved selections: samples with exactly the same tokens may still prove it.
+        clash = conflicting_pairs(X, y, H)
+        if clash:
+            return _conflict_result(clash[0], result.nodes, start, R)
+    return result
+
+
+def _conflict_result(
+    pair: tuple[int, int], nodes: int, start: float, R: float | None
+) -> LowerBoundResult:
+    """``infeasible``: samples ``pair`` have the same tokens and opposite labels."""
+    i, j = pair
+    return LowerBoundResult(
+        math.inf, math.inf, None, INFEASIBLE,
+        f"infeasible: samples {i} and {j} have the same tokens (in some order) and "
+        "opposite labels, so every p gives them the same feature", HARD_SELECTION, nodes,
+        time.perf_counter() - start, certified=True,
+        **({} if R is None else {"bound_kind": FINITE_R, "R": R}))
+
+
+def _hard_selection_bound(
+    H: np.ndarray, y: np.ndarray, T: int, method: str, time_limit: float, progress: bool,
+    start: float, *, max_nodes: int | None = None, incumbents: list | None = None,
+    first: SelectionSVM | None = None, X: np.ndarray | None = None,
+) -> LowerBoundResult:
+    """LB by enumeration or branch-and-bound (``method``, ``"auto"`` by the size of T^n);
+    ``X``, the tokens behind H, lets exactly equal tokens prove a selection infeasible
+    (:func:`margin_solver.svm.selection.selection_svm`)."""
+    if method == "auto":
+        method = "enumerate" if T**len(y) <= ENUMERATION_LIMIT else "bnb"
+    if method == "enumerate":
+        with ProgressBar(progress, total=T**len(y), desc="lower bound (enumeration)",
+                         unit="SVM") as bar:
+            best, nodes, failed, floor = _enumerate(H, y, T, bar, incumbents, X)
+        return _finish(best, floor, OPTIMAL, "enumerate", nodes, start, failed, floor)
+    total = time_limit if math.isfinite(time_limit) else None
+    with ProgressBar(progress, total=total, desc="lower bound (branch-and-bound)",
+                     unit="s", bar_format=_BNB_BAR) as bar:
+        return _branch_and_bound(H, y, T, time_limit, start, bar, max_nodes=max_nodes,
+                                 incumbents=incumbents, first=first, X=X)
+
+
+def first_selection(H: np.ndarray, y: np.ndarray, T: int) -> SelectionSVM:
+    """The hard-selection alternation from the first GD step's selection
+    (:func:`first_step_margins`): LB's first incumbent and a start of P_R's solver."""
+    return hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
+
+
+# elapsed seconds against the time limit, then nodes, proven bound and best selection
+_BNB_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} s{postfix}"
+
+
+def _finite_r(
+    X: np.ndarray | None,
+    y: np.ndarray,
+    H: np.ndarray,
+    R: float,
+    method: str,
+    time_limit: float,
+    gap_tol: float,
+    start: float,
+    progress: bool,
+    *,
+    first: SelectionSVM | None = None,
+    hard_bound: LowerBoundResult | None = None,
+    incumbent: tuple[float, np.ndarray | None] | None = None,
+) -> LowerBoundResult:
+    """The finite-R bound: LB (valid for every R, tight at large R; at most a quarter of the
+    time), the alternating solver's best point as incumbent, then the bounds in order of
+    cost until one is within ``gap_tol`` of it (:func:`_finite_r_stages`). ``hard_bound``
+    and ``incumbent`` given (:func:`trusted_lower_bound`) skip the first two steps."""
+    n = len(y)
+    T = H.shape[0] // n
+    if hard_bound is None:
+        # Confirmed exactly on X (the Gram matrix only screens): it cannot tell tokens 1e-9
+        # apart (its squared distances carry rounding of eps ||x||^2), and such samples can
+        # be interpolated.
+        clash = conflicting_pairs(X, y, H)
+        if clash:
+            return _conflict_result(clash[0], 0, start, R)
+        if first is None:
+            first = first_selection(H, y, T)
+        budget = (time_limit - (time.perf_counter() - start)) / 4
+        hard_bound = _hard_selection_bound(H, y, T, method, budget, False, time.perf_counter(),
+                                           first=first, X=X)
+    if incumbent is None:
+        # solve_min_norm's deterministic starts: without the first step's selection the
+        # incumbent of a cancer-feature instance (T = 3, R sqrt(d) = 1e4) stayed 8 % above the
+        # point that start reaches, which equals LB, and the box search ran to its time limit;
+        # LB's selection realised at norm R is its 'lb_selection' start: when it reaches LB
+        # the bound is closed at once (else the box search ran to its stall limit, 18 s on an
+        # n = 8 instance whose optimum is this start's point)
+        if first is None:
+            first = first_selection(H, y, T)
+        selections = [best_tokens(first_step_margins(H, y, T)),
+                      first.tokens if first.feasible else None,
+                      None if hard_bound.status == FAILED else hard_bound.selection]
+        incumbent = _descent_incumbent(X, H, y, R, selections)
+    return _finite_r_stages(H, y, T, R, hard_bound, incumbent, time_limit, gap_tol, start,
+                            progress)
+
+
+def _finite_r_stages(
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    R: float,
+    hard_bound: LowerBoundResult,
+    incumbent: tuple[float, np.ndarray | None],
+    time_limit: float,
+    gap_tol: float,
+    start: float,
+    progress: bool,
+) -> LowerBoundResult:
+    """The finite-R bound's stages after LB (``hard_bound``) against the best point
+    ``incumbent = (norm, selection)``, in order of cost until one is within ``gap_tol`` of
+    it: the linearised bound (tight at small R), the Lagrangian bound (T = 2),
+    branch-and-bound over boxes of p when the reachable scores span at most
+    ``LOW_RANK_MAX`` dimensions (half the time left), then over score boxes for the time left.
+    The largest bound proven is kept; ``point`` is set when a search found a better point."""
+    n = len(y)
+    incumbent, selection = incumbent
+    nodes = hard_bound.nodes
+    if hard_bound.status == FAILED:  # the v-step engines broke down: report it as LB does
+        return LowerBoundResult(
+            0.0, incumbent, None, FAILED,
+            "every v-step engine broke down on some selection SVM; nothing beyond the "
+            "trivial bound 0 is proven", HARD_SELECTION, nodes, time.perf_counter() - start,
+            bound_kind=FINITE_R, R=R)
+    if hard_bound.value == math.inf:
+        return LowerBoundResult(
+            math.inf, math.inf, None, INFEASIBLE,
+            "infeasible: no token selection can be separated, so no (v, p) interpolates "
+            "the data for any R", HARD_SELECTION, nodes, time.perf_counter() - start,
+            certified=True, bound_kind=FINITE_R, R=R)
+    if hard_bound.selection is not None:
+        selection = hard_bound.selection
+    methods = [HARD_SELECTION]
+    total = time_limit if math.isfinite(time_limit) else None
+    with ProgressBar(progress, total=total, desc="lower bound (finite R)", unit="s",
+                     bar_format=_BNB_BAR) as bar:
+
+        def show(bound: float) -> None:
+            gap = (incumbent - bound) / incumbent if math.isfinite(incumbent) else math.nan
+            bar.set_to(min(time.perf_counter() - start, time_limit), bound=f"{bound:.6g}",
+                       best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
+
+        proven = min(hard_bound.value, incumbent)
+        show(proven)
+        if n * T <= LINEARISED_MAX_TOKENS and proven < incumbent * (1 - gap_tol):
+            left = time_limit - (time.perf_counter() - start)
+            value = _linearised(H, y, T, R, incumbent * (1 - gap_tol), proven,
+                                time.perf_counter() + left / 2)
+            proven = max(proven, min(value, incumbent))
+            methods.append("linearised")
+            show(proven)
+        if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and proven < incumbent * (1 - gap_tol):
+            left = time_limit - (time.perf_counter() - start)
+            sdp = lagrangian_bound(H, y, R, time_limit=left / 2)
+            if not sdp.skipped:
+                proven = max(proven, min(sdp.value, incumbent))
+                methods.append("lagrangian")
+                show(proven)
+        found, point = None, None
+        searches = []
+        if proven < incumbent * (1 - gap_tol) and score_rank(H, n, T) <= LOW_RANK_MAX:
+            searches.append(("p-boxes", lambda: low_rank_bound(
+                H, y, T, R, incumbent=incumbent, gap_tol=gap_tol, start=start, bar=bar,
+                floor=proven, time_limit=(time.perf_counter() - start + time_limit) / 2,
+                stall_nodes=_STALL_NODES)))
+        searches.append(("bnb", lambda: finite_r_bound(
+            H, y, T, R, incumbent=incumbent, time_limit=time_limit, gap_tol=gap_tol,
+            start=start, bar=bar, floor=proven, stall_nodes=_STALL_NODES)))
+        for name, search in searches:
+            if proven >= incumbent * (1 - gap_tol):
+                break
+            methods.append(name)
+            found = search()
+            nodes += found.nodes
+            if found.status == INFEASIBLE:
+                return LowerBoundResult(
+                    math.inf, math.inf, None, INFEASIBLE,
+                    f"proven infeasible at R = {R:.6g}: every node of the finite-R "
+                    f"branch-and-bound ({name}) was certified infeasible", "+".join(methods),
+                    nodes, time.perf_counter() - start, certified=True, bound_kind=FINITE_R,
+                    R=R)
+            if found.incumbent < incumbent and found.scores is not None:
+                point = realising_coefficients(H, n, T, found.scores)
+            incumbent = min(incumbent, found.incumbent)
+            proven = max(proven, min(found.value, incumbent))
+    method = "+".join(methods)
+    gap = (incumbent - proven) / incumbent if math.isfinite(incumbent) else math.inf
+    if gap <= gap_tol:
+        status = OPTIMAL
+        message = (f"finite-R bound ({method}) within relative gap {gap:.3g} <= {gap_tol:.3g} "
+                   f"of the best point found: bound {proven:.6g}, best {incumbent:.6g}")
+    else:
+        # the box search ran whenever the gap was open, so its stop says why it stayed open
+        status = found.status if found is not None and found.status == TIME_LIMIT else MAX_ITER
+        why = ("at the time limit" if status == TIME_LIMIT else
+               f"after {_STALL_NODES} SVMs without progress (or no node left to refine)")
+        message = (f"stopped ({method}, {nodes} SVMs) {why}; proven finite-R bound "
+                   f"{proven:.6g}, best point {incumbent:.6g} (relative gap {gap:.3g})")
+    return LowerBoundResult(proven, incumbent, selection, status, message, method, nodes,
+                            time.perf_counter() - start, certified=status == OPTIMAL,
+                            bound_kind=FINITE_R, R=R, point=point)
+
+
+def _linearised(H: np.ndarray, y: np.ndarray, T: int, R: float, target: float,
+                floor: float, deadline: float) -> float:
+    """The linearised bound (:func:`margin_solver.bounds.linbound.linearised_bound`, with its
+    ``target``, ``floor`` and ``deadline``; at most half the time left) from the v-step's
+    duals at uniform attention (p = 0, where the attention is linearised); 0 when that SVM
+    has no duals."""
+    n = len(y)
+    means = np.full((n, T), 1.0 / T)
+    K = np.einsum("it,itju,ju->ij", means, H.reshape(n, T, n, T), means)
+    # formed from validated tokens: the public door's checks would reject a rounding-level
+    # negative diagonal (a sample whose mean token is zero gave K_ii = -1.1e-16)
+    uniform = solve_trusted_vstep((K + K.T) / 2, y)
+    if uniform.alpha is None:
+        return 0.0
+    return linearised_bound(H, y, T, R, uniform.alpha, target=target, floor=floor,
+                            deadline=deadline)
+
+
+def _descent_incumbent(
+    X: np.ndarray, H: np.ndarray, y: np.ndarray, R: float,
+    selections: Sequence[np.ndarray | None],
+) -> tuple[float, np.ndarray | None]:
+    """The smallest ``||v||`` the alternating descent reaches from p = 0 and from each token
+    selection of ``selections`` (shape (n,); None and repeats skipped) realised with norm R
+    (starts of :func:`margin_solver.minnorm.solve.solve_min_norm`), with each sample's most
+    attended token there; ``(inf, None)`` when no start is feasible."""
+    n, T, d = X.shape
+    form = KernelForm(X, TokenGram.from_gram(H, n, T, d))
+    starts = [form.zeros()]
+    for k, tokens in enumerate(selections):
+        if tokens is None or any(np.array_equal(tokens, other) for other in selections[:k]):
+            continue
+        coefficients = attention_svm(H, T, tokens, R)
+        if coefficients is not None:
+            starts.append(form.from_coefficients(coefficients))
+    best, selection = math.inf, None
+    for p0 in starts:
+        run = descend(form, y, p0, R)
+        if run.point.feasible and run.norm < best:
+            best, selection = run.norm, np.argmax(run.point.attention, axis=1)
+    return best, selection
+
+
+def _enumerate(
+    H: np.ndarray, y: np.ndarray, T: int, bar: ProgressBar, incumbents: list | None = None,
+    X: np.ndarray | None = None,
+) -> tuple[SelectionSVM, int, bool, float]:
+    """Every selection's SVM: the best one, the count, whether an engine broke down, and LB
+    (the smallest proven bound, below the best norm when some SVM could not be resolved).
+    ``X`` are the tokens behind H (see :func:`selection_svm`)."""
+    best = None
+    nodes = 0
+    failed = False
+    floor = math.inf
+    for tokens in itertools.product(range(T), repeat=len(y)):
+        svm = selection_svm(H, y, T, np.array(tokens), X=X)
+        nodes += 1
+        failed |= svm.failed
+        floor = min(floor, svm.bound)
+        if best is None or svm.norm < best.norm:
+            best = svm
+            if incumbents is not None and svm.feasible:
+                incumbents.append(svm.tokens)
+        if bar.throttle():
+            bar.set_to(nodes, best=f"{best.norm:.6g}")
+    bar.set_to(nodes)
+    return best, nodes, failed, floor
+
+
+@dataclass(order=True)
+class _Node:
+    bound: float
+    order: int
+    svm: SelectionSVM = field(compare=False)
+    allowed: np.ndarray = field(compare=False)  # (n, T): tokens each sample may still take
+    branch: int = field(compare=False)  # the free sample to branch on
+    lifted: np.ndarray = field(compare=False)  # (T,): its tokens' lifted bounds
+
+
+class _SelectionSearch:
+    """Best-first branch-and-bound over token sets (docs/theory.md, "Hard-selection
+    branch-and-bound"): a node restricts each sample to a set of allowed tokens and fixes
+    the samples left with one; its bound combines the SVM over the fixed samples with the
+    lifted and aggregated bounds of the free ones."""
+
+    def __init__(self, H: np.ndarray, y: np.ndarray, T: int, incumbents: list | None = None,
+                 first: SelectionSVM | None = None, X: np.ndarray | None = None) -> None:
+        self.H, self.y, self.T, self.X = H, y, T, X
+        self.n = len(y)
+        self.sq_norms = np.diag(H).reshape(self.n, T)
+        # every selection that becomes the incumbent is appended here (search starts)
+        self.incumbents = incumbents
+        self.incumbent = first if first is not None else first_selection(H, y, T)
+        if incumbents is not None and self.incumbent.feasible:
+            incumbents.append(self.incumbent.tokens)
+        self.heap: list[_Node] = []
+        self.counter = itertools.count()
+        self.nodes = 0
+        # Smallest bound among nodes closed by a completed selection; those bounds can sit a
+        # rounding error below the completed SVM's norm, and the proven bound must include them.
+        self.closed_floor = math.inf
+        self.failed = False  # an engine breakdown drops a node without proof
+        # Smallest bound among nodes closed because their SVM could not be resolved (tokens
+        # of opposite labels equal to within rounding): only that bound is proven there.
+        self.unresolved_floor = math.inf
+
+    def solve(self, tokens: np.ndarray, samples: np.ndarray | None = None) -> SelectionSVM:
+        svm = selection_svm(self.H, self.y, self.T, tokens, samples, X=self.X)
+        self.nodes += 1
+        self.failed |= svm.failed
+        return svm
+
+    def prunes(self, bound: float) -> bool:
+        return bound >= self.incumbent.norm * (1 - _PRUNE_RTOL)
+
+    def evaluate(self, svm: SelectionSVM, allowed: np.ndarray, parent_bound: float) -> None:
+        """Bound a node and queue it, or close it (completion, pruning, infeasibility)."""
+        if not svm.feasible:
+            # closed: infeasible (bound inf), or unresolved with its proven bound
+            self.unresolved_floor = min(self.unresolved_floor, max(parent_bound, svm.norm_bound))
+            return
+        n, T = self.n, self.T
+        margins = token_margins(self.H, self.y, T, svm)
+        free = np.setdiff1d(np.arange(n), svm.samples)
+        reachable = np.where(allowed, margins, -np.inf)
+        if free.size == 0 or reachable[free].max(axis=1).min() >= 1 - _SATISFIED_TOL:
+            tokens = np.argmax(reachable, axis=1)
+            tokens[svm.samples] = svm.tokens
+            completed = self.solve(tokens)
+            self.closed_floor = min(self.closed_floor, max(parent_bound, svm.norm))
+            if completed.norm < self.incumbent.norm:
+                self.incumbent = completed
+                if self.incumbents is not None:
+                    self.incumbents.append(completed.tokens)
+            return
+        lifted = np.where(allowed[free],
+                          lifted_bounds(svm.norm, margins[free], self.sq_norms[free]), math.inf)
+        per_sample = lifted.min(axis=1)
+        hardest = int(np.argmax(per_sample))
+        bound = max(parent_bound, svm.norm, float(per_sample[hardest]))
+        if self.prunes(bound):
+            return
+        needed = math.sqrt(max(self.incumbent.norm**2 - svm.norm**2, 0.0))
+        shared = aggregated_lift(self.H, self.y, T, margins, allowed, free, target=needed)
+        bound = max(bound, math.sqrt(svm.norm**2 + shared**2))
+        if self.prunes(bound):
+            return
+        heapq.heappush(self.heap, _Node(bound, next(self.counter), svm, allowed,
+                                        int(free[hardest]), lifted[hardest]))
+
+    def branch(self, node: _Node) -> None:
+        """Two children: the free sample's most promising token fixed, and its other tokens."""
+        i = node.branch
+        options = np.flatnonzero(node.lifted < self.incumbent.norm * (1 + _PRUNE_RTOL))
+        options = options[np.argsort(node.lifted[options], kind="stable")]
+        for group in (options[:1], options[1:]):
+            if group.size == 0:
+                continue
+            allowed = node.allowed.copy()
+            allowed[i] = False
+            allowed[i, group] = True
+            child = node.svm
+            if group.size == 1:
+                child = self.solve(np.append(node.svm.tokens, group[0]),
+                                   np.append(node.svm.samples, i))
+            self.evaluate(child, allowed, node.bound)
+
+    def proven(self) -> float:
+        return min([self.incumbent.norm, self.closed_floor, self.unresolved_floor]
+                   + [node.bound for node in self.heap])
+
+
+def _branch_and_bound(
+    H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar,
+    *, max_nodes: int | None = None, incumbents: list | None = None,
+    first: SelectionSVM | None = None, X: np.ndarray | None = None,
+) -> LowerBoundResult:
+    search = _SelectionSearch(H, y, T, incumbents, first, X)
+    n = len(y)
+    root = search.solve(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    search.evaluate(root, np.ones((n, T), dtype=bool), 0.0)
+    heap = search.heap
+    stopped_by = TIME_LIMIT
+    while heap:
+        if search.prunes(heap[0].bound):
+            heap.clear()
+            break
+        if time.perf_counter() - start > time_limit:
+            break
+        if max_nodes is not None and search.nodes >= max_nodes:
+            stopped_by = MAX_ITER
+            break
+        if bar.throttle():
+            _show_gap(bar, search, start, time_limit)
+        search.branch(heapq.heappop(heap))
+    _show_gap(bar, search, start, time_limit)
+    status = OPTIMAL if not heap else stopped_by
+    return _finish(search.incumbent, search.proven(), status, "bnb", search.nodes, start,
+                   search.failed, search.unresolved_floor)
+
+
+def _show_gap(bar: ProgressBar, search: _SelectionSearch, start: float,
+              time_limit: float) -> None:
+    """Elapsed time, nodes, proven bound, best selection and the relative gap between them."""
+    bound, best = search.proven(), search.incumbent.norm
+    gap = (best - bound) / best if 0 < best < math.inf else math.nan
+    bar.set_to(min(time.perf_counter() - start, time_limit), nodes=search.nodes,
+               bound=f"{bound:.6g}", best=f"{best:.6g}", gap=f"{gap:.2e}")
+
+
+def _selection(best: SelectionSVM) -> np.ndarray | None:
+    """The best selection as one token per sample; None when its SVM has no solution."""
+    if not best.feasible:
+        return None
+    selection = np.empty(len(best.samples), dtype=np.int64)
+    selection[best.samples] = best.tokens
+    return selection
+
+
+def _finish(
+    best: SelectionSVM,
+    bound: float,
+    status: str,
+    method: str,
+    nodes: int,
+    start: float,
+    engine_failed: bool = False,
+    unresolved: float = math.inf,
+) -> LowerBoundResult:
+    """The LB result from the search's best selection and proven ``bound``; ``unresolved``
+    is the smallest bound of the selections whose SVM could not be resolved."""
+    elapsed = time.perf_counter() - start
+    if engine_failed:  # a selection or node was dropped without proof: only 0 is proven
+        return LowerBoundResult(
+            0.0,
+            best.norm,
+            _selection(best),
+            FAILED,
+            "every v-step engine broke down on some selection SVM; nothing beyond the trivial "
+            "bound 0 is proven",
+            method,
+            nodes,
+            elapsed,
+        )
+    if status == OPTIMAL and unresolved < best.norm:
+        # some selection's SVM was closed unresolved, with only a proven bound on its norm
+        return LowerBoundResult(
+            bound,
+            best.norm,
+            _selection(best),
+            NO_FEASIBLE_POINT_FOUND if not best.feasible else INACCURATE,
+            f"cannot tell LB: some selections put opposite labels on tokens equal to within "
+            f"the rounding of the Gram matrix; proven bound {bound:.6g}, best selection "
+            f"{best.norm:.6g}",
+            method,
+            nodes,
+            elapsed,
+        )
+    if not best.feasible and status == OPTIMAL:
+        return LowerBoundResult(
+            math.inf,
+            math.inf,
+            None,
+            INFEASIBLE,
+            "infeasible: no token selection can be separated, so no (v, p) interpolates "
+            "the data for any R",
+            method,
+            nodes,
+            elapsed,
+            certified=True,
+        )
+    selection = _selection(best)
+    if status == OPTIMAL:
+        message = f"LB solved exactly by {method} ({nodes} SVMs)"
+    else:
+        why = "time limit reached" if status == TIME_LIMIT else "node budget reached"
+        message = (
+            f"{why} after {nodes} SVMs; proven bound {bound:.6g}, best selection "
+            f"{best.norm:.6g} (relative gap {(best.norm - bound) / best.norm:.3g})"
+        )
+    return LowerBoundResult(bound, best.norm, selection, status, message, method, nodes, elapsed,
+                            certified=status == OPTIMAL)

@@ -1,0 +1,453 @@
+"""Vectorised numerics of the single-head attention model f(X; v, p) = v^T X^T softmax(X p).
+
+Everything is batched over samples: ``X`` has shape (n, T, d). Two forms exist:
+
+* the **dense** form works with vectors ``v`` and ``p`` in R^d;
+* the **token-Gram** form (:class:`TokenGram`) writes ``v = sum_it a_it x_it`` and
+  ``p = sum_it c_it x_it`` with coefficient arrays of shape (n, T) and works with the
+  token Gram matrix ``H`` only, so each evaluation costs O((nT)^2) whatever d is
+  (docs/theory.md, "Token-Gram (kernel) form").
+
+Formulas (docs/theory.md, "Model"): scores ``a = X p``, attention ``s = softmax(a)``,
+attended feature ``z = X^T s``, token values ``u = X v``, output ``f = s^T u``,
+``df/dv = z`` and ``df/dp = X^T [s * (u - f)]``; the logistic loss
+``l(m) = log(1 + exp(-m))`` is computed with :func:`numpy.logaddexp`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from margin_solver.core.ooc import is_on_disk, materialize, project, token_gram
+from margin_solver.core.validation import check_magnitude, check_memory
+
+__all__ = [
+    "LossGrads",
+    "TokenGram",
+    "attended_features",
+    "attention",
+    "conflicting_pairs",
+    "gram_distance_rounding",
+    "logistic_loss",
+    "logistic_loss_derivative",
+    "loss_and_grads",
+    "margins",
+    "multihead_outputs",
+    "multihead_token_loss_and_grads",
+    "output_grad_p",
+    "outputs",
+    "scores",
+    "scores_and_values",
+    "softmax",
+    "token_loss_and_grads",
+    "token_values",
+]
+
+
+def softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax along ``axis``.
+
+    The maximum is subtracted before exponentiating, so scores of any magnitude
+    (1e300 included) give finite probabilities that sum to one.
+
+    Examples
+    --------
+    >>> softmax(np.array([1e6, 0.0, -1e6])).round(6).tolist()
+    [1.0, 0.0, 0.0]
+    """
+    with np.errstate(invalid="ignore"):
+        shifted = a - np.max(a, axis=axis, keepdims=True)
+    # inf - inf gives NaN; a score of +inf is full attention on that token.
+    shifted = np.where(np.isnan(shifted), 0.0, shifted)
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def scores(X: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Attention scores ``a_i = X_i p``, shape (n, T)."""
+    return project(X, [p])[0] if is_on_disk(X) else X @ p
+
+
+def scores_and_values(X: np.ndarray, p: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Scores ``X_i p`` and token values ``X_i v``, shape (n, T) each; one pass over tokens on disk.
+
+    In memory they are the two matrix-vector products, as :func:`margin_solver.core.ooc.project`
+    computes them per sample on disk, so the two agree bit for bit (one product by a
+    two-column matrix, 11 ms against 17 ms at n = 100, T = 4, d = 50,000, differs from them
+    by rounding and was dropped for that)."""
+    if is_on_disk(X):
+        a, u = project(X, [p, v])
+        return a, u
+    return X @ p, X @ v
+
+
+def attention(X: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Attention weights ``s_i = softmax(X_i p)``, shape (n, T)."""
+    return softmax(scores(X, p))
+
+
+def attended_features(X: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Attended features ``z_i = X_i^T s_i`` for attention weights ``s`` (n, T); shape (n, d)."""
+    return np.einsum("nt,ntd->nd", s, X)
+
+
+def token_values(X: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Token values ``u_i = X_i v``, shape (n, T)."""
+    return project(X, [v])[0] if is_on_disk(X) else X @ v
+
+
+def outputs(X: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Model outputs ``f(X_i; v, p) = s_i^T X_i v``, shape (n,).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> float(outputs(X, np.array([2.0, 4.0]), np.zeros(2))[0])
+    3.0
+    """
+    a, u = scores_and_values(X, p, v)
+    return np.sum(softmax(a) * u, axis=1)
+
+
+def margins(X: np.ndarray, y: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Margins ``y_i f(X_i; v, p)``, shape (n,)."""
+    return y * outputs(X, v, p)
+
+
+def logistic_loss(m: np.ndarray) -> np.ndarray:
+    """Stable logistic loss ``log(1 + exp(-m))`` of margins ``m``."""
+    return np.logaddexp(0.0, -m)
+
+
+def logistic_loss_derivative(m: np.ndarray) -> np.ndarray:
+    """Derivative ``l'(m) = -1 / (1 + exp(m))`` of the logistic loss, stable for any ``m``."""
+    return -expit(-m)
+
+
+def output_grad_p(X: np.ndarray, v: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Per-sample gradients ``df_i/dp = X_i^T [s_i * (u_i - f_i)]``, shape (n, d)."""
+    s = attention(X, p)
+    u = token_values(X, v)
+    f = np.sum(s * u, axis=1, keepdims=True)
+    return attended_features(X, s * (u - f))
+
+
+@dataclass(frozen=True)
+class LossGrads:
+    """Mean logistic loss and its gradients (in whichever form produced them)."""
+
+    loss: float
+    grad_v: np.ndarray
+    grad_p: np.ndarray
+    margins: np.ndarray
+    attention: np.ndarray
+
+
+def _loss_weights(y: np.ndarray, m: np.ndarray) -> np.ndarray:
+    # d(mean loss)/d f_i = l'(m_i) y_i / n
+    return logistic_loss_derivative(m) * y / y.shape[0]
+
+
+def loss_and_grads(X: np.ndarray, y: np.ndarray, v: np.ndarray, p: np.ndarray) -> LossGrads:
+    """Mean logistic loss over samples and its gradients with respect to ``v`` and ``p``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_tokens, n_features)
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+    v, p : ndarray of shape (n_features,)
+
+    Returns
+    -------
+    LossGrads
+        ``loss`` = mean_i log(1 + exp(-y_i f_i)); ``grad_v``, ``grad_p`` of shape (d,).
+    """
+    s = attention(X, p)
+    u = token_values(X, v)
+    f = np.sum(s * u, axis=1)
+    m = y * f
+    w = _loss_weights(y, m)
+    grad_v = attended_features(X, s * w[:, None]).sum(axis=0)
+    grad_p = attended_features(X, s * (u - f[:, None]) * w[:, None]).sum(axis=0)
+    return LossGrads(float(np.mean(logistic_loss(m))), grad_v, grad_p, m, s)
+
+
+def token_loss_and_grads(y: np.ndarray, token_scores: np.ndarray, values: np.ndarray) -> LossGrads:
+    """Mean logistic loss and its gradients as token coefficients, from scores and values.
+
+    Any representation of ``v`` and ``p`` (dense vectors, token coefficients, token
+    coefficients plus extra basis vectors) reduces to the scores ``a_it = <x_it, p>``
+    and token values ``u_it = <x_it, v>``; the gradients are then ``X^T grad_v`` and
+    ``X^T grad_p`` with the (n, T) coefficients returned here.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_samples,)
+    token_scores, values : ndarray of shape (n_samples, n_tokens)
+
+    Returns
+    -------
+    LossGrads
+        ``grad_v`` and ``grad_p`` of shape (n_samples, n_tokens) are token coefficients.
+    """
+    s = softmax(token_scores)
+    f = np.sum(s * values, axis=1)
+    m = y * f
+    w = _loss_weights(y, m)
+    grad_v = s * w[:, None]
+    grad_p = s * (values - f[:, None]) * w[:, None]
+    return LossGrads(float(np.mean(logistic_loss(m))), grad_v, grad_p, m, s)
+
+
+def multihead_outputs(X: np.ndarray, V: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """Outputs ``f(X_i) = sum_h v_h^T X_i^T softmax(X_i p_h)`` of H heads, shape (n,).
+
+    ``V`` and ``P`` have shape (H, d), one row per head; one head is :func:`outputs` exactly
+    (same operations, same rounding).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> V = np.array([[2.0, 4.0], [1.0, 0.0]])
+    >>> float(multihead_outputs(X, V, np.zeros((2, 2)))[0])
+    3.5
+    """
+    f = outputs(X, V[0], P[0])
+    for h in range(1, len(V)):
+        f = f + outputs(X, V[h], P[h])
+    return f
+
+
+def multihead_token_loss_and_grads(
+    y: np.ndarray, token_scores: np.ndarray, values: np.ndarray
+) -> LossGrads:
+    """:func:`token_loss_and_grads` for H heads: scores and values of shape (H, n, T).
+
+    ``f_i = sum_h s_hi^T u_hi`` with ``s_hi = softmax(a_hi)``; the gradients are token
+    coefficients per head, ``df_i/du_hit = s_hit`` and ``df_i/da_hit = s_hit (u_hit - s_hi^T
+    u_hi)`` (each head's softmax sees only its own scores), weighted by ``l'(m_i) y_i / n``.
+
+    Returns
+    -------
+    LossGrads
+        ``grad_v``, ``grad_p`` and ``attention`` of shape (H, n, T); ``margins`` (n,).
+    """
+    s = softmax(token_scores)
+    per_head = np.sum(s * values, axis=2, keepdims=True)  # (H, n, 1)
+    f = per_head.sum(axis=0)[:, 0]
+    m = y * f
+    w = _loss_weights(y, m)[None, :, None]
+    return LossGrads(float(np.mean(logistic_loss(m))), s * w, s * (values - per_head) * w, m, s)
+
+
+def _exactly_symmetric(H: np.ndarray) -> np.ndarray:
+    """H, or ``(H + H^T) / 2`` when rounding left the two triangles different.
+
+    The selection SVMs hand sub-matrices of H to the v-step without validation
+    (:func:`margin_solver.svm.vstep.solve_trusted_vstep`), which needs them exactly symmetric.
+    ``X X^T`` is computed symmetric by BLAS (syrk), so this is normally a no-op check.
+    """
+    return H if np.array_equal(H, H.T) else (H + H.T) / 2
+
+
+class TokenGram:
+    """Token-Gram (kernel) form of the model for vectors in the span of given tokens.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_tokens, n_features)
+        The training tokens spanning ``v`` and ``p``. Tokens on disk (a
+        :class:`numpy.memmap`) are read in blocks over d (:func:`margin_solver.core.ooc.token_gram`,
+        locally or on Dask) and checked for NaN, inf and magnitude on the way.
+
+    Notes
+    -----
+    With ``H[i, t, j, r] = <x_it, x_jr>`` and coefficients ``a, c`` of shape (n, T)
+    for ``v = X^T a`` and ``p = X^T c`` (summing over samples and tokens):
+    scores are ``H c``, token values ``H a``, ``||p||^2 = c^T H c`` and the
+    feature Gram matrix is ``K_ij = s_i^T H_ij s_j``. The one O((nT)^2 d) product
+    is done at construction; every other method costs O((nT)^2).
+    """
+
+    def __init__(self, X: np.ndarray):
+        if is_on_disk(X):
+            self.n, self.T, self.d = X.shape
+            H, peak = token_gram(X)
+            check_magnitude(np.array([peak]), "X")
+            self.H = _exactly_symmetric(H)
+            return
+        X = np.asarray(X, dtype=np.float64)
+        self.n, self.T, self.d = X.shape
+        m = self.n * self.T
+        # H and, at worst, one symmetrised copy live at once.
+        check_memory(
+            2 * 8 * m * m,
+            f"the token Gram matrix (n T x n T = {m} x {m}, float64) with one working copy",
+            "the min-norm solvers and the bound work on every pair of tokens, so use fewer "
+            "samples or fewer tokens per sample",
+        )
+        flat = X.reshape(m, self.d)
+        self.H = _exactly_symmetric(flat @ flat.T)
+
+    @classmethod
+    def from_gram(cls, H: np.ndarray, n: int, T: int, d: int | None = None) -> TokenGram:
+        """Build from a precomputed (nT, nT) token Gram matrix."""
+        obj = cls.__new__(cls)
+        obj.n, obj.T, obj.d = n, T, d
+        obj.H = _exactly_symmetric(np.asarray(H, dtype=np.float64))
+        return obj
+
+    def apply(self, coef: np.ndarray) -> np.ndarray:
+        """Inner products of every training token with ``X^T coef``; shape (n, T)."""
+        return (self.H @ coef.reshape(-1)).reshape(self.n, self.T)
+
+    def sq_norm(self, coef: np.ndarray) -> float:
+        """``||X^T coef||^2 = coef^T H coef``, clipped at 0 against round-off."""
+        flat = coef.reshape(-1)
+        return max(float(flat @ (self.H @ flat)), 0.0)
+
+    def attention(self, c: np.ndarray) -> np.ndarray:
+        """Attention weights for ``p = X^T c``; shape (n, T)."""
+        return softmax(self.apply(c))
+
+    def outputs(self, a: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Outputs ``f_i`` for ``v = X^T a`` and ``p = X^T c``; shape (n,)."""
+        return np.sum(self.attention(c) * self.apply(a), axis=1)
+
+    def feature_gram(self, s: np.ndarray) -> np.ndarray:
+        """Gram matrix ``K_ij = <z_i, z_j>`` of attended features for attention ``s`` (n, T)."""
+        n, T = self.n, self.T
+        column = s.reshape(n, T, 1)
+        # s with H first, then with s: O((nT)^2) for any shapes. The two batched products are
+        # the ones np.einsum("it,itjr,jr->ij", ..., optimize=[(0, 1), (0, 1)]) runs, on the
+        # same strided views (so the same rounding), without its per-call planning, which
+        # cost as much as the products at n T = 400. SH[i, j, r] = s_i^T H_{i., jr}:
+        SH = np.matmul(self.H.reshape(n, T, n * T).transpose(0, 2, 1), column).reshape(n, n, T)
+        return np.matmul(SH.transpose(1, 0, 2), column).reshape(n, n).T
+
+    def feature_coefficients(self, s: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        """Token coefficients of ``sum_i beta_i z_i`` where ``z_i = X_i^T s_i``; shape (n, T)."""
+        return s * beta[:, None]
+
+    def loss_and_grads(self, y: np.ndarray, a: np.ndarray, c: np.ndarray) -> LossGrads:
+        """Mean logistic loss and its gradients as token coefficients.
+
+        The returned ``grad_v`` and ``grad_p`` (shape (n, T)) are coefficients: the
+        dense gradients are ``X^T grad_v`` and ``X^T grad_p``.
+        """
+        return token_loss_and_grads(y, self.apply(c), self.apply(a))
+
+    @staticmethod
+    def materialize(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """Dense vector ``X^T coef = sum_it coef_it x_it``; shape (d,).
+
+        ``coef`` of shape (k, n, T) gives k vectors, shape (k, d), in one pass over X
+        (in blocks over d for tokens on disk).
+        """
+        return materialize(X, coef) if is_on_disk(X) else np.tensordot(coef, X, axes=2)
+
+
+def conflicting_pairs(
+    X: np.ndarray, y: np.ndarray, H: np.ndarray | None = None
+) -> list[tuple[int, int]]:
+    """Pairs (i, j), i < j, of samples with the same multiset of tokens and opposite labels,
+    naming every sample that has such a twin.
+
+    Attention without positions is blind to token order, so such samples get the same output
+    ``f(X; v, p)`` for every (v, p) and no interpolator exists. Tokens are compared exactly
+    (by a hash of their bytes). In each group of samples with the same tokens and both labels,
+    every sample is paired with the group's first sample of the other label: at most n - 1
+    pairs, so memory stays linear in n (listing every pair would be quadratic: 25,000 copies
+    of one token with 10% flipped labels make 56 million pairs).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_tokens, n_features)
+    y : ndarray of shape (n_samples,)
+    H : ndarray of shape (n_samples * n_tokens, n_samples * n_tokens), optional
+        The token Gram matrix ``X X^T`` as computed in float64 (:class:`TokenGram`). When
+        given, only the samples it cannot tell apart from a sample of the other label
+        (:func:`_twin_candidates`) are hashed: the answer is the same, and on data without
+        such samples no token is read again (hashing every token costs as much as the Gram
+        product itself).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]], [[2.0, 0.0], [0.0, 1.0]]])
+    >>> conflicting_pairs(X, np.array([1, -1, -1]))
+    [(0, 1)]
+    """
+    samples = range(len(y)) if H is None else _twin_candidates(H, y, X.shape)
+    groups: dict[bytes, list[int]] = {}
+    for i in samples:
+        sample = np.ascontiguousarray(X[i], dtype=np.float64)
+        key = b"".join(sorted(hashlib.sha256(token.tobytes()).digest() for token in sample))
+        groups.setdefault(key, []).append(i)
+    pairs: list[tuple[int, int]] = []
+    for members in groups.values():
+        first: dict[float, int] = {}
+        for i in members:
+            first.setdefault(y[i], i)
+        if len(first) < 2:
+            continue
+        for i in members:
+            j = next(first[label] for label in first if label != y[i])
+            pairs.append((min(i, j), max(i, j)))
+    return sorted(set(pairs))  # the two firsts were paired from both sides
+
+
+#: Bytes of float64 distances :func:`_twin_candidates` holds at once.
+_SCREEN_BYTES = 1 << 23
+
+
+def gram_distance_rounding(depth: int, total):
+    """How far a squared distance read off a computed Gram matrix,
+    ``G_aa + G_bb - 2 G_ab``, may be below ``||a - b||^2`` (or ``G_aa`` below ``||a||^2``),
+    given ``total = G_aa + G_bb`` (float or array) and the length ``depth`` of the dot
+    products.
+
+    Each entry of a float64 Gram matrix is off by at most ``gamma_d ||a|| ||b||`` with
+    ``gamma_d = d eps / (1 - d eps)`` whatever the summation order (Higham, *Accuracy and
+    Stability of Numerical Algorithms*, 2nd ed., eq. 3.5; blocked and FMA sums included),
+    plus ``d`` times the smallest subnormal when products underflow. So the computed
+    distance is off by at most ``4 (d + 2) eps total`` (the extra covers gamma's denominator,
+    the sums and a symmetrised matrix) plus ``8 d`` subnormals. Shared by the conflict
+    screen (:func:`conflicting_pairs`) and the v-step's bound for features it cannot tell
+    apart (:mod:`margin_solver.svm.vstep`).
+    """
+    eps = np.finfo(np.float64).eps
+    return 4.0 * (depth + 2) * eps * total + 8.0 * depth * np.finfo(np.float64).smallest_subnormal
+
+
+def _twin_candidates(H: np.ndarray, y: np.ndarray, shape: tuple[int, int, int]) -> list[int]:
+    """Samples that may share their token multiset with a sample of the other label, judged
+    from the token Gram matrix ``H`` alone; a superset of the samples in conflicting pairs.
+
+    Equal tokens a, b have ``||x_a - x_b||^2 = H_aa + H_bb - 2 H_ab = 0``, so a pair whose
+    computed distance exceeds its rounding (:func:`gram_distance_rounding`, dot products of
+    length d) is proven unequal. Two samples with the same multiset have every
+    token of each near some token of the other; samples without such a partner of the other
+    label cannot be in a conflicting pair. A non-finite distance counts as near.
+    """
+    n, T, d = shape
+    diag = np.diag(H)
+    y = np.asarray(y)
+    block = max(1, _SCREEN_BYTES // (8 * T * T * n))
+    found: list[int] = []
+    for lo in range(0, n, block):
+        hi = min(lo + block, n)
+        rows = slice(lo * T, hi * T)
+        total = diag[rows, None] + diag[None, :]
+        with np.errstate(invalid="ignore", over="ignore"):
+            gap = np.abs(total - 2.0 * H[rows])
+            near = ~(np.isfinite(gap) & (gap > gram_distance_rounding(d, total)))
+        near = near.reshape(hi - lo, T, n, T)
+        covers = near.any(axis=3).all(axis=1) & near.any(axis=1).all(axis=2)
+        twin = (covers & (y[lo:hi, None] != y[None, :])).any(axis=1)
+        found.extend(lo + np.flatnonzero(twin))
+    return [int(i) for i in found]

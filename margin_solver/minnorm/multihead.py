@@ -1,0 +1,327 @@
+"""Multi-head attention: f(X) = sum_h v_h^T X^T softmax(X p_h), h = 1..H, and its min-norm problem.
+
+The min-norm problem with H heads (docs/theory.md, "Multi-head attention"):
+
+    (P_R^H)  minimize ||(v_1, ..., v_H)||  s.t.  y_i f(X_i) >= 1 for all i,
+             ||(p_1, ..., p_H)|| <= R,
+
+norms of the concatenations. For fixed p_1..p_H the v-step is the single-head SVM on the
+concatenated attended features ``(z_i^1, ..., z_i^H)``, ``z_i^h = X_i^T softmax(X_i p_h)``, whose
+Gram matrix is the sum over heads of the per-head feature Grams; the envelope gradient of
+``phi = ||v*||^2 / 2`` has one block per head (each head's softmax sees only its own scores).
+:class:`MultiHeadForm` gives :func:`margin_solver.descent.alternating.descend` exactly that, so the
+descent runs unchanged on H heads.
+
+P_R^H contains P_R: the point ``p = (p*, 0, ..., 0)``, ``v = (v*, 0, ..., 0)`` built from any
+single-head solution is feasible with the same norm, so the H-head optimum never exceeds the
+single-head one at the same R. :func:`solve_min_norm_heads` starts from that point (after
+solving the single-head problem with :func:`margin_solver.minnorm.solve.solve_min_norm`) and the
+descent only lowers the norm, so its answer never exceeds the single-head answer either.
+The lower bound and certificate of the single-head solver do not extend to H > 1 heads (the
+hard-selection bound assumes one attention per sample), so multi-head answers are never
+``"optimal"``: at best ``"local_optimal"``, with the message saying "not certified".
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from margin_solver.core.data import as_dataset
+from margin_solver.core.kernel import TokenGram, multihead_outputs
+from margin_solver.core.results import (
+    INACCURATE,
+    INFEASIBLE,
+    LOCAL_OPTIMAL,
+    MAX_ITER,
+    NO_FEASIBLE_POINT_FOUND,
+    SOLUTION_PRESENT,
+    TIME_LIMIT,
+    ConvergenceWarning,
+)
+from margin_solver.core.validation import InvalidInputError, check_int, check_radius, check_seed
+from margin_solver.descent.alternating import (
+    DenseForm,
+    KernelForm,
+    check_descent_options,
+    descend,
+    norm,
+)
+from margin_solver.minnorm.solve import FEAS_TOL, MinNormResult, solve_min_norm
+
+__all__ = [
+    "MultiHeadForm",
+    "MultiHeadMinNormResult",
+    "solve_min_norm_heads",
+]
+
+
+class MultiHeadForm:
+    """H heads' attention vectors in a single-head form's representation, stacked on axis 0.
+
+    Implements the form protocol of :func:`margin_solver.descent.alternating.descend` (``zeros``,
+    ``from_coefficients``, ``scores``, ``inner``, ``metric``, ``feature_gram``,
+    ``token_values``, ``dense``) for ``p = (p_1, ..., p_H)``: scores, attention and token
+    coefficients have shape (H, n, T); the inner product is the sum of the heads'; the feature
+    Gram matrix is the sum of the heads' (the Gram matrix of the concatenated features).
+    Every operation costs H times the single-head one.
+
+    Parameters
+    ----------
+    base : DenseForm or KernelForm
+        The single-head form of the same tokens.
+    heads : int
+    """
+
+    def __init__(self, base: DenseForm | KernelForm, heads: int):
+        self.base = base
+        self.heads = heads
+        self.name = base.name
+        self.X = base.X
+        self.n, self.T, self.d = base.n, base.T, base.d
+
+    def _each(self, method: str, a: np.ndarray) -> np.ndarray:
+        return np.stack([getattr(self.base, method)(part) for part in a])
+
+    def zeros(self) -> np.ndarray:
+        """All heads' attention vectors zero."""
+        return np.stack([self.base.zeros() for _ in range(self.heads)])
+
+    def from_coefficients(self, coef: np.ndarray) -> np.ndarray:
+        """Per head ``sum_it coef_hit x_it`` for coefficients of shape (H, n, T)."""
+        return self._each("from_coefficients", coef)
+
+    def scores(self, p: np.ndarray) -> np.ndarray:
+        """Scores ``X_i p_h``; shape (H, n, T)."""
+        return self._each("scores", p)
+
+    def inner(self, a: np.ndarray, b: np.ndarray) -> float:
+        """``sum_h <a_h, b_h>``, the inner product of the concatenations."""
+        return math.fsum(self.base.inner(ah, bh) for ah, bh in zip(a, b))
+
+    def metric(self, a: np.ndarray) -> np.ndarray:
+        """The base form's metric per head."""
+        return self._each("metric", a)
+
+    def feature_gram(self, s: np.ndarray) -> np.ndarray:
+        """``K = sum_h K_h``, ``K_h`` the feature Gram of head h's attention ``s[h]``."""
+        K = self.base.feature_gram(s[0])
+        for sh in s[1:]:
+            K = K + self.base.feature_gram(sh)
+        return K
+
+    def token_values(self, a: np.ndarray) -> np.ndarray:
+        """``<x_it, v_h>`` for token coefficients ``a`` of shape (H, n, T); shape (H, n, T)."""
+        return self._each("token_values", a)
+
+    def dense(self, p: np.ndarray) -> np.ndarray:
+        """The heads' attention vectors as rows of shape (H, d)."""
+        return self._each("dense", p)
+
+
+@dataclass(repr=False)
+class MultiHeadMinNormResult(MinNormResult):
+    """:class:`~margin_solver.minnorm.solve.MinNormResult` of P_R^H.
+
+    For ``heads > 1``: ``v`` and ``p`` have shape (H, d), ``attention`` shape (H, n, T),
+    ``selected_token`` is the argmax of the heads' mean attention; ``norm`` and ``p_norm`` are
+    norms of the concatenations; ``lower_bound`` is None and ``certified`` False (no bound
+    for H > 1 heads). Extra attributes:
+
+    heads : int
+    single_head_norm : float
+        ``||v||`` of the single-head solve the H-head descent started from (the H-head
+        ``norm`` is at most this, up to the feasibility repair).
+    """
+
+    heads: int = 1
+    single_head_norm: float = math.nan
+
+
+def _random_starts(form: MultiHeadForm, R: float, count: int, seed) -> list[tuple[str, Any]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(count):
+        p = form.from_coefficients(rng.standard_normal((form.heads, form.n, form.T)))
+        length = norm(form, p)
+        if length > 0:
+            out.append((f"random_{k}", p * (R / length)))
+    return out
+
+
+def _in_form(form: MultiHeadForm, gram: TokenGram, p: np.ndarray) -> np.ndarray:
+    """A dense single-head vector in the base form's representation (its projection on the
+    token span, which has the same scores)."""
+    if form.name == "dense":
+        return p
+    n, T, d = form.X.shape
+    scores = form.X.reshape(n * T, d) @ p
+    c = np.linalg.lstsq(gram.H, scores, rcond=None)[0]
+    return c.reshape(n, T)
+
+
+def solve_min_norm_heads(
+    X: Any,
+    y: Any = None,
+    R: Any = None,
+    *,
+    heads: int = 1,
+    form: str = "auto",
+    n_random_starts: int = 2,
+    seed: int | None = 0,
+    max_iter: int = 500,
+    gtol: float = 1e-6,
+    rtol: float = 1e-7,
+    time_limit: float = math.inf,
+    options: dict[str, Any] | None = None,
+    **single_head: Any,
+) -> MinNormResult:
+    """Approximately solve P_R^H (H heads; module docstring).
+
+    ``heads=1`` is :func:`margin_solver.minnorm.solve.solve_min_norm` itself (every keyword passes
+    through). For ``heads > 1``: the single-head problem is solved first (same keywords), then
+    the alternating descent runs on the H heads from ``(p*, 0, ..., 0)`` (start
+    ``"single_head"``), from ``(p*, ..., p*) / sqrt(H)`` (``"split"``) and from
+    ``n_random_starts`` random points of norm R in the token span; the smallest feasible norm
+    wins. Never certified for ``heads > 1`` (no lower bound extends; docs/theory.md).
+
+    Parameters
+    ----------
+    X, y, R, form, n_random_starts, seed, max_iter, gtol, rtol, time_limit, options
+        As in :func:`margin_solver.minnorm.solve.solve_min_norm`; ``R`` bounds the norm of the
+        concatenation ``(p_1, ..., p_H)``.
+    heads : int, default=1
+    **single_head
+        Further keywords of :func:`~margin_solver.minnorm.solve.solve_min_norm` (``certify``,
+        ``search_starts``, ...) for the single-head solve.
+
+    Returns
+    -------
+    MinNormResult
+        A :class:`MultiHeadMinNormResult` when ``heads > 1``.
+
+    Examples
+    --------
+    >>> from margin_solver.core.data import PaperDistribution
+    >>> ds = PaperDistribution(d=60, snr=0.5, eta=0.0).sample(8, seed=0)
+    >>> one = solve_min_norm_heads(ds, R=3.0)
+    >>> two = solve_min_norm_heads(ds, R=3.0, heads=2)
+    >>> two.v.shape, two.status, bool(two.norm <= one.norm)
+    ((2, 60), 'local_optimal', True)
+    """
+    heads = check_int(heads, "heads", 1)
+    common = dict(form=form, n_random_starts=n_random_starts, seed=seed, max_iter=max_iter,
+                  gtol=gtol, rtol=rtol, time_limit=time_limit, options=options)
+    if heads == 1:
+        return solve_min_norm(X, y, R, **common, **single_head)
+    start_time = time.perf_counter()
+    data = as_dataset(X, y)
+    if R is None:
+        raise InvalidInputError("R (the radius of the ball ||(p_1, ..., p_H)|| <= R) is required.")
+    R = check_radius(R)
+    seed = check_seed(seed)
+    descent = {"max_iter": max_iter, "gtol": gtol, "rtol": rtol, **check_descent_options(options)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # judged below, as H heads
+        single = solve_min_norm(data, None, R, **common, **single_head)
+    Xd, yf = data.X, data.y.astype(np.float64)
+    n, T, d = Xd.shape
+    if single.status == INFEASIBLE and "same tokens" in single.message:
+        # order-blind outputs: the proof covers any number of heads
+        single.message += f" (holds for any number of heads, here {heads})"
+        warnings.warn(f"solve_min_norm_heads returned status {single.status!r}: "
+                      f"{single.message}", ConvergenceWarning, stacklevel=2)
+        return _as_heads(single, heads)
+    gram = TokenGram(Xd)
+    base = KernelForm(Xd, gram) if single.form == "kernel" else DenseForm(Xd)
+    mform = MultiHeadForm(base, heads)
+    starts: list[tuple[str, Any]] = []
+    if single.p is not None and single.status in SOLUTION_PRESENT:
+        p1 = _in_form(mform, gram, single.p)
+        starts.append(("single_head", np.stack([p1] + [base.zeros()] * (heads - 1))))
+        starts.append(("split", np.stack([p1 / math.sqrt(heads)] * heads)))
+    starts += _random_starts(mform, R, n_random_starts, seed)
+    deadline = start_time + time_limit
+    runs = {}
+    for name, p0 in starts:
+        if time.perf_counter() > deadline:
+            break
+        runs[name] = descend(mform, yf, p0, R, **descent, deadline=deadline)
+    start_norms = {k: r.norm for k, r in runs.items()}
+    feasible = {k: r for k, r in runs.items() if r.point.feasible}
+    if not feasible:
+        result = _as_heads(single, heads)
+        result.status = NO_FEASIBLE_POINT_FOUND
+        result.v = result.p = result.attention = result.selected_token = None
+        result.norm, result.lower_bound, result.certified = math.inf, None, False
+        result.message = (f"no feasible point found for {heads} heads: the v-step is infeasible "
+                          f"at the final p of every start ({len(runs)} run); infeasibility is "
+                          "not proven")
+        result.start_norms = start_norms
+        result.solve_time = time.perf_counter() - start_time
+        warnings.warn(f"solve_min_norm_heads returned status {result.status!r}: "
+                      f"{result.message}", ConvergenceWarning, stacklevel=2)
+        return result
+    name = min(feasible, key=lambda k: feasible[k].norm)
+    run = feasible[name]
+    point = run.point
+    V = TokenGram.materialize(Xd, point.value_coefficients) if base.name == "kernel" else \
+        np.stack([TokenGram.materialize(Xd, a) for a in point.value_coefficients])
+    P = mform.dense(point.p)
+    result_norm = run.norm
+    min_margin = float(np.min(yf * multihead_outputs(Xd, V, P)))
+    message = (f"{heads} heads: best of {len(runs)} starts: {name!r}, ||v|| = {result_norm:.6g} "
+               f"({run.reason}); single-head ||v|| = {single.norm:.6g}")
+    repaired = False
+    if 0 < min_margin < 1 - FEAS_TOL:
+        V, repaired = V / min_margin, True
+        result_norm = float(np.linalg.norm(V))
+        message += f"; v rescaled by 1/min_margin = {1 / min_margin:.9g} to restore feasibility"
+        min_margin = float(np.min(yf * multihead_outputs(Xd, V, P)))
+    timed_out = any(r.status == TIME_LIMIT for r in runs.values()) or len(runs) < len(starts)
+    if min_margin < 1 - FEAS_TOL:
+        status = INACCURATE
+        message += f"; the point violates the constraints: min margin {min_margin:.9g}"
+    else:
+        status = TIME_LIMIT if timed_out else MAX_ITER if run.status == MAX_ITER else LOCAL_OPTIMAL
+        message += ("; not certified: no lower bound covers H > 1 heads (docs/theory.md, "
+                    "'Multi-head attention')")
+    result = MultiHeadMinNormResult(
+        v=V,
+        p=P,
+        norm=result_norm,
+        lower_bound=None,
+        gap=math.nan,
+        status=status,
+        message=message,
+        R=R,
+        p_norm=float(np.linalg.norm(P)),
+        min_margin=min_margin,
+        attention=point.attention,
+        selected_token=np.argmax(point.attention.mean(axis=0), axis=1),
+        start=name,
+        start_norms=start_norms,
+        nit=run.n_iter,
+        history={"norm": run.norm_history, "pg_norm": run.pg_history},
+        form=base.name,
+        solve_time=time.perf_counter() - start_time,
+        vstep_fallbacks=sum(r.fallbacks for r in runs.values()),
+        certified=False,
+        repaired=repaired,
+        heads=heads,
+        single_head_norm=single.norm,
+    )
+    if not result.success:
+        warnings.warn(f"solve_min_norm_heads returned status {result.status!r}: {message}",
+                      ConvergenceWarning, stacklevel=2)
+    return result
+
+
+def _as_heads(single: MinNormResult, heads: int) -> MultiHeadMinNormResult:
+    fields = {k: getattr(single, k) for k in single.__dataclass_fields__}
+    return MultiHeadMinNormResult(**fields, heads=heads, single_head_norm=single.norm)

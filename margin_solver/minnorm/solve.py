@@ -1,0 +1,1104 @@
+"""The min-norm interpolator P_R of single-head attention, from several starts, with a certificate.
+
+    (P_R)  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1 for all i,  ||p|| <= R,
+
+with f(X; v, p) = v^T X^T softmax(X p) (docs/theory.md, min-norm section). P_R is non-convex
+in p, so :func:`solve_min_norm` runs the alternating solver
+(:func:`margin_solver.descent.alternating.descend`) from several starts and keeps the smallest
+feasible norm:
+
+``"zero"``
+    p = 0 (uniform attention).
+``"first_step"``
+    The token selection induced by the first GD step's v, ``v_1 ∝ sum_i y_i xbar_i`` (each
+    sample's token with the largest ``y_i <v_1, x_it>``), realised by the attention-SVM p of
+    norm R (:func:`margin_solver.svm.selection.attention_svm`).
+``"hard_selection"``
+    The hard-selection alternation from that selection (best token for v, SVM on those
+    tokens, repeat), realised the same way.
+``"lb_selection"``
+    With ``certify=True``: the selection of the lower bound LB (the finite-R bound's first
+    stage, computed before the starts), realised the same way; as R grows P_R approaches
+    LB through it whenever the selection is linearly separable. Without it, up to
+    ``SCREEN_MIN_SAMPLES`` samples, when the other starts agree (no search follows): LB's
+    selection when its SVM norm is below their best norm (:func:`_agreeing_starts_selection`).
+``"bound_point"``
+    With ``certify=True``: the point at which the finite-R bound's branch-and-bound found a
+    smaller norm than every start (``LowerBoundResult.point``), descended after the bound.
+``"random_k"``
+    ``n_random_starts`` seeded random p of norm R in the span of the tokens.
+
+``"p0"``
+    A caller's starting p (``p0=``, e.g. a GD endpoint), projected on the span of the tokens
+    (the part orthogonal to every token changes no score) and rescaled onto the ball when
+    longer than R; run first (after the selection starts when attention is nearly hard).
+
+Then, when the certified gap is open, when d <= n T (the tokens are linearly dependent: some
+selections cannot be realised by any p and the v-step can be infeasible) or when these starts
+show the landscape is rugged (a start where no v interpolates, or final norms more than
+``SPREAD_RTOL`` apart), up to ``search_starts`` further starts from
+:mod:`margin_solver.minnorm.search` (selections of small SVM norm or their nearest realisable ones,
+the best selections some p realises, continuation in R with a penalised v-step, more random
+starts; then, up to 48 samples, the best of a screen of many starts by a few descent steps
+each), stopping as soon as the gap
+to the bound closes. Uncertified, the bound that may close it is LB's branch-and-bound, whose
+selections are also the search's first starts; above ``SCREEN_MIN_SAMPLES`` samples, when the
+best first start is already above the SVM norm of its first incumbent (so its bound cannot
+stop the search), it gets a number of SVMs in proportion to the first starts' v-step solves
+(:func:`_search_guide`), and a family of further starts that ends far above the best is
+retired (:mod:`margin_solver.minnorm.search`).
+
+When attention is nearly hard at this R (the first selection start's realisation is), a
+nearly hard realisation is not descended but polished by linearised-attention SVM steps
+(:func:`margin_solver.minnorm.search.hard_polish`), the selection starts run first, the other
+starts stop early or switch to the polish (:func:`margin_solver.minnorm.search.hard_descend`), and
+for n > ``SCREEN_MIN_SAMPLES`` a search triggered only by the spread screens selections by
+their SVM norm (docs/theory.md, "nearly hard attention").
+
+Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
+finite-R bound (:func:`margin_solver.bounds.lower.global_lower_bound` with ``R``) gives a lower
+bound on P_R and the relative ``gap = (norm - lower_bound) / norm``: its first stage LB
+before the starts (a proof of infeasibility, the ``lb_selection`` start, the value that
+stops the search), its other stages after the search against the best point found
+(:func:`_finite_r_bound`), so that the bound runs no descent of its own and sees what the
+search found.
+
+Statuses (docs/statuses.md, "Min-norm specifics"): ``optimal`` only when certified (a
+feasible point and ``gap <= gap_tol``); a descent that met its stopping test without that
+certificate is ``local_optimal``; ``infeasible`` only with a proof that covers every p in the
+ball (two samples with the same tokens and opposite labels, or LB infeasible); a search that
+found no feasible point without such a proof is ``no_feasible_point_found``. The returned
+(v, p) is checked at return: ``min_i y_i f(X_i; v, p) >= 1 - FEAS_TOL`` in float64.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+
+from margin_solver.bounds.lower import (
+    BOUND_METHODS,
+    FINITE_R,
+    LowerBoundResult,
+    first_selection,
+    first_step_margins,
+    trusted_lower_bound,
+)
+from margin_solver.core.blas import single_threaded_blas
+from margin_solver.core.data import Dataset, as_dataset
+from margin_solver.core.kernel import TokenGram, conflicting_pairs, margins
+from margin_solver.core.ooc import is_on_disk
+from margin_solver.core.progress import ProgressBar, verbose_switch
+from margin_solver.core.results import (
+    FAILED,
+    INACCURATE,
+    INFEASIBLE,
+    LOCAL_OPTIMAL,
+    MAX_ITER,
+    NO_FEASIBLE_POINT_FOUND,
+    OPTIMAL,
+    TIME_LIMIT,
+    ConvergenceWarning,
+    Renamed,
+    ResultMixin,
+    renamed,
+)
+from margin_solver.core.validation import (
+    InvalidInputError,
+    check_gap_tol,
+    check_int,
+    check_labels,
+    check_magnitude,
+    check_positive,
+    check_radius,
+    check_seed,
+    check_tokens,
+    check_vector,
+)
+from margin_solver.descent.alternating import (
+    DenseForm,
+    DescentRun,
+    KernelForm,
+    check_descent_options,
+    descend,
+    norm,
+)
+from margin_solver.minnorm.search import (
+    RETIRE_RTOL,
+    hard_descend,
+    nearly_hard,
+    settled_run,
+    settled_value,
+)
+from margin_solver.minnorm.search import search_starts as _search_starts
+from margin_solver.svm.selection import attention_svm, best_tokens
+
+__all__ = ["DEFAULT_GAP_TOL", "FEAS_TOL", "FORMS", "MinNormResult", "solve_min_norm"]
+
+logger = logging.getLogger("margin_solver")
+
+FORMS = ("auto", "kernel", "dense")
+
+#: Default ``gap_tol`` of :func:`solve_min_norm`: the largest relative gap
+#: ``(norm - lower_bound) / norm`` that certifies ``optimal`` (docs/statuses.md says how it
+#: was chosen).
+DEFAULT_GAP_TOL = 1e-4
+
+#: The returned (v, p) counts as feasible when ``min_i y_i f(X_i; v, p) >= 1 - FEAS_TOL``,
+#: recomputed in float64 from the dense v and p. The v-step rescales its v to smallest margin
+#: 1 exactly in its own (Gram) arithmetic; the dense recomputation differs from it by rounding
+#: of order ``eps ||v|| max ||x||``, about 1e-12 on well-scaled data, so 1e-6 leaves six orders
+#: of magnitude for rounding and still flags any violation a user could notice.
+FEAS_TOL = 1e-6
+
+# The proof behind "infeasible" from the hard-selection bound (docs/statuses.md).
+_LB_INFEASIBLE = (
+    "proven infeasible: the hard-selection bound LB is infeasible (no token selection can be "
+    "separated); since y_i f_i <= max_t y_i <v, x_it> for every p, no (v, p) interpolates the "
+    "data for any R"
+)
+
+#: With ``search_starts=None``, uncertified solves with d > n T search further only when the
+#: first starts' finite norms differ by more than this (relative) or some start is infeasible.
+SPREAD_RTOL = 0.05
+#: Budget of further starts of ``search_starts=None`` when the search runs.
+AUTO_SEARCH_STARTS = 8
+#: SVMs of branch-and-bound an uncertified solve spends on LB before searching: every
+#: selection that became its incumbent, best first, is a search start, and its bound stops
+#: the search when met (it is not reported: ``lower_bound`` stays None without ``certify``).
+#: A count, not seconds, so that the answer is the same on a loaded and an idle machine.
+SEARCH_BOUND_NODES = 3000
+#: SVMs of that branch-and-bound per v-step solve of the first starts when its bound cannot
+#: stop the search (:func:`_search_guide`). On the paper's model at n = 100, T = 4,
+#: R sqrt(d) = 10 (kappa = 5) its 3000 SVMs were most of the whole solve's 84 token Gram
+#: products (28 of 33 s in a profile) and found no selection beyond the first starts'.
+SEARCH_BOUND_NODES_PER_EVAL = 0.25
+# Relative gap to LB at which the search stops.
+_SEARCH_GAP_RTOL = 1e-9
+#: Samples above which a search triggered only by the spread of nearly hard first starts
+#: screens selections by their SVM norm instead of running LB's branch-and-bound and every
+#: family (:func:`_hard_spread`). On the paper's model at n = 100, T = 4, R sqrt(d) = 100
+#: the branch-and-bound's SVMs cost about a hundred token Gram products and found no better
+#: selection; up to this size (the search-quality instances, n <= 14) they are cheap and
+#: find LB's selection where the screen does not (gaussian n = 14, T = 2, d = 40).
+SCREEN_MIN_SAMPLES = 32
+
+
+@renamed(
+    Renamed("margin", "normalized_margin", value=lambda r: 1.0 / r.norm),
+    Renamed("n_iter", "nit"),
+)
+@dataclass(repr=False)
+class MinNormResult(ResultMixin):
+    """Approximate solution of P_R with its certificate.
+
+    Attributes
+    ----------
+    v, p : ndarray of shape (n_features,) or None
+        The value head and attention vector (dense). With ``"no_feasible_point_found"`` they
+        are the best attempt (see ``min_margin``); None when ``"infeasible"`` or ``"failed"``.
+    norm : float
+        ``||v||`` (an upper bound on the optimal value of P_R when ``solution_present``); inf
+        when no feasible point is attached.
+    lower_bound : float or None
+        The proven lower bound on the optimal value of P_R at this R (``bound.value``, the
+        finite-R bound), else None.
+    gap : float
+        ``(norm - lower_bound) / norm``; NaN without a bound or a feasible point.
+    status : str
+        One of (docs/statuses.md):
+
+        ``"optimal"``
+            Certified: the point is feasible (``min_margin >= 1 - feas_tol``) and
+            ``gap <= gap_tol`` against a proven lower bound (``certify=True``).
+        ``"local_optimal"``
+            The best start's descent met a stopping test at a feasible point, but no bound
+            proves it within ``gap_tol`` (no ``certify``, or the gap is larger).
+        ``"max_iter"``
+            The best start's descent stopped at ``max_iter``; the point is feasible.
+        ``"time_limit"``
+            The whole-call ``time_limit`` stopped the solve; the best feasible point found.
+        ``"inaccurate"``
+            The point violates ``min_margin >= 1 - feas_tol`` even after rescaling v.
+        ``"infeasible"``
+            Proven for every p in the ball (and every R): two samples with the same tokens
+            and opposite labels, or the hard-selection bound LB is infeasible.
+        ``"no_feasible_point_found"``
+            Every start failed (the v-step is infeasible at its p: a statement about that p
+            only); infeasibility is not proven. ``v``, ``p`` and ``min_margin`` hold the
+            best attempt.
+        ``"failed"``
+            Every v-step engine broke down at the starts; nothing is said about the problem.
+    message : str
+    R : float
+        The radius of the ball on p.
+    p_norm : float
+        ``||p||`` (at most R).
+    min_margin : float
+        ``min_i y_i f(X_i; v, p)`` recomputed from the dense v and p in float64; at least
+        ``1 - feas_tol`` when ``solution_present``.
+    attention : ndarray of shape (n_samples, n_tokens) or None
+        ``softmax(X_i p)``.
+    selected_token : ndarray of int, shape (n_samples,) or None
+        Argmax of each sample's attention.
+    start : str or None
+        Name of the winning start (of the best attempt with ``"no_feasible_point_found"``).
+    start_norms : dict
+        Final ``||v||`` of every start run as its v-step computed it, ``sqrt(c^T K c)`` in the
+        kernel form (inf when infeasible there); starts the time limit left unrun are
+        missing. ``norm`` is the returned v's own norm, which agrees with the winning start's
+        entry to rounding (to about 1e-5 relative on near-singular token Grams).
+    nit : int
+        Accepted p-steps of the winning start (scipy's name).
+    history : dict
+        Per iteration of the winning start: ``"norm"`` (``||v*(p)||``) and ``"pg_norm"``
+        (projected gradient norm of phi).
+    form : str
+        ``"kernel"`` or ``"dense"``.
+    solve_time : float
+        Wall-clock seconds, including certification.
+    bound : LowerBoundResult or None
+        The full lower-bound result when one was computed (``certify=True``, or to try to
+        prove infeasibility when no start found a feasible point).
+    vstep_fallbacks : int
+        v-step solves of the descent where the LDP engine raised or was inaccurate and another
+        engine (ECOS, then Clarabel) stood in; the message then names the last failure.
+    certified : bool
+        True iff a proof backs the answer: ``"optimal"`` (gap within ``gap_tol``) or
+        ``"infeasible"``.
+    gap_tol, feas_tol : float
+        The tolerances the status was decided with.
+    repaired : bool
+        True when the descent's v fell short of ``min_margin >= 1 - feas_tol`` in the dense
+        recomputation and was rescaled by ``1 / min_margin`` (a feasible point with a
+        proportionally larger norm; the message gives both norms).
+    normalized_margin : float
+        ``min_margin / norm`` (property): the geometric margin of the max-margin problem
+        (``||v|| <= 1``), ``1 / norm`` up to ``feas_tol`` when ``solution_present``.
+
+    Deprecated names (one release; docs/usage.md, "Result vocabulary"): ``margin`` (was
+    ``1 / norm``; use ``normalized_margin``), ``n_iter`` (use ``nit``).
+    """
+
+    v: np.ndarray | None
+    p: np.ndarray | None
+    norm: float
+    lower_bound: float | None
+    gap: float
+    status: str
+    message: str
+    R: float
+    p_norm: float
+    min_margin: float
+    attention: np.ndarray | None
+    selected_token: np.ndarray | None
+    start: str | None
+    start_norms: dict[str, float]
+    nit: int
+    history: dict[str, list[float]] = field(default_factory=dict)
+    form: str = "kernel"
+    solve_time: float = 0.0
+    bound: LowerBoundResult | None = None
+    vstep_fallbacks: int = 0
+    certified: bool = False
+    gap_tol: float = DEFAULT_GAP_TOL
+    feas_tol: float = FEAS_TOL
+    repaired: bool = False
+
+    @property
+    def normalized_margin(self) -> float:
+        """``min_margin / norm``, as :attr:`GDResult.normalized_margin`."""
+        return self.min_margin / self.norm if self.norm > 0 else math.nan
+
+
+@verbose_switch
+def solve_min_norm(
+    X: Any,
+    y: Any = None,
+    R: Any = None,
+    *,
+    certify: bool = False,
+    form: str = "auto",
+    n_random_starts: int = 2,
+    seed: int | None = 0,
+    max_iter: int = 500,
+    gtol: float = 1e-6,
+    rtol: float = 1e-7,
+    bound_method: str = "auto",
+    bound_time_limit: float = 30.0,
+    progress: bool = False,
+    options: Mapping[str, Any] | None = None,
+    gap_tol: float = DEFAULT_GAP_TOL,
+    time_limit: float = math.inf,
+    p0: Any = None,
+    search_starts: int | None = None,
+) -> MinNormResult:
+    """Approximately solve P_R by alternating v-steps with projected quasi-Newton p-steps.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_tokens, n_features) or Dataset
+        Training tokens; a :class:`~margin_solver.core.data.Dataset` supplies its own ``y``
+        (then leave ``y`` as None). A Dataset with tokens on disk (a dataset directory,
+        :mod:`margin_solver.core.ondisk`) runs in the kernel form with the passes over X in blocks
+        (:mod:`margin_solver.core.ooc`; on Dask inside ``ooc.execution(scheduler=...)``).
+    y : array-like of shape (n_samples,), optional
+        Labels in {-1, +1}; required unless ``X`` is a Dataset.
+    R : float
+        Radius of the ball ``||p|| <= R`` (positive, finite). Scores ``X_i p`` are of order
+        ``R * ||x||``; for the paper's data (noise tokens of norm about ``sigma sqrt(d)``)
+        ``R = 1 / sqrt(d)`` gives soft attention and ``R = 100 / sqrt(d)`` nearly hard
+        selection.
+    certify : bool, default=False
+        Also compute a proven lower bound on P_R at this R (the finite-R bound of
+        :func:`margin_solver.bounds.lower.global_lower_bound`) and the relative gap; only a
+        certified result can have status ``"optimal"`` (without it the best status is
+        ``"local_optimal"``).
+    form : {"auto", "kernel", "dense"}, default="auto"
+        ``"kernel"`` works on the token Gram matrix (per-iteration cost independent of d),
+        ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``. Both build
+        the (nT, nT) token Gram matrix once, for the selection starts and the bound.
+    n_random_starts : int, default=2
+        Random starts in addition to the deterministic ones.
+    seed : int or None, default=0
+        Seed of the random starts (numpy Generator).
+    max_iter : int, default=500
+        Cap on accepted p-steps per start.
+    gtol, rtol : float, default=1e-6, 1e-7
+        Stopping tolerances of :func:`margin_solver.descent.alternating.descend`: relative projected
+        gradient norm, and relative decrease of phi = ||v||^2 / 2 over 10 steps.
+    bound_method : {"auto", "enumerate", "bnb"}, default="auto"
+        Method of the lower bound (with ``certify``).
+    bound_time_limit : float, default=30.0
+        Seconds for the lower bound (with ``certify``, or when it is run to try to prove
+        infeasibility); on time-out the bound proven so far is used. With ``certify`` they
+        are shared by LB, before the starts (at most a quarter), and the finite-R stages
+        after the search (the rest); the starts' seconds do not count in them.
+    progress : bool, default=False
+        Show progress bars on stderr: LB's, one over the starts (with the best norm so far),
+        then the finite-R bound's.
+    options : mapping, optional
+        Knobs of the descent from each start (:func:`margin_solver.descent.alternating.descend`),
+        for benchmarks and experts; unknown keys raise. Keys and defaults:
+
+        ``"memory"`` : int >= 0, default 30
+            L-BFGS curvature pairs kept; 0 takes projected-gradient directions only.
+        ``"use_bb"`` : bool, default True
+            Barzilai-Borwein trial lengths for projected-gradient steps; False uses the
+            doubling schedule alone.
+        ``"window"`` : int >= 1, default 10
+            Accepted steps over which the ``rtol`` test measures the decrease of phi.
+        ``"vstep_solver"`` : {"ldp", "ecos", "clarabel"}, default "ldp"
+            v-step engine tried first (the others stand in when it fails).
+        ``"newton"`` : bool, default False
+            Try Newton steps in the score space once the support is stable
+            (docs/theory.md, "Newton steps in the score space"). Opt-in: on the digits
+            study's cells it ends more descents at a stationary point, not all, and can
+            change which start wins (docs/benchmarks.md, "Newton steps in the score space").
+        ``"sqp"`` : bool, default True
+            Support-aware sequential-QP steps (every margin linearised, so samples may
+            enter and leave the support within a step; docs/theory.md, "Support-aware SQP
+            step") after ``"sqp_after"`` (int >= 0, default 250) quasi-Newton steps: a
+            descent that stops within them is the quasi-Newton one (the paper's data);
+            on the digits study's cells the rest end at a stationarity or decrease test
+            instead of the 500-step cap (docs/benchmarks.md, "Support-aware SQP step").
+
+        ``{"memory": 0, "use_bb": False, "sqp": False}`` is the plain projected-gradient
+        method that the quasi-Newton descent replaced (docs/benchmarks.md, "Convergence on digits").
+    gap_tol : float, default=1e-4 (:data:`DEFAULT_GAP_TOL`)
+        Largest relative gap ``(norm - lower_bound) / norm`` for which a feasible point is
+        certified ``"optimal"`` (the default of mixed-integer solvers, e.g. Gurobi's
+        MIPGap). Measured on the paper's model at ``R sqrt(d) = 100``: every gap up to
+        n = 100 is below it (at most 3.7e-5; 2.3e-10 for n <= 16), the docs' examples give
+        at most 1.3e-7, answers the bound does not prove have 0.066 and more; at n = 200 the
+        R-independent bound leaves 2e-4 to 8e-4 (raise ``gap_tol`` there;
+        docs/statuses.md).
+    time_limit : float, default=inf
+        Seconds for the whole call (lower bound, starts, descents). On expiry the best
+        feasible point so far is returned with status ``"time_limit"``, or
+        ``"no_feasible_point_found"`` saying the time limit stopped the search. The bound
+        gets at most the time left: LB before the starts a quarter of
+        ``min(bound_time_limit, time left)``, the finite-R stages after the search what is
+        left of ``bound_time_limit`` but no more than the time left then (none when the
+        starts used it all: the stages stop at once, with status ``"time_limit"``).
+    p0 : array-like of shape (n_features,), optional
+        A warm start (e.g. a gradient-descent endpoint), run first (after the selection
+        starts when attention is nearly hard) as the start ``"p0"``: its
+        projection on the span of the tokens (same scores), rescaled onto the ball when
+        longer than R.
+    search_starts : int, optional
+        Further starts of :func:`margin_solver.minnorm.search.search_starts` after the first ones;
+        the search stops early once the norm meets the lower bound (``certify``). None
+        (default): ``AUTO_SEARCH_STARTS`` of them when certified with an open gap, when
+        d <= n T, or when the first starts disagree (finite norms more than ``SPREAD_RTOL``
+        apart, or a start where no v interpolates), else none; when they disagree only in
+        norm, n > ``SCREEN_MIN_SAMPLES`` and the best is nearly hard at its selection's SVM
+        norm, a screen of selections by SVM norm. Up to
+        :data:`margin_solver.minnorm.search.SCREEN_MAX_SAMPLES` samples (48), when these leave the gap
+        to the bound open, :data:`margin_solver.minnorm.search.SCREEN_TOP` more: the best of a
+        screen of many starts by a few descent steps each (:mod:`margin_solver.minnorm.search`,
+        ``screen_k``). 0 turns the search off. A larger number is a more patient search:
+        more turns of the families, and a screen ``search_starts / AUTO_SEARCH_STARTS`` times
+        larger (:func:`margin_solver.minnorm.search.search_starts`, ``screen_scale``).
+
+    Returns
+    -------
+    MinNormResult
+        Failure statuses (``success`` False) also warn with
+        :class:`margin_solver.core.results.ConvergenceWarning`.
+
+    Raises
+    ------
+    InvalidInputError
+        On malformed X or y, a missing, non-positive or non-finite R, bad options
+        (including unknown ``options`` keys), a ``gap_tol`` outside (0, 1), a non-positive
+        ``time_limit``, or a ``p0`` that is not a finite vector of length n_features.
+
+    Examples
+    --------
+    >>> from margin_solver.core.data import PaperDistribution
+    >>> ds = PaperDistribution(d=100, snr=0.5, eta=0.0).sample(8, seed=0)
+    >>> res = solve_min_norm(ds, R=10.0, certify=True)
+    >>> res.status, res.certified, res.min_margin >= 1 - 1e-7, res.gap < 1e-3
+    ('optimal', True, True, True)
+    >>> solve_min_norm(ds, R=10.0).status  # the same point, but nothing proves it
+    'local_optimal'
+    """
+    start_time = time.perf_counter()
+    X, y = _inputs(X, y)
+    if R is None:
+        raise InvalidInputError("R (the radius of the ball ||p|| <= R) is required.")
+    R = check_radius(R)
+    _check_choices(form, n_random_starts, max_iter)
+    if search_starts is not None:
+        check_int(search_starts, "search_starts", 0)
+    seed = check_seed(seed)
+    gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")
+    gap_tol = check_gap_tol(gap_tol)
+    time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
+    deadline = start_time + time_limit
+    descent = {"max_iter": max_iter, "gtol": gtol, "rtol": rtol, **check_descent_options(options)}
+    if bound_method not in BOUND_METHODS:
+        raise InvalidInputError(
+            f"Unknown bound_method {bound_method!r}; expected one of {list(BOUND_METHODS)}."
+        )
+    bound_time_limit = check_positive(bound_time_limit, "bound_time_limit", allow_inf=True)
+    n, T, d = X.shape
+    if p0 is not None:
+        p0 = check_vector(p0, d, "p0")
+    tol = (gap_tol, FEAS_TOL)
+
+    if is_on_disk(X) and form == "dense":
+        raise InvalidInputError(
+            "form='dense' needs the tokens in memory; tokens on disk run in the kernel form "
+            "(form='auto' or 'kernel')."
+        )
+    use_kernel = form == "kernel" or (form == "auto" and (d > n * T or is_on_disk(X)))
+    gram = TokenGram(X)
+    # after the Gram product, which screens the samples to compare (none on most data)
+    conflicts = conflicting_pairs(X, y, gram.H)
+    if conflicts:
+        i, j = conflicts[0]
+        why = (
+            f"proven infeasible: samples {i} and {j} have the same tokens (in some order) and "
+            f"opposite labels, so f(X_{i}; v, p) = f(X_{j}; v, p) for every (v, p) and R"
+            + (f" ({len(conflicts)} such pairs)" if len(conflicts) > 1 else "")
+        )
+        return _warn(_no_point(R, "dense", INFEASIBLE, why, None, start_time, tol))
+    solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
+
+    def bound_now(share: float = 1.0) -> LowerBoundResult:
+        """LB with ``share`` of the bound's time (a quarter when the finite-R stages follow)."""
+        limit = max(min(bound_time_limit, deadline - time.perf_counter()), 0.0) * share
+        return trusted_lower_bound(gram.H, y, T, bound_method, limit, progress,
+                                   time.perf_counter(), first=first, X=X)
+
+    with single_threaded_blas():
+        first = first_selection(gram.H, y, T)
+        # certify: LB first (its proof of infeasibility, its selection as a start, its value
+        # to stop the search); the finite-R stages after the search, against its best point
+        bound = bound_now(0.25 if T > 1 else 1.0) if certify else None
+        if bound is not None and bound.status == INFEASIBLE:
+            return _warn(_no_point(R, solver_form.name, INFEASIBLE,
+                                   _infeasibility_proof(bound), bound, start_time, tol))
+        starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound,
+                              first))
+        if p0 is not None:
+            starts.insert(0, ("p0", _warm_start(solver_form, gram, X, p0, R), None))
+        with ProgressBar(progress, total=len(starts), desc="P_R starts", unit="start") as bar:
+            runs, start_norms = _run_starts(
+                solver_form, gram.H, y, T, R, starts, {**descent, "deadline": deadline}, bar
+            )
+        feasible = {k: r for k, r in runs.items() if r.point.feasible}
+        failed = [r for r in runs.values() if r.point.vstep.broke_down]
+        if not feasible and not failed and bound is None:
+            # try to prove infeasibility; a feasible LB selection gives one more start
+            bound = bound_now()
+            if bound.status == INFEASIBLE:
+                return _warn(_no_point(R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE,
+                                       bound, start_time, tol))
+            if bound.selection is not None and time.perf_counter() <= deadline:
+                feasible = _more_starts(solver_form, gram.H, y, T, R,
+                                        [("lb_selection", None, bound.selection)],
+                                        {**descent, "deadline": deadline}, runs, start_norms)
+        budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
+        if not budget and search_starts is None and bound is None and feasible and \
+                n <= SCREEN_MIN_SAMPLES and time.perf_counter() <= deadline:
+            selection = _agreeing_starts_selection(gram.H, y, T, runs, feasible, first,
+                                                   deadline)
+            if selection is not None:
+                feasible = _more_starts(solver_form, gram.H, y, T, R,
+                                        [("lb_selection", None, selection)],
+                                        {**descent, "deadline": deadline}, runs, start_norms)
+        # a search with turns to run that the deadline left out, or stopped
+        search_cut = bool(budget) and time.perf_counter() > deadline
+        if budget and not search_cut:
+            # run, or ended where an earlier start's polish ended (not its nearest realisable)
+            realised = [s for name, _, s in starts if s is not None and
+                        math.isfinite(start_norms.get(name, math.inf))]
+            hard = _hard_spread(search_starts, start_norms, bound, d <= n * T, gram.H, y, T,
+                                feasible)
+            search_cut = _search(solver_form, gram.H, y, T, R, runs, start_norms, bound,
+                                 realised, {**descent, "deadline": deadline}, budget, seed,
+                                 deadline, first, hard, gap_tol)
+            feasible = {k: r for k, r in runs.items() if r.point.feasible}
+        if certify:
+            bound = _finite_r_bound(gram.H, y, T, R, bound, feasible, bound_method,
+                                    bound_time_limit, deadline, gap_tol, progress)
+            if bound.status == INFEASIBLE:
+                return _warn(_no_point(R, solver_form.name, INFEASIBLE,
+                                       _infeasibility_proof(bound), bound, start_time, tol))
+            if bound.point is not None:
+                # the bound's branch-and-bound found a better p than every start: descend
+                # from it (its norm can only fall), so that the answer is that point
+                more = [("bound_point", _bound_point(solver_form, X, bound.point), None)]
+                feasible = _more_starts(solver_form, gram.H, y, T, R, more,
+                                        {**descent, "deadline": deadline}, runs, start_norms)
+                starts += more
+    skipped = [name for name, *_ in starts if name not in start_norms]
+    timed_out = bool(skipped) or search_cut or \
+        any(r.status == TIME_LIMIT for r in runs.values())
+    timed_out |= bound is not None and bound.status == TIME_LIMIT and \
+        time.perf_counter() > deadline
+    if feasible:
+        name = min(feasible, key=lambda k: feasible[k].norm)
+        result = _result(X, y, R, solver_form, name, feasible[name], start_norms, bound,
+                         start_time, tol, timed_out)
+    else:
+        if failed:  # every v-step engine broke down: that says nothing about feasibility
+            why = f"the v-step failed at a start point; {failed[0].reason}"
+            result = _no_point(R, solver_form.name, FAILED, why, bound, start_time, tol)
+        else:
+            result = _no_feasible_point(X, y, R, solver_form, runs, bound, start_time, tol)
+            if timed_out:
+                what = []
+                if skipped:
+                    what.append(f"{len(skipped)} of {len(starts)} first starts not run")
+                if search_cut:
+                    what.append("the search for further starts cut short")
+                result.message += f"; the time limit ({time_limit:g} s) stopped the search"
+                if what:
+                    result.message += f": {', '.join(what)}"
+        result.start_norms = start_norms
+    if skipped and feasible:
+        result.message += f"; starts not run (time limit): {', '.join(skipped)}"
+    if search_cut and feasible:
+        result.message += "; the time limit stopped the search for further starts"
+    result.vstep_fallbacks, note = _fallback_note(runs)
+    result.message += note
+    result.solve_time = time.perf_counter() - start_time
+    return _warn(result)
+
+
+def _finite_r_bound(H, y, T, R, hard_bound, feasible, method, bound_time_limit, deadline,
+                    gap_tol, progress) -> LowerBoundResult:
+    """The finite-R bound's stages after LB (``hard_bound``, computed before the starts)
+    against the best of the ``feasible`` runs, for what is left of ``bound_time_limit``
+    after LB (at most the time left before ``deadline``); LB itself when T = 1."""
+    if feasible:
+        best = min(feasible.values(), key=lambda run: run.norm)
+        incumbent = best.norm, np.argmax(best.point.attention, axis=1)
+    else:
+        incumbent = math.inf, None
+    now = time.perf_counter()
+    limit = max(min(bound_time_limit, hard_bound.solve_time + deadline - now),
+                hard_bound.solve_time)
+    # the clock moved back by LB's seconds: they count in the bound's time, the starts' do not
+    return trusted_lower_bound(H, y, T, method, limit, progress, now - hard_bound.solve_time,
+                               R=R, gap_tol=gap_tol, hard_bound=hard_bound,
+                               incumbent=incumbent)
+
+
+def _infeasibility_proof(bound: LowerBoundResult) -> str:
+    """The proof behind an ``infeasible`` bound, naming the bound that gave it: LB (valid for
+    every R) or the finite-R branch-and-bound (valid at this R only)."""
+    if bound.bound_kind == FINITE_R and "bnb" in bound.method.split("+"):
+        return (
+            f"proven infeasible at R = {bound.R:.6g}: the finite-R bound's branch-and-bound "
+            "certified every node infeasible (no attention reachable with ||p|| <= R lets a v "
+            "interpolate the data); the hard-selection bound LB did not prove infeasibility, "
+            "so a larger R may interpolate"
+        )
+    return _LB_INFEASIBLE
+
+
+def _warn(result: MinNormResult) -> MinNormResult:
+    """Warn (at solve_min_norm's caller) when the status is a failure."""
+    if not result.success:
+        warnings.warn(f"solve_min_norm returned status {result.status!r}: {result.message}",
+                      ConvergenceWarning, stacklevel=4)  # 4: past the verbose_switch wrapper
+    return result
+
+
+def _bound_point(form, X: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
+    """The p of a bound's token coefficients (``p = sum_it c_it x_it``) in ``form``."""
+    if isinstance(form, KernelForm):
+        return form.from_coefficients(coefficients)
+    return TokenGram.materialize(X, coefficients)
+
+
+def _warm_start(form, gram: TokenGram, X: np.ndarray, p0: np.ndarray, R: float) -> np.ndarray:
+    """``p0`` projected on the span of the tokens, rescaled onto the ball when longer than R.
+
+    Scores ``X_i p`` see only the projection, so it is found from them: coefficients c with
+    ``H c = X p0`` (least squares on the token Gram matrix; exact since ``X p0`` lies in the
+    range of H) give ``p = X^T c``, the projection, in either form.
+    """
+    n, T, d = X.shape
+    scores = X.reshape(n * T, d) @ p0
+    c = scipy.linalg.lstsq(gram.H, scores, lapack_driver="gelsy")[0]
+    p = form.from_coefficients(c.reshape(n, T))
+    length = norm(form, p)
+    return p * (R / length) if length > R else p
+
+
+def _fallback_note(runs: dict[str, DescentRun]) -> tuple[int, str]:
+    """Number of v-step solves that fell back from the LDP engine, and a message suffix."""
+    count = sum(run.fallbacks for run in runs.values())
+    if not count:
+        return 0, ""
+    last = next(r.last_fallback for r in reversed(runs.values()) if r.fallbacks)
+    return count, f"; {count} v-step solve(s) fell back to another engine (last: {last})"
+
+
+def _run_starts(
+    form, H, y, T, R, starts, descent, bar
+) -> tuple[dict[str, DescentRun], dict[str, float]]:
+    """Descend from every start; a start repeating an earlier selection reuses its norm.
+
+    Selections are realised here, after that check, since each realisation is an SVM with
+    n (T - 1) constraints (a third of the whole solve's time at n = 100, T = 4). Once
+    ``descent["deadline"]`` has passed the remaining starts are not run (not in the norms).
+
+    The first selection start is realised before any descent: when its realisation is
+    nearly hard (:func:`margin_solver.minnorm.search.settled_run` polishes it by linearised SVM
+    steps instead of descending), the attention is nearly hard at this R: the selection
+    starts run first, a selection start on the selection an earlier polish ended on reuses
+    that start's norm, and every other start descends by
+    :func:`margin_solver.minnorm.search.hard_descend`, which stops once its nearly hard samples'
+    selection cannot beat the best norm so far, or switches to the polish (docs/theory.md,
+    "Nearly hard attention").
+    """
+    runs: dict[str, DescentRun] = {}
+    start_norms: dict[str, float] = {}
+    seen: dict[tuple[int, ...], str] = {}
+    realised: dict[tuple[int, ...], tuple] = {}
+
+    def realise(key, selection):
+        if key not in realised:
+            p0 = _realise(form, H, T, selection, R)
+            realised[key] = p0, None if p0 is None else settled_run(
+                form, H, y, T, p0, R, **descent)
+        return realised[key]
+
+    first = next((s for _, _, s in starts if s is not None), None)
+    hard = first is not None and time.perf_counter() <= descent["deadline"] and \
+        realise(_key(first), first)[1] is not None
+    if hard:  # their polished norms let the other starts stop early (hard_descend)
+        starts = sorted(starts, key=lambda start: start[2] is None)
+    for name, p0, selection in starts:
+        if time.perf_counter() > descent["deadline"]:
+            break
+        key = None if selection is None else _key(selection)
+        if key in seen:
+            start_norms[name] = start_norms[seen[key]]
+        else:
+            settled = None
+            if key is not None:
+                seen[key] = name
+                p0, settled = realise(key, selection)
+            if p0 is None:
+                start_norms[name] = math.inf
+            else:
+                best = min(start_norms.values(), default=math.inf)
+                run = runs[name] = settled or (
+                    hard_descend(form, H, y, T, p0, R, best, **descent) if hard
+                    else descend(form, y, p0, R, **descent))
+                start_norms[name] = run.norm
+                if settled is not None and nearly_hard(run.point.attention):
+                    # a later start on the selection this polish ended on ends here too
+                    seen.setdefault(_key(np.argmax(run.point.attention, axis=1)), name)
+                logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
+                            run.reason, run.n_iter)
+        bar.update(1, start=name, best=f"{min(start_norms.values(), default=math.inf):.6g}")
+    return runs, start_norms
+
+
+def _key(selection) -> tuple[int, ...]:
+    return tuple(int(t) for t in selection)
+
+
+def _search_budget(search_starts, start_norms: dict[str, float], bound, dependent: bool) -> int:
+    """Further starts to run: ``search_starts``, or the automatic rule when it is None."""
+    if search_starts is not None:
+        return search_starts
+    if bound is not None or dependent:
+        return AUTO_SEARCH_STARTS
+    finite = [v for v in start_norms.values() if math.isfinite(v)]
+    if len(finite) < len(start_norms) or max(finite) > min(finite) * (1 + SPREAD_RTOL):
+        return AUTO_SEARCH_STARTS
+    return 0
+
+
+def _hard_spread(search_starts, start_norms, bound, dependent, H, y, T, feasible) -> bool:
+    """True when the automatic search runs only because the first starts' norms spread, there
+    are more than :data:`SCREEN_MIN_SAMPLES` samples, and the best start is nearly hard at
+    its selection's SVM norm (:func:`margin_solver.minnorm.search.settled_value`).
+
+    The spread then says which selections the starts ended in, and a nearly hard start ends
+    near its selection's SVM norm, so the search screens selections by that norm alone
+    (``hard=True``, selection family only) instead of computing LB's branch-and-bound and
+    descending continuation and random starts.
+    """
+    if search_starts is not None or bound is not None or dependent or \
+            len(y) <= SCREEN_MIN_SAMPLES or \
+            not all(math.isfinite(v) for v in start_norms.values()) or not feasible:
+        return False
+    best = min(feasible.values(), key=lambda r: r.norm)
+    return settled_value(H, y, T, best.point) is not None
+
+
+def _search(
+    form, H, y, T, R, runs, start_norms, bound, realised, options, budget, seed, deadline,
+    first, hard=False, gap_tol=DEFAULT_GAP_TOL,
+) -> bool:
+    """Add the runs of :func:`margin_solver.minnorm.search.search_starts` to ``runs``/``start_norms``
+    (no new start after ``deadline``, a :func:`time.perf_counter` reading); True when the
+    deadline stopped the search.
+
+    ``bound``: the lower bound computed already (``certify``, or LB when no first start was
+    feasible), else None and the search's guide is computed here (:func:`_search_guide`);
+    its selection and incumbents are realised first. ``realised``: the selections the first
+    starts realised and descended (not run again; a selection no p realises is not among
+    them, so the search tries its nearest realisable one); ``hard``: only the selection
+    family, screened by SVM norm (:func:`_hard_spread`). More random starts are left out when
+    the first ones all ended far above the best (:func:`_retired_families`). The screen is
+    skipped once the gap to the bound is at most ``gap_tol`` (certified: it could win no
+    more than the certificate already allows)."""
+    feasible = [r for r in runs.values() if r.point.feasible]
+    best = min(feasible, key=lambda r: r.norm) if feasible else None
+    incumbents: list[np.ndarray] = []
+    if bound is None and not hard:
+        bound = _search_guide(H, y, T, runs, best, incumbents, deadline, first, gap_tol)
+    if bound is not None and "lb_selection" in runs:
+        realised = [*realised, bound.selection]
+    lower = None if bound is None else bound.value
+    selections = incumbents[::-1]
+    if bound is not None and bound.selection is not None and not any(
+            np.array_equal(bound.selection, s) for s in selections):
+        selections.insert(0, bound.selection)
+    rng = np.random.default_rng(_search_seed(seed))
+    search = _search_starts(form, H, y, T, R, best, lower_bound=lower, selections=selections,
+                            realised=realised, max_starts=budget, rng=rng,
+                            gap_rtol=_SEARCH_GAP_RTOL, screen_gap_rtol=gap_tol,
+                            options=options, hard=hard,
+                            ideas=("selection",) if hard else None,
+                            retired=_retired_families(runs, best),
+                            screen_scale=budget / AUTO_SEARCH_STARTS,
+                            time_limit=deadline - time.perf_counter())
+    while True:
+        try:
+            name, run = next(search)
+        except StopIteration as end:  # its value: stopped by the deadline
+            return bool(end.value)
+        runs[name] = run
+        start_norms[name] = run.norm
+        logger.info("search start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
+                    run.reason, run.n_iter)
+
+
+def _more_starts(form, H, y, T, R, more, options, runs, start_norms) -> dict[str, DescentRun]:
+    """Run the starts ``more`` after the others (no progress bar), add them to ``runs`` and
+    ``start_norms``, and return the feasible runs."""
+    with ProgressBar(False) as bar:
+        extra, extra_norms = _run_starts(form, H, y, T, R, more, options, bar)
+    runs.update(extra)
+    start_norms.update(extra_norms)
+    return {k: r for k, r in runs.items() if r.point.feasible}
+
+
+def _agreeing_starts_selection(H, y, T, runs, feasible, first, deadline) -> np.ndarray | None:
+    """LB's best selection, for the ``lb_selection`` start, when the first starts agree (no
+    search) on a small instance and its SVM norm is below their best point's; else None.
+
+    Agreeing starts can all end on one selection while a better one exists: on a generated
+    instance (gaussian, n = 7, T = 3, d = 40, R sqrt(d) = 1e4) every first start ended at
+    0.417-0.427 and LB's selection, realised, at 0.358 (docs/benchmarks.md, "Search quality
+    against two independent patient searches"). Up to :data:`SCREEN_MIN_SAMPLES` samples LB's
+    branch-and-bound (at most :data:`SEARCH_BOUND_NODES` SVMs, counted) is cheap; its selection
+    is realised only when its SVM norm is below the best norm by more than
+    :data:`DEFAULT_GAP_TOL` (relative), since a realisation ends near or above it at large R,
+    and not when some run ended on it already.
+    """
+    best = min(feasible.values(), key=lambda run: run.norm)
+    guide = trusted_lower_bound(H, y, T, "auto", max(deadline - time.perf_counter(), 0.0),
+                                False, time.perf_counter(), max_nodes=SEARCH_BOUND_NODES,
+                                first=first)
+    if guide.selection is None or not guide.incumbent < best.norm * (1 - DEFAULT_GAP_TOL) or \
+            any(np.array_equal(guide.selection, np.argmax(r.point.attention, axis=1))
+                for r in runs.values()):
+        return None
+    return guide.selection
+
+
+def _search_guide(H, y, T, runs, best, incumbents, deadline, first,
+                  gap_tol=DEFAULT_GAP_TOL) -> LowerBoundResult:
+    """LB's branch-and-bound for an uncertified search; ``incumbents`` receives every
+    selection that became its best, in order.
+
+    Its bound stops the search only if it comes within ``gap_tol`` of the best norm (the
+    screen; the families need 1e-9), and it is at most the SVM norm of the
+    branch-and-bound's first incumbent (the hard-selection alternation from the first GD
+    step's v, the ``hard_selection`` start's selection). When the best start is already
+    more than ``gap_tol`` above that norm the bound cannot stop the search, and the
+    branch-and-bound only offers further selections. Above :data:`SCREEN_MIN_SAMPLES`
+    samples it then gets :data:`SEARCH_BOUND_NODES_PER_EVAL` SVMs per v-step solve the first
+    starts spent (at most :data:`SEARCH_BOUND_NODES`), a budget in proportion to their
+    cost: there its :data:`SEARCH_BOUND_NODES` do not settle LB (paper's model, n = 100,
+    T = 4: relative gap 0.3 % after 3000 SVMs) and found no selection beyond the first. Up
+    to that size the branch-and-bound settles LB within a few hundred SVMs, and its last
+    incumbent, found just before, is what wins on 3 of the 200 search-quality instances
+    (docs/benchmarks.md), so it keeps :data:`SEARCH_BOUND_NODES`, as when no start is
+    feasible. Counts, not seconds: the answer does not depend on the load.
+    """
+    max_nodes = SEARCH_BOUND_NODES
+    if best is not None and len(y) > SCREEN_MIN_SAMPLES:
+        stop_rtol = max(gap_tol, _SEARCH_GAP_RTOL)
+        if not (first.feasible and best.norm <= first.norm * (1 + stop_rtol)):
+            spent = sum(run.n_eval for run in runs.values())
+            max_nodes = min(max_nodes, math.ceil(SEARCH_BOUND_NODES_PER_EVAL * spent))
+    return trusted_lower_bound(H, y, T, "auto", max(deadline - time.perf_counter(), 0.0),
+                               False, time.perf_counter(), max_nodes=max_nodes,
+                               incumbents=incumbents, first=first)
+
+
+def _retired_families(runs, best) -> tuple[str, ...]:
+    """``("random",)`` when every first random start is feasible and ended more than
+    :data:`margin_solver.minnorm.search.RETIRE_RTOL` above the best start, else ``()``: on such
+    landscapes (digits tokens: random starts 9 to 30 times above the selection starts) more
+    random starts cost a full descent each and are unlikely to win (on the 33 search-quality
+    instances where this holds, none won by more than 1e-9, relative; on the digits cells
+    none won; docs/benchmarks.md)."""
+    randoms = [run for name, run in runs.items() if name.startswith("random_")]
+    if best is None or not randoms:
+        return ()
+    if all(run.point.feasible and run.norm > best.norm * (1 + RETIRE_RTOL) for run in randoms):
+        return ("random",)
+    return ()
+
+
+def _search_seed(seed) -> np.random.SeedSequence | None:
+    """A stream of ``seed`` apart from the random starts' (which use ``seed`` itself)."""
+    if seed is None:
+        return None
+    base = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, 19))
+
+
+def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(X, Dataset) or y is None:
+        data = as_dataset(X, y)
+        if is_on_disk(data.X):  # checked block by block in the Gram pass (TokenGram)
+            return data.X, data.y.astype(np.float64)
+        return check_magnitude(data.X, "X"), data.y.astype(np.float64)
+    # plain arrays skip Dataset, whose n >= 2 rule P_R does not need
+    X = check_magnitude(check_tokens(X), "X")
+    return X, check_labels(y, X.shape[0])
+
+
+def _check_choices(form: str, n_random_starts: Any, max_iter: Any) -> None:
+    if form not in FORMS:
+        raise InvalidInputError(f"Unknown form {form!r}; expected one of {list(FORMS)}.")
+    check_int(n_random_starts, "n_random_starts", 0)
+    check_int(max_iter, "max_iter", 1)
+
+
+def _starts(form, H, y, T, R, n_random, seed, bound, first):
+    """Yield ``(name, p0, selection)``: a selection start has p0 None (realised by
+    :func:`_run_starts`), a random start p0 None when it is the zero vector. ``first``:
+    :func:`margin_solver.bounds.lower.first_selection`."""
+    yield "zero", form.zeros(), None
+    yield "first_step", None, best_tokens(first_step_margins(H, y, T))
+    if first.feasible:
+        yield "hard_selection", None, first.tokens
+    if bound is not None and bound.selection is not None:
+        yield "lb_selection", None, bound.selection
+    n = len(y)
+    rng = np.random.default_rng(seed)
+    for k in range(n_random):
+        p = form.from_coefficients(rng.standard_normal((n, T)))
+        length = norm(form, p)
+        yield f"random_{k}", (p * (R / length) if length > 0 else None), None
+
+
+def _realise(form, H, T, selection, R):
+    c = attention_svm(H, T, selection, R)
+    return None if c is None else form.from_coefficients(c)
+
+
+def _result(
+    X, y, R, form, name, run, start_norms, bound, start_time, tol, timed_out
+) -> MinNormResult:
+    """The winning start's point, checked for feasibility in float64 and given its status."""
+    gap_tol, feas_tol = tol
+    point = run.point
+    if isinstance(form, KernelForm):  # v and p in one pass over X
+        v, p = TokenGram.materialize(X, np.stack([point.value_coefficients, point.p]))
+    else:
+        v, p = TokenGram.materialize(X, point.value_coefficients), point.p
+    # the norm of the v returned, which on ill-conditioned tokens can differ from the
+    # v-step's coefficient form sqrt(c^T K c) in the fifth digit
+    norm = float(np.linalg.norm(v))
+    message = f"best of {len(start_norms)} starts: {name!r}, ||v|| = {norm:.6g} ({run.reason})"
+    min_margin = float(np.min(margins(X, y, v, p)))
+    repaired = False
+    if min_margin < 1 - feas_tol and min_margin > 0:
+        # v / min_margin meets every constraint with a norm larger by 1 / min_margin
+        v, repaired = v / min_margin, True
+        new_norm = float(np.linalg.norm(v))
+        message += (f"; v rescaled by 1/min_margin = {1 / min_margin:.9g} to restore "
+                    f"feasibility (min margin was {min_margin:.9g}, ||v|| {norm:.6g} -> "
+                    f"{new_norm:.6g})")
+        norm, min_margin = new_norm, float(np.min(margins(X, y, v, p)))
+    lower = None if bound is None else bound.value
+    gap = math.nan if lower is None else (norm - lower) / norm
+    feasible = min_margin >= 1 - feas_tol
+    certified = feasible and lower is not None and gap <= gap_tol
+    if bound is not None:
+        message += f"; lower bound {lower:.6g} ({bound.status}), gap {gap:.3g}"
+    if not feasible:
+        status = INACCURATE
+        message += (f"; the point violates the constraints: min margin {min_margin:.9g} < "
+                    f"1 - feas_tol = {1 - feas_tol:.9g}")
+    elif certified:
+        status = OPTIMAL
+        message += f" <= gap_tol {gap_tol:g}: certified"
+    else:
+        status = TIME_LIMIT if timed_out else MAX_ITER if run.status == MAX_ITER else \
+            LOCAL_OPTIMAL
+        if bound is None:
+            message += "; not certified (certify=False)"
+        else:
+            message += f" > gap_tol {gap_tol:g}: not certified"
+        if timed_out:
+            message += "; stopped by the time limit"
+    return MinNormResult(
+        v=v,
+        p=p,
+        norm=norm,
+        margin=1.0 / norm,
+        lower_bound=lower,
+        gap=gap,
+        status=status,
+        message=message,
+        R=R,
+        p_norm=float(np.linalg.norm(p)),
+        min_margin=min_margin,
+        attention=point.attention,
+        selected_token=np.argmax(point.attention, axis=1),
+        start=name,
+        start_norms=start_norms,
+        n_iter=run.n_iter,
+        history={"norm": run.norm_history, "pg_norm": run.pg_history},
+        form=form.name,
+        solve_time=time.perf_counter() - start_time,
+        bound=bound,
+        certified=certified,
+        gap_tol=gap_tol,
+        feas_tol=feas_tol,
+        repaired=repaired,
+    )
+
+
+def _no_point(R, form_name, status, message, bound, start_time, tol) -> MinNormResult:
+    """A result without a usable point: ``infeasible`` (proven: certified), or ``failed``."""
+    return MinNormResult(
+        v=None,
+        p=None,
+        norm=math.inf,
+        margin=0.0,
+        lower_bound=None if bound is None else bound.value,
+        gap=0.0 if status == INFEASIBLE else math.nan,
+        status=status,
+        message=message,
+        R=R,
+        p_norm=math.nan,
+        min_margin=math.nan,
+        attention=None,
+        selected_token=None,
+        start=None,
+        start_norms={},
+        n_iter=0,
+        form=form_name,
+        solve_time=time.perf_counter() - start_time,
+        bound=bound,
+        certified=status == INFEASIBLE,
+        gap_tol=tol[0],
+        feas_tol=tol[1],
+    )
+
+
+def _no_feasible_point(X, y, R, form, runs, bound, start_time, tol) -> MinNormResult:
+    """``no_feasible_point_found`` with the best attempt: among the runs' final p, the one
+    where the least-squares fit of the labels (v with ``<v, z_i> ~ y_i``) has the largest
+    smallest margin, i.e. the smallest largest violation ``1 - y_i f_i``."""
+    result = _no_point(R, form.name, NO_FEASIBLE_POINT_FOUND, "", bound, start_time, tol)
+    best = None
+    for name, run in runs.items():
+        s = run.point.attention
+        K = form.feature_gram(s)
+        a = np.linalg.lstsq((K + K.T) / 2, y, rcond=None)[0]
+        worst = float(np.min(y * (K @ a)))
+        if best is None or worst > best[0]:
+            best = (worst, name, run, a)
+    why = ("no feasible point found: the v-step is infeasible (or cannot tell, features equal "
+           "to within rounding) at the final p of every start")
+    if best is not None:
+        _, name, run, a = best
+        point = run.point
+        v, p = TokenGram.materialize(X, point.attention * a[:, None]), form.dense(point.p)
+        result.v, result.p, result.start = v, p, name
+        result.min_margin = float(np.min(margins(X, y, v, p)))
+        result.p_norm = float(np.linalg.norm(p))
+        result.attention = point.attention
+        result.selected_token = np.argmax(point.attention, axis=1)
+        why += (f" ({len(runs)} distinct starts run; a statement about those p only); best "
+                f"attempt: start "
+                f"{name!r}, least-squares v with min margin {result.min_margin:.6g}")
+    if bound is not None:
+        # LB is "no_feasible_point_found" when its selections could not be resolved
+        found = "is feasible" if bound.selection is not None else "did not prove it either"
+        why += (f"; infeasibility is not proven: the hard-selection bound {found} "
+                f"(LB >= {bound.value:.6g}, {bound.status})")
+    else:
+        why += "; infeasibility is not proven"
+    result.message = why
+    return result

@@ -1,0 +1,1055 @@
+"""The v-step: the hard-margin SVM without bias on fixed features (docs/theory.md).
+
+For a fixed attention vector p the min-norm interpolator's value vector solves
+
+    minimize ||v||  subject to  y_i z_i^T v >= 1  (i = 1..n),
+
+with features z_i = X_i^T softmax(X_i p). Its dual is
+
+    maximize sum(alpha) - 1/2 ||sum_i alpha_i y_i z_i||^2  over alpha >= 0,
+
+with v = sum_i alpha_i y_i z_i and ||v||^2 = sum(alpha) at the optimum.
+
+Four engines solve it:
+
+``"ecos"`` / ``"clarabel"``
+    The Gram reduction. v lies in span{z_i}, so with K = Z Z^T = B B^T and w = B^T beta
+    (v = Z^T beta) the problem becomes minimize ||w|| s.t. diag(y) B w >= 1: n variables
+    instead of d (ECOS as an SOC, Clarabel with the equivalent objective 1/2 ||w||^2). The
+    cvxpy model is built once per (n, solver) with ``G = diag(y) B`` as a DPP parameter and
+    cached, so re-solves with new features skip canonicalisation (:mod:`margin_solver.svm.conic`,
+    imported, and with it cvxpy, only when one of these engines runs).
+``"ldp"``
+    Least-distance programming (Lawson and Hanson 1974, ch. 23): the same reduced problem
+    solved exactly by one non-negative least-squares problem (:func:`scipy.optimize.nnls`),
+    with B the Cholesky factor of K when K is well conditioned.
+``"primal"``
+    The plain SOCP over d variables, kept as a reference.
+
+Every engine hands back a primal point, as coefficients v = Z^T coef, and a dual vector
+alpha. The KKT system is then solved exactly on the support the engine found, and the
+certificate (norm, smallest margin, duality gap of the primal-dual pair) is recomputed here in
+numpy rather than taken from the solver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from functools import cached_property, partial
+from typing import Any, NamedTuple
+
+import numpy as np
+from scipy.linalg.lapack import dpocon, dpotrf, dpotrs
+from scipy.optimize import nnls
+
+from margin_solver.core.kernel import gram_distance_rounding
+from margin_solver.core.results import (
+    FAILED,
+    INFEASIBLE,
+    OPTIMAL,
+    OPTIMAL_INACCURATE,
+    Renamed,
+    ResultMixin,
+    renamed,
+)
+from margin_solver.core.validation import (
+    InvalidInputError,
+    check_labels,
+    check_magnitude,
+    check_matrix,
+    check_positive,
+)
+
+logger = logging.getLogger("margin_solver")
+
+#: Engine names accepted by :func:`solve_vstep`.
+ENGINES = ("ecos", "clarabel", "ldp", "primal")
+
+# Order in which engines stand in for one another. "primal" is never a stand-in: it is the
+# slow reference, and the Gram engines solve the same problem.
+_FALLBACK_ORDER = ("ecos", "clarabel", "ldp")
+
+# A solve counts as "optimal" only when the relative duality gap we recompute is below this
+# multiple of ``tol``; interior-point solvers typically end a few times below their tolerance.
+_GAP_FACTOR = 1e3
+
+# Two rows "may be the same feature" when ||z_i - z_j||^2 <= _SAME_RTOL * (||z_i||^2 + ||z_j||^2).
+# The squared distance is read off K, whose entries carry rounding of order eps * K_ii, so
+# below about 100 eps it cannot be told from 0. Such rows are compared exactly when Z is
+# given; otherwise (and when they differ) they only bound ||v|| from below
+# (_near_conflicts). Rows farther apart are left to the engines.
+_SAME_RTOL = 100 * np.finfo(np.float64).eps
+
+# Margin violation tolerated in the exact KKT solve on the support (_solve_on_support);
+# anything left is removed by the rescaling to smallest margin 1.
+_KKT_RTOL = 1e-9
+
+# K / scale is factored by Cholesky for the LDP engine when its reciprocal condition number
+# estimate exceeds this times n: far above n * eps, the eigenvalue clipping threshold of
+# _VStepData.factor, so that no eigenvalue would have been clipped.
+_CHOLESKY_RCOND_PER_N = 100 * np.finfo(np.float64).eps
+
+# Linear solves (Cholesky of the passive set, ~0.05 ms at n = 100) the active-set method of
+# solve_vstep_on_support may spend before it leaves the problem to the full v-step (~1 ms).
+# Measured (min-norm on digits, n = 40 / 80): 1 solve (the guess alone) 0.93 / 2.57 s,
+# 4 solves 0.73 / 1.98 s, 12 solves 0.73 / 1.98 s; no difference on the paper's data.
+_SUPPORT_SOLVES = 4
+
+# Smallest reciprocal condition number of Q_PP that _kkt_on_support solves with. Its duals
+# are then accurate to about eps / rcond <= 1e-6 relative, and every answer is certified
+# afterwards (_certified). Nearly hard attention on the paper's data (n = 100, T = 4,
+# kappa = 4, R sqrt(d) = 100) makes Q_PP condition numbers of 7e8 (samples attending to one
+# shared signal token, told apart by the leak): 1e-8 left 38 of the polish's 74 v-steps to
+# the general v-step there, 1e-10 15, same norm to 5e-15 (docs/benchmarks.md, issue 12
+# part 4).
+_SUPPORT_RCOND = 1e-10
+
+# A given K whose smallest eigenvalue is below -_NOT_PSD_RTOL times its largest is not a Gram
+# matrix. Rounding in a computed Z Z^T moves eigenvalues by about n eps lambda_max, far less.
+_NOT_PSD_RTOL = 1e-8
+
+# LDP declares infeasibility when its NNLS residual norm falls below this. The residual is
+# 1 / sqrt(1 + ||w||^2) on the normalised problem, so this means a margin below 1e-8 of the
+# root-mean-square feature norm: beyond what float64 can certify.
+_LDP_INFEASIBLE_RNORM = 1e-8
+
+@renamed(Renamed("n_iter", "nit"))
+@dataclasses.dataclass(repr=False)
+class VStepResult(ResultMixin):
+    """Outcome of :func:`solve_vstep`.
+
+    Attributes
+    ----------
+    v : ndarray of shape (n_features,) or None
+        The min-norm separator, ``Z.T @ coef``; None when only the Gram matrix was given or
+        when no solution is present.
+    alpha : ndarray of shape (n_samples,) or None
+        Dual variables, non-negative; positive only on support vectors (up to solver
+        accuracy when ``refined`` is False).
+    coef : ndarray of shape (n_samples,) or None
+        v as a combination of the features, v = sum_i coef_i z_i exactly: the form callers
+        working with a Gram matrix (token-Gram form) need. It equals ``alpha * y`` at the
+        optimum (to solver accuracy; exactly for ``"ldp"``). When K is singular the
+        combination is not unique: it is ``alpha * y`` when the KKT system was solved on the
+        support by Cholesky, else the minimum-norm one.
+    norm : float
+        ||v||, computed as sqrt(coef^T K coef).
+    min_margin : float
+        min_i y_i z_i^T v. Equals 1 up to rounding for a solution (see ``rescale``).
+    gap : float
+        Relative duality gap (P - D) / P with P = ||v||^2 / 2 and
+        D = sum(alpha) - ||Z^T (alpha * y)||^2 / 2, both recomputed from the returned v and
+        alpha. Since v is feasible, P - D >= 0 bounds how far ||v||^2 / 2 is above the
+        optimum.
+    status : str
+        ``"optimal"``, ``"optimal_inaccurate"``, ``"infeasible"`` or ``"failed"``.
+    message : str
+        What happened, including why any engine was skipped.
+    solver : str or None
+        The engine that produced the answer.
+    fallbacks : list of str
+        ``"engine: reason"`` for every engine that was tried and failed before ``solver``.
+    solve_time : float
+        Wall-clock seconds for the whole call, including the Gram product when it was computed.
+    nit : int or None
+        Iterations reported by the engine (None when it does not report them; scipy's
+        name, ``n_iter`` is a deprecated alias for one release).
+    rescale : float
+        The factor 1 / min_margin applied to the primal point so that the returned v is
+        exactly feasible with smallest margin 1 (1.0 means no change; nan without a solution).
+    refined : bool
+        True when the KKT system was solved exactly on the engine's support vectors (see
+        Notes of :func:`solve_vstep`).
+    infeasible_samples : list of int
+        When infeasible: the samples that together cannot be separated. Empty otherwise.
+    norm_bound : float
+        A proven lower bound on ``||v||`` for every separator when no solution is attached:
+        ``inf`` when infeasible; when the status is ``"failed"`` because features are equal
+        (or zero) only to within the rounding of K, ``2 / delta`` with ``delta`` an upper
+        bound on their distance (``1 / ||z_i||`` for a near-zero feature; 0 when the
+        rounding of K is unknown); else 0.
+    unresolved : bool
+        True when the status is ``"failed"`` because features of opposite labels are equal
+        (or features zero) to within the rounding of K but not proven so: no engine is run,
+        as none can resolve it, and no proof of infeasibility exists.
+    """
+
+    v: np.ndarray | None
+    alpha: np.ndarray | None
+    coef: np.ndarray | None
+    norm: float
+    min_margin: float
+    gap: float
+    status: str
+    message: str
+    solver: str | None
+    fallbacks: list[str]
+    solve_time: float
+    nit: int | None = None
+    rescale: float = float("nan")
+    refined: bool = False
+    infeasible_samples: list[int] = dataclasses.field(default_factory=list)
+    norm_bound: float = 0.0
+    unresolved: bool = False
+
+    @property
+    def broke_down(self) -> bool:
+        """True when every engine failed: nothing is known about the problem (unlike a
+        ``failed`` that is ``unresolved``)."""
+        return self.status == FAILED and not self.unresolved
+
+
+class _EngineOutput(NamedTuple):
+    """What an engine hands back, in the original scale of the problem.
+
+    ``coef`` is the primal point as v = Z^T coef and ``alpha`` the dual; both are None unless
+    the status comes with a solution.
+    """
+
+    status: str
+    coef: np.ndarray | None = None
+    alpha: np.ndarray | None = None
+    n_iter: int | None = None
+
+
+class _Factor(NamedTuple):
+    """K / scale = U diag(root^2) U^T, clipped; G = diag(y) U diag(root) of shape (n, n)."""
+
+    G: np.ndarray
+    U: np.ndarray
+    root: np.ndarray
+    scale: float
+
+
+class _VStepData:
+    """Validated inputs with the Gram matrix and its factor computed lazily, once."""
+
+    def __init__(self, Z: Any, y: Any, K: Any) -> None:
+        if Z is None and K is None:
+            raise InvalidInputError("Give the features Z or their Gram matrix K = Z @ Z.T.")
+        self.Z = None if Z is None else check_magnitude(check_matrix(Z, "Z"), "Z")
+        n = self.Z.shape[0] if self.Z is not None else None
+        self._K_given = None if K is None else _check_gram(K, n)
+        self.n = n if n is not None else self._K_given.shape[0]
+        self.y = check_labels(y, self.n)
+        # A given K is the data itself: only forming a distance from it rounds.
+        self.depth: int | None = self.Z.shape[1] if self.Z is not None else 0
+        self.row: Callable[[int], np.ndarray] | None = None if self.Z is None else self.Z.__getitem__
+
+    @classmethod
+    def trusted(
+        cls, K: np.ndarray, y: np.ndarray, row: Callable[[int], np.ndarray] | None = None
+    ) -> _VStepData:
+        """Wrap a Gram matrix and labels that the caller formed itself, without validation.
+
+        ``row(i)`` gives feature i exactly (None: unknown; then so is the depth of K's dot
+        products).
+        """
+        data = cls.__new__(cls)
+        data.Z, data._K_given, data.n, data.y, data.row = None, K, len(y), y, row
+        data.depth = None if row is None else len(row(0))
+        return data
+
+    def rounding(self, K_ii: float, K_jj: float) -> float | None:
+        """An upper bound on how far ``||z_i - z_j||^2`` may exceed ``K_ii + K_jj - 2 K_ij``
+        (and ``||z_i||^2`` exceed ``K_ii``), or None when unknown
+        (:func:`margin_solver.core.kernel.gram_distance_rounding` for dot products of length d).
+        With d unknown (a K formed from combinations of tokens, whose rounding scales with
+        the tokens' norms, not the features'), nothing is sure.
+        """
+        if self.depth is None:
+            return None
+        return gram_distance_rounding(self.depth, K_ii + K_jj)
+
+    @cached_property
+    def K(self) -> np.ndarray:
+        """Gram matrix K = Z Z^T of shape (n, n): the one n x n x d product."""
+        return self._K_given if self._K_given is not None else self.Z @ self.Z.T
+
+    @cached_property
+    def scale(self) -> float:
+        """Mean diagonal of K, the unit in which the engines see it (see :attr:`factor`)."""
+        return float(np.mean(np.diag(self.K)))
+
+    @cached_property
+    def cholesky_G(self) -> np.ndarray | None:
+        """G = diag(y) L with L the Cholesky factor of K / scale, or None.
+
+        None unless K / scale is so well conditioned (reciprocal condition number estimate
+        above ``_CHOLESKY_RCOND_PER_N * n``) that the clipping of :attr:`factor` would drop
+        no eigenvalue: then both factors describe the same problem, and Cholesky costs a
+        fraction of the eigendecomposition (the LDP engine's largest cost at n = 100).
+        """
+        lower = _conditioned_cholesky(self.K / self.scale, _CHOLESKY_RCOND_PER_N * self.n)
+        return None if lower is None else self.y[:, None] * lower
+
+    @cached_property
+    def factor(self) -> _Factor:
+        """Factor K / scale = B B^T with B = U diag(root) and G = diag(y) B.
+
+        K is divided by its mean diagonal so that solver tolerances and the LDP infeasibility
+        threshold mean the same for features of any magnitude. Eigenvalues below
+        n * eps * lambda_max are rounding noise of the Gram product and are clipped to zero;
+        their columns of B stay as zero columns so that G is always n x n and the cached
+        cvxpy model for size n fits every rank.
+        """
+        scale = self.scale
+        lam, U = symmetric_eigh(self.K / scale)
+        if lam[0] < -_NOT_PSD_RTOL * lam[-1]:
+            raise InvalidInputError(
+                f"K must be positive semidefinite (a Gram matrix Z @ Z.T), but its smallest "
+                f"eigenvalue is {lam[0] * scale:.3g} against a largest of {lam[-1] * scale:.3g}."
+            )
+        keep = lam > self.n * np.finfo(np.float64).eps * lam[-1]
+        root = np.sqrt(np.where(keep, lam, 0.0))
+        return _Factor(self.y[:, None] * U * root, U, root, scale)
+
+    def coef_from_w(self, w: np.ndarray) -> np.ndarray:
+        """Coefficients of v = Z^T coef from a solution w of the normalised reduced problem.
+
+        With Z / sqrt(scale) = U diag(root) V^T, the reduced variable is w = V^T v sqrt(scale),
+        so v = Z^T U diag(1 / root) w / scale on the kept eigenvalues.
+        """
+        U, root, scale = self.factor.U, self.factor.root, self.factor.scale
+        inv_root = np.divide(1.0, root, out=np.zeros_like(root), where=root > 0)
+        return U @ (inv_root * w) / scale
+
+    def coef_from_v(self, v: np.ndarray) -> np.ndarray:
+        """Coefficients of the projection of v onto span{z_i}: coef = K^+ Z v.
+
+        The projection keeps every margin Z v and cannot increase ||v||.
+        """
+        U, root, scale = self.factor.U, self.factor.root, self.factor.scale
+        inv_lam = np.divide(1.0, root**2, out=np.zeros_like(root), where=root > 0)
+        return U @ (inv_lam * (U.T @ (self.Z @ v))) / scale
+
+
+def symmetric_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and eigenvectors of a finite symmetric matrix.
+
+    LAPACK's divide and conquer (``numpy.linalg.eigh``) first; when it does not converge,
+    the implicit QL/QR algorithm (``dsyev`` through ``scipy.linalg.eigh(driver="ev")``),
+    slower but more robust. Divide and conquer can fail on Gram matrices with many nearly
+    equal eigenvalues: saturated attention gives such a K (samples selecting the same signal
+    token get equal features); an n = 120 v-step of a sweep cell raised "Eigenvalues did
+    not converge" (docs/benchmarks.md, "Sweep throughput, third pass").
+    """
+    try:
+        return np.linalg.eigh(A)
+    except np.linalg.LinAlgError:
+        from scipy.linalg import eigh
+
+        logger.info("numpy's eigh did not converge on a %d x %d matrix; using dsyev", *A.shape)
+        return eigh(A, driver="ev")
+
+
+def solve_vstep(
+    Z: Any,
+    y: Any,
+    solver: str = "ecos",
+    *,
+    tol: float = 1e-9,
+    fallback: bool = True,
+    K: Any = None,
+) -> VStepResult:
+    """Solve the hard-margin SVM without bias: minimize ||v|| s.t. y_i z_i^T v >= 1.
+
+    Parameters
+    ----------
+    Z : array-like of shape (n_samples, n_features) or None
+        Fixed features z_i (for attention, z_i = X_i^T softmax(X_i p)). May be None when
+        ``K`` is given; then ``v`` is not materialised and ``coef`` carries the solution.
+    y : array-like of shape (n_samples,)
+        Labels in {-1, +1}.
+    solver : {"ecos", "clarabel", "ldp", "primal"}, default="ecos"
+        Engine to try first. ``"ecos"`` and ``"clarabel"`` solve the Gram-reduced SOCP in n
+        variables, ``"ldp"`` solves it exactly by one NNLS, ``"primal"`` solves the SOCP in
+        d variables with ECOS (a slow reference; it needs ``Z``).
+    tol : float, default=1e-9
+        Tolerance passed to ECOS / Clarabel (absolute and relative gap, feasibility). A
+        solution is reported ``"optimal"`` when the recomputed relative duality gap is at
+        most ``1000 * tol``; otherwise ``"optimal_inaccurate"``.
+    fallback : bool, default=True
+        When the engine raises, fails, or is inaccurate, try the others in the order
+        ecos -> clarabel -> ldp and record each failure in ``fallbacks``.
+    K : array-like of shape (n_samples, n_samples), optional
+        Precomputed Gram matrix ``Z @ Z.T`` (for callers in token-Gram form). When given it is
+        trusted and the product is skipped; ``Z`` is then only used to form ``v``.
+
+    Returns
+    -------
+    VStepResult
+        ``v``, ``alpha``, ``coef`` (v = Z^T coef), the certificate (``norm``, ``min_margin``,
+        ``gap``), ``status``, ``message``, the engine used and any ``fallbacks``. An
+        infeasible problem is a status with ``infeasible_samples``, not an exception.
+
+    Raises
+    ------
+    InvalidInputError
+        On an unknown ``solver``, malformed ``Z``, ``y`` or ``K`` (including a K that is
+        not positive semidefinite), ``Z`` of a scale float64 cannot carry
+        (:func:`~margin_solver.core.validation.check_magnitude`), or ``"primal"`` without ``Z``.
+
+    Notes
+    -----
+    Every engine produces a primal point v (the Gram engines through w, v = Z^T U
+    diag(lambda^-1/2) w; the primal engine's v projected onto span{z_i}, which keeps the
+    margins and cannot increase the norm) and a dual alpha (clipped at 0). Primal points of
+    interior-point solvers are more accurate than their duals, which is why v is not formed
+    as Z^T (alpha * y).
+
+    Interior-point answers (ECOS, Clarabel, primal) are still accurate in v only to about the
+    square root of their tolerance (about 1e-5 relative for ECOS at the default ``tol``). So
+    the support vectors S are read off the engine's answer and the KKT system is solved
+    exactly on them, ``(G_S G_S^T) a = 1``; when the result satisfies every KKT condition it
+    replaces the engine's answer (``refined=True``) and agrees with the exact LDP answer to
+    rounding. Otherwise the engine's answer stands.
+
+    Finally v is scaled by ``rescale`` = 1 / min_i y_i z_i^T v so that its smallest margin is
+    exactly 1. At the optimum the smallest margin is 1, so this only removes rounding; it
+    makes v feasible, hence ``gap`` (weak duality) a valid bound on its suboptimality.
+
+    References
+    ----------
+    C. L. Lawson and R. J. Hanson, *Solving Least Squares Problems*, 1974, ch. 23 (LDP).
+    Magen et al., *Benign Overfitting in Single-Head Attention*, arXiv:2410.07746.
+
+    Examples
+    --------
+    >>> from margin_solver.svm.vstep import solve_vstep
+    >>> res = solve_vstep([[1.0, 0.0], [0.0, 2.0], [2.0, 0.0]], [1, -1, 1])
+    >>> res.status
+    'optimal'
+    >>> np.round(res.v, 6).tolist(), np.round(res.alpha, 6).tolist()
+    ([1.0, -0.5], [1.0, 0.25, 0.0])
+    >>> solve_vstep([[1.0, 0.0], [1.0, 0.0]], [1, -1]).infeasible_samples
+    [0, 1]
+    """
+    start = time.perf_counter()
+    if solver not in ENGINES:
+        raise InvalidInputError(f"Unknown solver {solver!r}; expected one of {list(ENGINES)}.")
+    data = _VStepData(Z, y, K)
+    tol = check_positive(tol, "tol")
+    if solver == "primal" and data.Z is None:
+        raise InvalidInputError("solver='primal' needs the features Z, not only K.")
+    return _solve(data, solver, tol, fallback, start)
+
+
+def solve_trusted_vstep(
+    K: np.ndarray,
+    y: np.ndarray,
+    solver: str = "ldp",
+    *,
+    tol: float = 1e-9,
+    fallback: bool = True,
+    row: Callable[[int], np.ndarray] | None = None,
+) -> VStepResult:
+    """:func:`solve_vstep` on a Gram matrix the caller formed itself, without validation.
+
+    The inner loops (branch-and-bound nodes, the descent's trial points, the attention SVMs)
+    solve thousands of v-steps on Gram matrices built from already validated tokens;
+    re-validating each one (symmetry, finiteness, labels) cost about 15 % of the lower
+    bound's time. User input goes through :func:`solve_vstep`.
+
+    Parameters
+    ----------
+    K : ndarray of shape (n_samples, n_samples), float64
+        Exactly symmetric Gram matrix of the features (**not validated**; symmetrise a
+        computed product that may differ from its transpose by rounding first).
+    y : ndarray of shape (n_samples,), float64
+        Labels in {-1, +1} (not validated).
+    solver : {"ecos", "clarabel", "ldp"}, default="ldp"
+        Engine to try first.
+    tol, fallback
+        As in :func:`solve_vstep`.
+    row : callable, optional
+        ``row(i)`` returns feature i exactly (e.g. a selected token). Features K cannot tell
+        apart are then compared exactly (equal ones with opposite labels prove
+        infeasibility), and its length bounds the rounding of K (``norm_bound``). Without
+        it no such proof is possible, and the bound is weaker.
+
+    Returns
+    -------
+    VStepResult
+        As :func:`solve_vstep`, with ``v`` None (only ``coef`` describes v).
+    """
+    return _solve(_VStepData.trusted(K, y, row), solver, tol, fallback, time.perf_counter())
+
+
+def _solve(
+    data: _VStepData, solver: str, tol: float, fallback: bool, start: float
+) -> VStepResult:
+    """The v-step on checked inputs: conflicts, then the engines in turn (see solve_vstep)."""
+    zero, pairs = _conflict_candidates(data.K, data.y)
+    if zero or pairs:
+        conflict = _obvious_conflicts(data, zero, pairs)
+        if conflict is not None:
+            return _infeasible(*conflict, None, [], start)
+        # A separator, if any, has ||v|| >= 2 / (rounding of K): no engine resolves that
+        # (their infeasibility test stops at margins of 1e-8), and no proof says none exists.
+        return _warn_unsolved(_cannot_tell(*_near_conflicts(data, zero, pairs), start))
+
+    # Every engine needs a factor of K; a K that is not a Gram matrix raises here, not in one
+    # (a successful Cholesky factorisation, enough for LDP, proves positive definiteness).
+    if solver != "ldp" or data.cholesky_G is None:
+        _ = data.factor
+    fallbacks: list[str] = []
+    inaccurate: VStepResult | None = None
+    for name in _engine_chain(solver, fallback):
+        try:
+            out = _ENGINES[name](data, tol)
+        except _SOLVER_EXCEPTIONS as exc:
+            _record(fallbacks, name, f"raised {type(exc).__name__}: {exc}")
+            continue
+        if out.status == INFEASIBLE:
+            samples = _ldp_certificate(data.factor.G)
+            if samples:
+                why = "no v separates these samples (LDP certificate u >= 0 with G^T u = 0)"
+                return _warn_unsolved(_infeasible(samples, why, name, fallbacks, start))
+            _record(fallbacks, name, "reported infeasible but LDP found no certificate")
+            continue
+        if out.coef is None:
+            _record(fallbacks, name, f"returned status {out.status!r}")
+            continue
+        result = _certified(data, out, name, tol, fallbacks, start)
+        if result is None:
+            _record(fallbacks, name, "its answer does not separate the samples")
+            continue
+        if result.status == OPTIMAL:
+            return result
+        floor = _gap_rounding(data, result)
+        if result.gap <= floor and floor > _GAP_FACTOR * tol:
+            # Nearly infeasible (opposite labels on almost equal features, ||v|| huge): the
+            # factor of K every engine solves on fixes the optimum only to `floor`, so no
+            # engine can certify it, and the interior-point ones do worse (even report
+            # "infeasible"): return this answer, as inaccurate, instead of falling back.
+            result.message += (
+                f", below what float64 resolves for this nearly infeasible problem "
+                f"({floor:.2g}): no engine can certify it"
+            )
+            logger.info("v-step not certifiable: %s", result.message)
+            return result
+        _record(fallbacks, name, result.message)
+        if result.status == OPTIMAL_INACCURATE and inaccurate is None:
+            inaccurate = result
+    if inaccurate is not None:
+        inaccurate.message = (
+            f"only an inaccurate solution was found (engine {inaccurate.solver}); "
+            + "; ".join(fallbacks)
+        )
+        inaccurate.fallbacks = fallbacks
+        inaccurate.solve_time = time.perf_counter() - start
+        return _warn_unsolved(inaccurate)
+    return _warn_unsolved(_failed(fallbacks, start))
+
+
+def solve_vstep_on_support(
+    K: np.ndarray, y: np.ndarray, support: np.ndarray, *, tol: float = 1e-9
+) -> VStepResult | None:
+    """The v-step from a guessed set of support vectors, or None when that does not pay.
+
+    The inner loop of the min-norm descent solves hundreds of v-steps at nearby attention
+    vectors, whose support vectors change little. Given the support S, the optimum solves
+    ``Q_SS a = 1`` with ``Q = diag(y) K diag(y)`` (one Cholesky factorisation of size |S|,
+    no eigendecomposition and no NNLS); when ``a >= 0`` and every margin is at least 1 (to
+    the KKT tolerance of :func:`solve_vstep`), all KKT conditions hold and ``alpha = a`` on
+    S (zero elsewhere) is the exact optimum. When the guess is wrong, an active-set method
+    (Lawson-Hanson on the dual) corrects it, one sample in or out per linear solve, for at
+    most ``_SUPPORT_SOLVES`` solves. The answer is certified as in :func:`solve_vstep`
+    (``solver="support"``, ``refined=True``).
+
+    Parameters
+    ----------
+    K : ndarray of shape (n_samples, n_samples)
+        Gram matrix of the features. **Not validated**: this is for callers that formed K
+        themselves (use :func:`solve_vstep` on user input).
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}, float64 (not validated).
+    support : ndarray of bool, shape (n_samples,)
+        The guessed support vectors, e.g. ``previous.alpha > 0``.
+    tol : float, default=1e-9
+        As in :func:`solve_vstep`: the relative duality gap must be at most ``1000 * tol``.
+
+    Returns
+    -------
+    VStepResult or None
+        The optimal solution, or None when the active set did not reach the KKT conditions
+        within its budget, a ``Q_SS`` was singular, or the problem is infeasible: then call
+        :func:`solve_vstep`.
+    """
+    start = time.perf_counter()
+    alpha = _kkt_on_support(K, y, support, max_solves=_SUPPORT_SOLVES)
+    if alpha is None:
+        return None
+    data = _VStepData.trusted(K, y)
+    out = _EngineOutput(OPTIMAL, alpha * y, alpha)
+    result = _certified(data, out, "support", tol, [], start, refined=True)
+    return result if result is not None and result.status == OPTIMAL else None
+
+
+def solve_vstep_from_support(
+    K: np.ndarray, y: np.ndarray, support: np.ndarray | None, solver: str = "ldp"
+) -> VStepResult:
+    """:func:`solve_vstep_on_support` from ``support`` when one is guessed, else, or when that
+    does not pay, :func:`solve_trusted_vstep` with ``solver`` on K symmetrised.
+
+    For the inner loops that solve many v-steps at nearby points (the descent's trial points,
+    the polish's linearised SVMs). K is **not validated**; it may differ from its transpose by
+    the rounding of its product.
+    """
+    result = None if support is None else solve_vstep_on_support(K, y, support)
+    return result if result is not None else solve_trusted_vstep((K + K.T) / 2, y, solver)
+
+
+def _kkt_on_support(
+    K: np.ndarray, y: np.ndarray, support: np.ndarray, max_solves: int = 1
+) -> np.ndarray | None:
+    """The optimal dual alpha, found by an active-set method started from a guessed support;
+    None when that takes more than ``max_solves`` linear solves or a solve fails.
+
+    The dual of the v-step is ``minimize 1/2 a^T Q a - sum(a)`` over ``a >= 0`` with
+    ``Q = diag(y) K diag(y)``. On a passive set P the unconstrained minimiser solves
+    ``Q_PP a = 1`` (one Cholesky factorisation of size |P|). The guess, less the samples this
+    solve gives a non-positive dual, is the start; then the method of Lawson and Hanson
+    (1974, ch. 23, here on the quadratic form): add the sample with the largest margin
+    violation ``1 - (Q a)_i`` (the negative gradient), and when a solve gives a non-positive
+    dual, move towards it until the first dual reaches 0 and drop that sample. It stops when
+    no margin is below 1 and the passive set's margins are 1 (to ``_KKT_RTOL``): the KKT
+    conditions, so the answer is exact. ``max_solves=1`` checks the guess alone.
+
+    None also when a ``Q_PP`` is not well conditioned (:func:`_solve_passive`).
+    """
+    Q = K * np.outer(y, y)
+    budget = [max_solves]
+
+    def solve(P: np.ndarray) -> np.ndarray | None:
+        if budget[0] == 0:
+            return None
+        budget[0] -= 1
+        return _solve_passive(Q, P)
+
+    P = np.flatnonzero(support)
+    z = np.zeros(0)
+    while P.size:  # the start: the guess without the samples its solve gives no positive dual
+        z = solve(P)
+        if z is None:
+            return None
+        if z.min() > 0:
+            break
+        P = P[z > 0]
+    a_P = z
+    while True:
+        if z.size == 0 or z.min() > 0:  # a dual feasible point: optimal, or add a sample
+            alpha = np.zeros(len(y))
+            alpha[P] = z
+            margins = Q @ alpha
+            slack = 1.0 - margins
+            slack[P] = -np.inf
+            j = int(np.argmax(slack))
+            if slack[j] <= _KKT_RTOL:  # (P is not empty here: alpha = 0 has slack 1)
+                return alpha if np.abs(margins[P] - 1.0).max() <= _KKT_RTOL else None
+            P, a_P = np.append(P, j), np.append(z, 0.0)
+        else:  # move towards z until the first dual reaches 0, and drop that sample
+            nonpositive = np.flatnonzero(z <= 0)
+            ratios = a_P[nonpositive] / (a_P[nonpositive] - z[nonpositive])
+            first = int(np.argmin(ratios))
+            a_P = a_P + ratios[first] * (z - a_P)
+            a_P[nonpositive[first]] = 0.0
+            keep = a_P > 0
+            P, a_P = P[keep], a_P[keep]
+            if P.size == 0:
+                z = a_P
+                continue
+        z = solve(P)
+        if z is None:
+            return None
+
+
+def _solve_passive(Q: np.ndarray, P: np.ndarray) -> np.ndarray | None:
+    """``Q_PP^{-1} 1`` by Cholesky; None when Q_PP is not well conditioned.
+
+    An ill-conditioned Q_PP means nearly dependent support vectors, hence many optimal
+    duals; the solve would pick one by rounding, and the p-gradient built from it would be
+    arbitrary. Such points go to the general v-step (a linearly independent NNLS support,
+    least squares in the polish).
+    """
+    lower = _conditioned_cholesky(Q[np.ix_(P, P)], _SUPPORT_RCOND)
+    if lower is None:
+        return None
+    z, info = dpotrs(lower, np.ones(P.size), lower=1)
+    return z if info == 0 and np.isfinite(z).all() else None
+
+
+def _conditioned_cholesky(A: np.ndarray, min_rcond: float) -> np.ndarray | None:
+    """Lower Cholesky factor of A, or None when A is not positive definite or LAPACK's
+    estimate of its reciprocal condition number (1-norm) is not above ``min_rcond``."""
+    lower, info = dpotrf(A, lower=1, clean=1)
+    if info != 0:
+        return None
+    rcond, info = dpocon(lower, np.abs(A).sum(axis=0).max(), uplo="L")
+    return lower if info == 0 and rcond > min_rcond else None
+
+
+def _check_gram(K: Any, n: int | None) -> np.ndarray:
+    """Validate a Gram matrix (square, n x n when Z is given, symmetric, diagonal >= 0).
+
+    Returns it symmetrised. Beyond the diagonal, positive semidefiniteness is trusted: small
+    negative eigenvalues from rounding are clipped when K is factored.
+    """
+    K = check_matrix(K, "K")
+    expected = (n, n) if n is not None else (K.shape[0], K.shape[0])
+    if K.shape != expected:
+        raise InvalidInputError(
+            f"Expected K of shape {expected} (the Gram matrix Z @ Z.T), got {K.shape}."
+        )
+    asym = float(np.max(np.abs(K - K.T)))
+    if asym > 1e-8 * max(float(np.max(np.abs(K))), np.finfo(np.float64).tiny):
+        raise InvalidInputError(
+            f"K must be symmetric (a Gram matrix Z @ Z.T); max |K - K.T| = {asym:.3g}."
+        )
+    if np.diag(K).min() < 0:
+        i = int(np.argmin(np.diag(K)))
+        raise InvalidInputError(
+            f"K must be positive semidefinite (a Gram matrix Z @ Z.T), but K[{i}, {i}] = "
+            f"{K[i, i]:.3g} < 0."
+        )
+    return (K + K.T) / 2
+
+
+def _obvious_conflicts(
+    data: _VStepData, zero: list[int], pairs: list[tuple[int, int]]
+) -> tuple[list[int], str] | None:
+    """Find zero features and equal features with opposite labels: proofs of infeasibility.
+
+    The candidates ``zero`` and ``pairs`` read off K (:func:`_conflict_candidates`) are
+    confirmed exactly on the features (Z, or the caller's ``row``); with only K given nothing
+    is confirmed (entries equal to within rounding do not prove equal
+    features), and :func:`_near_conflicts` bounds ``||v||`` instead. These are the common
+    infeasible inputs; naming them directly gives a clearer message than a general certificate.
+    """
+    if data.row is None:
+        return None
+    zero = [i for i in zero if not data.row(i).any()]
+    if zero:
+        return zero, f"samples {zero} have zero features, so y z^T v = 0 < 1"
+    pairs = [(i, j) for i, j in pairs if np.array_equal(data.row(i), data.row(j))]
+    if pairs:
+        samples = sorted({i for pair in pairs for i in pair})
+        return samples, f"equal features with opposite labels in sample pairs {pairs}"
+    return None
+
+
+def _conflict_candidates(
+    K: np.ndarray, y: np.ndarray
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Features K cannot tell from zero, and pairs with opposite labels it cannot tell apart."""
+    diag = np.diag(K)
+    zero = np.flatnonzero(diag <= np.finfo(np.float64).eps ** 2 * diag.max()).tolist()
+    dist2 = diag[:, None] + diag[None, :] - 2 * K
+    same = dist2 <= _SAME_RTOL * (diag[:, None] + diag[None, :])
+    clash = np.argwhere(np.triu(same & (y[:, None] != y[None, :]), k=1))
+    return zero, [(int(i), int(j)) for i, j in clash]
+
+
+def _near_conflicts(
+    data: _VStepData, zero: list[int], pairs: list[tuple[int, int]]
+) -> tuple[float, str]:
+    """A lower bound on ``||v||`` from features equal (or zero) to within the rounding of K,
+    the candidates of :func:`_conflict_candidates`, and why.
+
+    ``y_i v.z_i >= 1`` and ``y_j v.z_j >= 1`` with opposite labels give ``v.(z_i - z_j) >= 2``,
+    so ``||v|| >= 2 / ||z_i - z_j||``; a single constraint gives ``||v|| >= 1 / ||z_i||``. The
+    distances are bounded from above by the computed ones plus the rounding K may carry
+    (:meth:`_VStepData.rounding`).
+    """
+    diag = np.maximum(np.diag(data.K), 0.0)
+    what = f"zero features {zero}" if zero else ""
+    if pairs:
+        what += (" and " if what else "") + f"opposite labels on sample pairs {pairs}"
+    why = (f"cannot tell whether the samples can be separated: {what}, equal to within the "
+           "rounding of the Gram matrix")
+    if data.depth is None:
+        return 0.0, why + " (how far it rounds is unknown, so no bound on ||v|| either)"
+    bounds = [1.0 / np.sqrt(diag[i] + data.rounding(diag[i], diag[i])) for i in zero]
+    for i, j in pairs:
+        dist2 = max(diag[i] + diag[j] - 2 * data.K[i, j], 0.0)
+        bounds.append(2.0 / np.sqrt(dist2 + data.rounding(diag[i], diag[j])))
+    bound = float(max(bounds))
+    return bound, f"{why}; any separator has ||v|| >= {bound:.6g}"
+
+
+def _engine_chain(solver: str, fallback: bool) -> list[str]:
+    """The requested engine first, then (with fallback) the others in the standard order."""
+    if not fallback:
+        return [solver]
+    return [solver] + [name for name in _FALLBACK_ORDER if name != solver]
+
+
+def _record(fallbacks: list[str], name: str, reason: str) -> None:
+    fallbacks.append(f"{name}: {reason}")
+    # Only informative while another engine may still succeed (the min-norm solve runs
+    # hundreds of v-steps); _warn_unsolved warns when none does.
+    logger.info("v-step engine %r did not give an optimal solution: %s", name, reason)
+
+
+def _warn_unsolved(result: VStepResult) -> VStepResult:
+    """Log a warning for a final answer that is not optimal after engine failures."""
+    if result.fallbacks:
+        logger.warning("v-step ended %s: %s", result.status, result.message)
+    return result
+
+
+def _solve_gram_socp(data: _VStepData, tol: float, *, engine: str) -> _EngineOutput:
+    """Gram-reduced SOCP (ECOS or Clarabel): minimize ||w|| s.t. G w >= 1."""
+    from margin_solver.svm import conic  # imports cvxpy (half a second): only when it is needed
+
+    status, w, alpha, n_iter = conic.solve_reduced(data.factor.G, engine, tol)
+    if w is None:
+        return _EngineOutput(status, n_iter=n_iter)
+    # The normalised problem has Gram K / scale, so its dual is scale times the true one.
+    return _EngineOutput(status, data.coef_from_w(w), alpha / data.factor.scale, n_iter)
+
+
+def _solve_primal(data: _VStepData, tol: float) -> _EngineOutput:
+    """Reference SOCP in d variables: minimize ||v|| s.t. y_i z_i^T v >= 1, with ECOS."""
+    from margin_solver.svm import conic
+
+    status, v, alpha, n_iter = conic.solve_primal(data.y[:, None] * data.Z, tol)
+    if v is None:
+        return _EngineOutput(status, n_iter=n_iter)
+    return _EngineOutput(status, data.coef_from_v(v), alpha, n_iter)
+
+
+def _solve_ldp(data: _VStepData, tol: float) -> _EngineOutput:
+    """Lawson-Hanson LDP on the Gram-reduced problem; exact, so ``tol`` is not used.
+
+    On the Cholesky factor when K is well conditioned (then v = sum_i alpha_i y_i z_i gives
+    the coefficients directly), else on the clipped eigen-factor, through which w maps back:
+    on a (nearly) singular K the sum can carry a large component in K's null space.
+    """
+    on_eigen_factor = data.cholesky_G is None
+    G = data.factor.G if on_eigen_factor else data.cholesky_G
+    _, alpha = _ldp(G)
+    if alpha is None:
+        return _EngineOutput(INFEASIBLE)
+    coef = data.coef_from_w(G.T @ alpha) if on_eigen_factor else alpha * data.y / data.scale
+    # The normalised problem's dual is scale times the true one.
+    return _EngineOutput(OPTIMAL, coef, alpha / data.scale)
+
+
+_ENGINES: dict[str, Callable[[_VStepData, float], _EngineOutput]] = {
+    "ecos": partial(_solve_gram_socp, engine="ecos"),
+    "clarabel": partial(_solve_gram_socp, engine="clarabel"),
+    "ldp": _solve_ldp,
+    "primal": _solve_primal,
+}
+
+# What an engine may raise that means "this engine failed", not "the caller erred".
+# (conic.SolverFailure, cvxpy's SolverError re-raised, is a RuntimeError.)
+_SOLVER_EXCEPTIONS = (
+    RuntimeError,
+    ArithmeticError,
+    np.linalg.LinAlgError,
+    ValueError,
+)
+
+
+def _ldp(G: np.ndarray, h: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Least-distance programming: minimize ||w|| s.t. G w >= h (default h = 1), by one NNLS.
+
+    Lawson and Hanson (1974, ch. 23): with E = [G^T; h^T] and f = (0, ..., 0, 1), solve
+    minimize ||E u - f|| over u >= 0 and let r = E u - f. If r = 0 then u >= 0, G^T u = 0,
+    h^T u = 1: a certificate that G w >= h is infeasible. Otherwise w = -r[:-1] / r[-1] =
+    G^T u / (1 - h^T u), so the dual (w = G^T alpha) is alpha = u / (1 - h^T u).
+
+    At the NNLS optimum r is orthogonal to E u (complementary slackness), so
+    ||r||^2 = -r^T f = 1 - h^T u, and alpha = u / ||r||^2 is computed that way: near
+    infeasibility (||r|| of order 1e-8, ||w|| of order 1e8) 1 - h^T u cancels to a few
+    rounding errors or to exactly 0, while ||r|| = ||E u - f|| keeps its accuracy.
+
+    Returns
+    -------
+    u : ndarray of shape (n,)
+        The NNLS solution (the certificate when infeasible).
+    alpha : ndarray of shape (n,) or None
+        The dual of 1/2 ||w||^2, None when infeasible.
+    """
+    n = G.shape[0]
+    E = np.vstack([G.T, np.ones((1, n)) if h is None else h[None, :]])
+    f = np.zeros(E.shape[0])
+    f[-1] = 1.0
+    # Lawson-Hanson needs about one outer iteration per active constraint; 3 n (scipy's
+    # default) can be too few on degenerate inputs.
+    u, rnorm = nnls(E, f, maxiter=50 * n)
+    if rnorm <= _LDP_INFEASIBLE_RNORM:
+        return u, None
+    return u, u / rnorm**2  # rnorm**2 >= 1e-16 here: no division by zero
+
+
+def _ldp_certificate(G: np.ndarray) -> list[int]:
+    """Samples in the support of the LDP infeasibility certificate; empty when feasible."""
+    u, alpha = _ldp(G)
+    if alpha is not None:
+        return []
+    return np.flatnonzero(u > 1e-12 * u.max()).tolist()
+
+
+def _certified(
+    data: _VStepData,
+    out: _EngineOutput,
+    name: str,
+    tol: float,
+    fallbacks: list[str],
+    start: float,
+    refined: bool | None = None,
+) -> VStepResult | None:
+    """Rescale to exact feasibility and recompute the certificate of a primal-dual pair.
+
+    ``refined=None`` first solves the KKT system exactly on the engine's support
+    (:func:`_solve_on_support`) and keeps that answer when it is exact; True or False say
+    whether ``out`` already is such an answer. Returns None when v = Z^T coef does not
+    separate the samples at all.
+    """
+    if refined is None:
+        exact = _solve_on_support(data, out)
+        refined = exact is not None
+        out = exact if refined else out
+    margins = data.y * (data.K @ out.coef)
+    raw_min = float(margins.min())
+    if not np.isfinite(raw_min) or raw_min <= 0:
+        return None
+    rescale = 1.0 / raw_min
+    coef, margins = out.coef * rescale, margins * rescale
+    sq_norm = float(coef @ data.K @ coef)
+    alpha = np.maximum(out.alpha, 0.0)  # interior-point duals can be -1e-12 on inactive rows
+    gap = _relative_gap(data, sq_norm, alpha)
+    if out.status == OPTIMAL and gap <= _GAP_FACTOR * tol:
+        status, message = OPTIMAL, f"optimal (engine {name})"
+        if refined:
+            message += (
+                f", KKT system solved exactly on its {np.count_nonzero(alpha)} support vectors"
+            )
+    else:
+        status = OPTIMAL_INACCURATE
+        message = f"engine status {out.status!r}, relative duality gap {gap:.3g}"
+    if fallbacks and status == OPTIMAL:
+        message += f" after fallbacks: {'; '.join(fallbacks)}"
+    return VStepResult(
+        v=None if data.Z is None else data.Z.T @ coef,
+        alpha=alpha,
+        coef=coef,
+        norm=float(np.sqrt(sq_norm)),
+        min_margin=float(margins.min()),
+        gap=gap,
+        status=status,
+        message=message,
+        solver=name,
+        fallbacks=list(fallbacks),
+        solve_time=time.perf_counter() - start,
+        n_iter=out.n_iter,
+        rescale=rescale,
+        refined=refined,
+    )
+
+
+def _solve_on_support(data: _VStepData, out: _EngineOutput) -> _EngineOutput | None:
+    """Solve the KKT conditions exactly on the support vectors the engine identified.
+
+    Interior-point answers are accurate to about the square root of their tolerance in v
+    (1e-5 at tol = 1e-9, worse on ill-conditioned K). Given the support S, the optimum solves
+    a linear system, ``Q_SS a = 1``, solved by Cholesky (:func:`_kkt_on_support`); when
+    Q_SS is singular to working precision, by least squares in the normalised reduced
+    coordinates: w = G_S^T a with G_S w = 1, i.e. (G_S G_S^T) a = 1. If a >= 0, the support's
+    margins are 1 and all others at least 1 (to _KKT_RTOL), all KKT conditions hold and this
+    is the optimum; otherwise (a wrong support, or one too ill-conditioned to solve
+    accurately) None, and the engine's answer stands.
+
+    S holds the samples whose dual, relative to the largest, exceeds their margin slack: an
+    interior-point dual on a sample just off the margin is of order gap / slack, far below
+    the slack, while one on the margin is of order 1 against a slack of order tol.
+    """
+    margins = data.y * (data.K @ out.coef)
+    alpha = np.maximum(out.alpha, 0.0)
+    if alpha.max() <= 0 or margins.min() <= 0:
+        return None
+    support = alpha / alpha.max() > margins / margins.min() - 1.0
+    if not support.any():
+        return None
+    exact = _kkt_on_support(data.K, data.y, support)
+    if exact is not None:
+        return out._replace(coef=exact * data.y, alpha=exact)
+    # Q_SS singular to working precision (e.g. more support vectors than the rank of K):
+    # least squares on the clipped factor.
+    G_S = data.factor.G[support]
+    a, *_ = np.linalg.lstsq(G_S @ G_S.T, np.ones(G_S.shape[0]), rcond=None)
+    w = G_S.T @ a
+    margins = data.factor.G @ w  # the margins y_i z_i^T v of the candidate
+    on_margin = np.abs(margins[support] - 1.0).max() <= _KKT_RTOL
+    if a.min() < 0 or not on_margin or margins.min() < 1.0 - _KKT_RTOL:
+        return None
+    full = np.zeros(data.n)
+    full[support] = a / data.factor.scale
+    return out._replace(coef=data.coef_from_w(w), alpha=full)
+
+
+def _gap_rounding(data: _VStepData, result: VStepResult) -> float:
+    """How well float64 can know the relative duality gap of ``result``.
+
+    Every engine works on a factor of K (Cholesky or eigen-decomposition) whose backward
+    error is of order ``n eps ||K||``, and the optimal value ``||v||^2 = sum(alpha)`` moves
+    by ``alpha^T E alpha`` when K moves by E: relative to ``||v||^2 / 2`` that is at most
+    ``2 n eps trace(K) ||alpha||^2 / ||v||^2``. Negligible unless the problem is nearly
+    infeasible (opposite labels on nearly equal features make ``alpha`` huge).
+    """
+    n = len(result.alpha)
+    trace = float(np.trace(data.K))
+    return 2 * n * np.finfo(np.float64).eps * trace * float(result.alpha @ result.alpha) / result.norm**2
+
+
+def _relative_gap(data: _VStepData, sq_norm: float, alpha: np.ndarray) -> float:
+    """(P - D) / P with P = ||v||^2 / 2 and D(alpha) = sum(alpha) - ||Z^T (alpha y)||^2 / 2."""
+    alpha_y = alpha * data.y
+    dual = float(alpha.sum()) - float(alpha_y @ data.K @ alpha_y) / 2
+    return (sq_norm / 2 - dual) / (sq_norm / 2)
+
+
+def _no_solution(
+    status: str, message: str, solver: str | None, fallbacks: list[str], start: float
+) -> VStepResult:
+    nan = float("nan")
+    return VStepResult(
+        v=None,
+        alpha=None,
+        coef=None,
+        norm=nan,
+        min_margin=nan,
+        gap=nan,
+        status=status,
+        message=message,
+        solver=solver,
+        fallbacks=list(fallbacks),
+        solve_time=time.perf_counter() - start,
+    )
+
+
+def _infeasible(
+    samples: list[int], why: str, solver: str | None, fallbacks: list[str], start: float
+) -> VStepResult:
+    result = _no_solution(INFEASIBLE, f"infeasible: {why}", solver, fallbacks, start)
+    result.infeasible_samples = samples
+    result.norm_bound = float("inf")
+    return result
+
+
+def _cannot_tell(bound: float, why: str, start: float) -> VStepResult:
+    result = _no_solution(FAILED, why, None, [], start)
+    result.norm_bound, result.unresolved = bound, True
+    return result
+
+
+def _failed(fallbacks: list[str], start: float) -> VStepResult:
+    message = f"every engine failed: {'; '.join(fallbacks)}"
+    return _no_solution(FAILED, message, None, fallbacks, start)
