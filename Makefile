@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench clean
+.PHONY: demo test lint bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,9 +29,14 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q
 
+# ruff's checks (the rule set in pyproject.toml) and its formatting, changing nothing.
+lint: $(VENV)/.installed-test
+	$(PY) -m ruff check margin_solver tests
+	$(PY) -m ruff format --check margin_solver tests
+
 # Full benchmark suite (all studies, full grids) into results/; resumes an interrupted run.
 bench: $(VENV)/.installed-bench
 	$(PY) -m margin_solver bench --out results
 
 clean:
-	rm -rf $(VENV) results .pytest_cache .hypothesis
+	rm -rf $(VENV) results .pytest_cache .hypothesis .ruff_cache

@@ -9,7 +9,7 @@ import importlib.util
 import logging
 
 from margin_solver import _compat
-from margin_solver._version import __version__
+from margin_solver._version import __version__ as __version__
 
 # Eager, unlike the names below (it costs numpy and scipy.special, which every verb needs).
 from margin_solver.analysis.compare import Comparison, compare

@@ -20,22 +20,42 @@ from types import ModuleType
 
 #: Old flat module -> its module now (relative to ``margin_solver``).
 MOVED = {
-    "validation": "core.validation", "results": "core.results", "fileio": "core.fileio",
-    "blas": "core.blas", "progress": "core.progress", "kernel": "core.kernel",
-    "data": "core.data", "ooc": "core.ooc", "ondisk": "core.ondisk",
-    "generate": "core.generate", "vstep": "svm.vstep", "conic": "svm.conic",
-    "selection": "svm.selection", "alternating": "descent.alternating", "sqp": "descent.sqp",
-    "linbound": "bounds.linbound", "rbounds": "bounds.rbounds", "sdpbound": "bounds.sdpbound",
-    "realisable": "bounds.realisable", "search": "minnorm.search",
-    "multihead": "minnorm.multihead", "regpath": "gd.regpath", "metrics": "analysis.metrics",
+    "validation": "core.validation",
+    "results": "core.results",
+    "fileio": "core.fileio",
+    "blas": "core.blas",
+    "progress": "core.progress",
+    "kernel": "core.kernel",
+    "data": "core.data",
+    "ooc": "core.ooc",
+    "ondisk": "core.ondisk",
+    "generate": "core.generate",
+    "vstep": "svm.vstep",
+    "conic": "svm.conic",
+    "selection": "svm.selection",
+    "alternating": "descent.alternating",
+    "sqp": "descent.sqp",
+    "linbound": "bounds.linbound",
+    "rbounds": "bounds.rbounds",
+    "sdpbound": "bounds.sdpbound",
+    "realisable": "bounds.realisable",
+    "search": "minnorm.search",
+    "multihead": "minnorm.multihead",
+    "regpath": "gd.regpath",
+    "metrics": "analysis.metrics",
     "heads": "analysis.heads",
-    "solutions": "analysis.solutions", "estimation": "analysis.estimation",
+    "solutions": "analysis.solutions",
+    "estimation": "analysis.estimation",
 }
 
 
 def _warn(old: str, new: str) -> None:
-    warnings.warn(f"margin_solver.{old} moved to margin_solver.{new}; import it from there "
-                  "(the old path goes in a later release)", DeprecationWarning, stacklevel=4)
+    warnings.warn(
+        f"margin_solver.{old} moved to margin_solver.{new}; import it from there "
+        "(the old path goes in a later release)",
+        DeprecationWarning,
+        stacklevel=4,
+    )
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

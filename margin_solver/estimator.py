@@ -48,8 +48,14 @@ FALLBACK_GD_STEPS = 500
 #: name -> solver keyword); every other solver keyword goes through ``solver_options``.
 #: A new constructor parameter that a solver takes is one entry here.
 _SOLVER_KEYWORDS = {
-    "gd": {"schedule": "schedule", "steps": "steps", "step_size": "step_size",
-           "weight_decay": "weight_decay", "R": "R", "heads": "heads"},
+    "gd": {
+        "schedule": "schedule",
+        "steps": "steps",
+        "step_size": "step_size",
+        "weight_decay": "weight_decay",
+        "R": "R",
+        "heads": "heads",
+    },
     "min-norm": {"heads": "heads"},
 }
 # The signatures solver_options are checked against; min-norm is fitted by
@@ -132,7 +138,9 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
     Examples
     --------
     >>> from margin_solver.core.data import PaperDistribution
-    >>> train, test = PaperDistribution(d=2000, snr=0.35, eta=0.1).sample_train_test(20, 200, seed=0)
+    >>> train, test = PaperDistribution(d=2000, snr=0.35, eta=0.1).sample_train_test(
+    ...     20, 200, seed=0
+    ... )
     >>> clf = SingleHeadAttentionClassifier(method="gd").fit(train.X, train.y)
     >>> clf.score(train.X, train.y)
     1.0
@@ -185,7 +193,9 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
         if self.method not in FIT_METHODS:
             raise InvalidInputError(f"method must be one of {FIT_METHODS}, got {self.method!r}.")
         if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None."
+            )
         Xc, yc = self._tokens(X, y, reset=True)
         _wrapped(check_classification_targets, yc)
         kind = _wrapped(type_of_target, yc)
@@ -224,7 +234,9 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
     def _solve(self, X: np.ndarray, y: np.ndarray, seed: Any) -> tuple[Any, str | None]:
         """The solver's result, or the GD stand-in's with the reason min-norm failed."""
         solver = _SOLVERS[self.method]
-        options = {name: getattr(self, param) for param, name in _SOLVER_KEYWORDS[self.method].items()}
+        options = {
+            name: getattr(self, param) for param, name in _SOLVER_KEYWORDS[self.method].items()
+        }
         options.update(_solver_options(solver, self.solver_options, set(options)))
         options["verbose"] = bool(self.verbose)
         if self.method == "min-norm":
@@ -234,13 +246,22 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
                 result = solve_min_norm_heads(X, y, R, seed=seed, **options)
             if result.solution_present:
                 return result, None
-            reason = (f"min-norm found no interpolator with ||p|| <= {R:.4g} ({result.status}: "
-                      f"{result.message})")
+            reason = (
+                f"min-norm found no interpolator with ||p|| <= {R:.4g} ({result.status}: "
+                f"{result.message})"
+            )
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
-                return gradient_descent(X, y, schedule="constant", steps=FALLBACK_GD_STEPS, R=R,
-                                        seed=seed, heads=self.heads,
-                                        verbose=options["verbose"]), reason
+                return gradient_descent(
+                    X,
+                    y,
+                    schedule="constant",
+                    steps=FALLBACK_GD_STEPS,
+                    R=R,
+                    seed=seed,
+                    heads=self.heads,
+                    verbose=options["verbose"],
+                ), reason
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
             return gradient_descent(X, y, seed=seed, **options), None
@@ -310,7 +331,8 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
         return outputs(X, self.v_, self.p_)
 
     def predict(self, X: Any) -> np.ndarray:
-        """``classes_[1]`` where ``f >= 0`` (an output of exactly 0 included), else ``classes_[0]``."""
+        """``classes_[1]`` where ``f >= 0`` (an output of exactly 0 included), else
+        ``classes_[0]``."""
         positive = self.decision_function(X) >= 0  # first: raises NotFittedError before fit
         return self.classes_[positive.astype(int)]
 
@@ -357,7 +379,8 @@ def _length(X: Any) -> int | None:
 
 
 def _wrapped(func: Any, *args: Any, **kwargs: Any) -> Any:
-    """``func(*args, **kwargs)`` with scikit-learn's ValueErrors as InvalidInputError (same message)."""
+    """``func(*args, **kwargs)`` with scikit-learn's ValueErrors as InvalidInputError (same
+    message)."""
     try:
         return func(*args, **kwargs)
     except InvalidInputError:

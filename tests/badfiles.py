@@ -18,7 +18,9 @@ def corrupt_compressed_npz(path, dataset):
     raw = bytearray(path.read_bytes())
     with zipfile.ZipFile(path) as zf:
         info = zf.getinfo("X.npy")
-    name_len, extra_len = struct.unpack("<HH", raw[info.header_offset + 26 : info.header_offset + 30])
+    name_len, extra_len = struct.unpack(
+        "<HH", raw[info.header_offset + 26 : info.header_offset + 30]
+    )
     raw[info.header_offset + 30 + name_len + extra_len] = 0xFF
     path.write_bytes(bytes(raw))
     return path

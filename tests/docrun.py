@@ -48,8 +48,11 @@ def blocks(path: Path) -> list[Block]:
         body = match.group(2)
         if not kind and any(line.startswith("$ ") for line in body.splitlines()):
             kind = "shell"
-        out.append(Block(kind, body, text[: match.start()].count("\n") + 1,
-                         skip.group(1) if skip else None))
+        out.append(
+            Block(
+                kind, body, text[: match.start()].count("\n") + 1, skip.group(1) if skip else None
+            )
+        )
     return out
 
 
@@ -81,7 +84,7 @@ def run_python(code: str, namespace: dict, where: str) -> str:
     """Execute ``code`` in ``namespace``; return what it printed."""
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        exec(compile(code, where, "exec"), namespace)  # noqa: S102 -- the docs' own examples
+        exec(compile(code, where, "exec"), namespace)  # the docs' own examples
     return buffer.getvalue()
 
 
@@ -122,8 +125,9 @@ def run_shell(command: str, cwd: Path, timeout: float = 300) -> subprocess.Compl
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("COLUMNS", None)
-    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def timed(fn, *args):

@@ -13,8 +13,8 @@ import tracemalloc
 
 import numpy as np
 import pytest
+import test_cli_hardening
 from test_cli_hardening import CASES as CLI_CASES
-from test_cli_hardening import files  # noqa: F401 -- the corpus's input files, a fixture
 
 from margin_solver.cli import EXIT_INPUT_ERROR, main
 from margin_solver.core import validation
@@ -25,6 +25,10 @@ from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.theory import check_conditions, conflicting_pairs
 
 GOOD = PaperDistribution(d=6, T=2, snr=0.8, eta=0.1).sample(6, seed=0)
+
+# The corpus's input files: tests/test_cli_hardening.py's module-scoped fixture, which pytest
+# finds under this name here; the tests below take it as their ``files`` argument.
+files = test_cli_hardening.files
 
 
 def _run_case(case, files, capsys):
@@ -38,20 +42,28 @@ def _run_case(case, files, capsys):
 
 def test_refused_sweeps_and_benches_write_nothing(files, tmp_path, capsys):
     """Refused before anything is created: no log, no sidecar, no bench folder."""
-    for case in ("sweep snr 1e300", "sweep snr overflowing rho", "sweep scheduler scheme",
-                 "bench mnist missing", "sweep out json"):
+    for case in (
+        "sweep snr 1e300",
+        "sweep snr overflowing rho",
+        "sweep scheduler scheme",
+        "bench mnist missing",
+        "sweep out json",
+    ):
         _run_case(case, {**files, "dir": tmp_path}, capsys)
     assert not list(tmp_path.iterdir())
 
 
 # --- the API: the same inputs are InvalidInputError ----------------------------------------------
-@pytest.mark.parametrize(("call", "pattern"), [
-    (lambda: PaperDistribution(d=1, signal="random", snr=1.0), r"signal='random' needs d >= 2"),
-    (lambda: PaperDistribution(d=5, snr=1e300), r"signal norm rho = 2.24e\+300 exceeds"),
-    (lambda: PaperDistribution(d=5, rho=1e150), r"signal norm rho = 1e\+150 exceeds"),
-    (lambda: solve_min_norm(GOOD, R=1e300), r"outside \[1e-150, 1e\+150\]"),
-    (lambda: solve_min_norm(GOOD, R=1e-200), r"outside \[1e-150, 1e\+150\]"),
-])
+@pytest.mark.parametrize(
+    ("call", "pattern"),
+    [
+        (lambda: PaperDistribution(d=1, signal="random", snr=1.0), r"signal='random' needs d >= 2"),
+        (lambda: PaperDistribution(d=5, snr=1e300), r"signal norm rho = 2.24e\+300 exceeds"),
+        (lambda: PaperDistribution(d=5, rho=1e150), r"signal norm rho = 1e\+150 exceeds"),
+        (lambda: solve_min_norm(GOOD, R=1e300), r"outside \[1e-150, 1e\+150\]"),
+        (lambda: solve_min_norm(GOOD, R=1e-200), r"outside \[1e-150, 1e\+150\]"),
+    ],
+)
 def test_issue_11_bad_parameters_raise_invalid_input(call, pattern):
     with pytest.raises(InvalidInputError, match=pattern):
         call()
@@ -86,8 +98,11 @@ def test_token_gram_beyond_available_memory_is_refused_before_allocating(monkeyp
     X = np.broadcast_to(np.ones((1, 1, 1)), (25_000, 2, 1))  # no memory of its own
     tracemalloc.start()
     try:
-        with pytest.raises(InsufficientMemoryError, match=r"50000 x 50000.* needs 37\.3 GiB but only "
-                           r"8\.0 GiB .*fewer samples or fewer tokens"):
+        with pytest.raises(
+            InsufficientMemoryError,
+            match=r"50000 x 50000.* needs 37\.3 GiB but only "
+            r"8\.0 GiB .*fewer samples or fewer tokens",
+        ):
             TokenGram(X)
         assert tracemalloc.get_traced_memory()[1] < 2**20
     finally:
@@ -104,8 +119,10 @@ def test_solve_too_big_for_memory_is_one_line_and_exit_2(monkeypatch, files, cap
     assert main(["solve", str(files["good"]), "--R", "1"]) == EXIT_INPUT_ERROR
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
-    assert "token Gram matrix (n T x n T = 12 x 12, float64) with one working copy needs " \
-           "2.2 KiB but only 2.0 KiB of memory is available; the min-norm solvers" in err[0]
+    assert (
+        "token Gram matrix (n T x n T = 12 x 12, float64) with one working copy needs "
+        "2.2 KiB but only 2.0 KiB of memory is available; the min-norm solvers" in err[0]
+    )
 
 
 def test_solve_that_fits_is_not_refused(monkeypatch, files, capsys):
@@ -166,8 +183,10 @@ def test_an_unforeseen_memory_error_is_still_one_line_and_exit_2(monkeypatch, fi
     monkeypatch.setattr(margin_solver.theory, "check_conditions", exhausted)
     assert main(["check", str(files["good"])]) == EXIT_INPUT_ERROR
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["margin-solver check: error: out of memory (Unable to allocate 11.4 GiB for an "
-                   "array); use a smaller input"]
+    assert err == [
+        "margin-solver check: error: out of memory (Unable to allocate 11.4 GiB for an "
+        "array); use a smaller input"
+    ]
 
 
 def test_kappa_of_an_extreme_snr_is_inf_not_an_overflow_error():

@@ -69,7 +69,10 @@ def test_bench_tiny_writes_every_study_and_resumes(tmp_path, capsys, monkeypatch
         == 0
     )
     printed = capsys.readouterr().out
-    assert "0 cells run (0 failed), 8 already done" in printed and "0 rows computed, 5 already done" in printed
+    assert (
+        "0 cells run (0 failed), 8 already done" in printed
+        and "0 rows computed, 5 already done" in printed
+    )
 
 
 def test_sweep_cli_runs_a_grid_and_reports_bad_input(tmp_path, capsys):
@@ -91,8 +94,27 @@ def test_sweep_cli_runs_a_grid_and_reports_bad_input(tmp_path, capsys):
 
 def test_sweep_cli_heads_is_a_grid_axis_on_the_same_samples(tmp_path, capsys):
     out = tmp_path / "h.csv"
-    args = ["sweep", "--n", "8", "--kappa", "4", "--d", "40", "--n-test", "20", "--methods",
-            "gd-two-step", "--heads", "1", "2", "--out", str(out), "--jobs", "1", "--no-progress"]
+    args = [
+        "sweep",
+        "--n",
+        "8",
+        "--kappa",
+        "4",
+        "--d",
+        "40",
+        "--n-test",
+        "20",
+        "--methods",
+        "gd-two-step",
+        "--heads",
+        "1",
+        "2",
+        "--out",
+        str(out),
+        "--jobs",
+        "1",
+        "--no-progress",
+    ]
     assert main(args) == 0
     assert "2 cells run (0 failed), 0 already done" in capsys.readouterr().out
     rows = load_results(out)

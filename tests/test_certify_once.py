@@ -82,6 +82,7 @@ def test_linearised_stage_takes_a_sample_whose_mean_token_is_zero():
     # the v-step rejected (an InvalidInputError out of certify=True)
     X, y = make_instance("integer", 8, 3, 3, 20261287)
     assert np.all(X[0].sum(axis=0) == 0)
-    value = margin_solver.bounds.lower._linearised(TokenGram(X).H, y, 3, 10 / math.sqrt(3), 1.0,
-                                             0.0, math.inf)
+    value = margin_solver.bounds.lower._linearised(
+        TokenGram(X).H, y, 3, 10 / math.sqrt(3), 1.0, 0.0, math.inf
+    )
     assert value == 0.0

@@ -16,8 +16,16 @@ from margin_solver.bench.sweeps import load_results
 
 
 def _row(kappa, err, margin=1.0, method="min-norm", status="optimal", predicted="-"):
-    return {"kappa": kappa, "eta": 0.1, "test_error_clean": err, "min_margin": margin,
-            "method": method, "status": status, "predicted_regime": predicted, "n": 40}
+    return {
+        "kappa": kappa,
+        "eta": 0.1,
+        "test_error_clean": err,
+        "min_margin": margin,
+        "method": method,
+        "status": status,
+        "predicted_regime": predicted,
+        "n": 40,
+    }
 
 
 def test_seeds_are_disjoint_at_every_size():
@@ -34,8 +42,16 @@ def test_observed_regime_never_blames_the_theory_for_a_failed_optimiser():
     assert observed_regime(_row(8, 0.0, margin=-1.0, method="gd-two-step")) == "no interpolation"
     # a min-norm point that does not fit, or no point: an optimiser failure
     assert observed_regime(_row(8, 0.0, margin=-1.0)) == "failed"
-    assert observed_regime(_row(8, float("nan"), margin=float("nan"), status="no_feasible_point_found")) == "failed"
-    assert observed_regime(_row(8, float("nan"), margin=float("nan"), status="infeasible")) == "no interpolation"
+    assert (
+        observed_regime(
+            _row(8, float("nan"), margin=float("nan"), status="no_feasible_point_found")
+        )
+        == "failed"
+    )
+    assert (
+        observed_regime(_row(8, float("nan"), margin=float("nan"), status="infeasible"))
+        == "no interpolation"
+    )
 
 
 def test_calibrate_finds_the_switch_and_prefers_the_widest_consistent_band():
@@ -51,11 +67,19 @@ def test_calibrate_finds_the_switch_and_prefers_the_widest_consistent_band():
 
 
 def test_validation_table_counts_failures_apart():
-    rows = [_row(4, 0.0, predicted="benign"), _row(4, 0.4, predicted="benign"),
-            _row(4, float("nan"), margin=float("nan"), status="failed", predicted="benign"),
-            _row(4, 0.0, predicted="outside the theory")]
+    rows = [
+        _row(4, 0.0, predicted="benign"),
+        _row(4, 0.4, predicted="benign"),
+        _row(4, float("nan"), margin=float("nan"), status="failed", predicted="benign"),
+        _row(4, 0.0, predicted="outside the theory"),
+    ]
     (line,), total = validation_table(rows, "min-norm")
-    assert (line["agree"], line["miss"], line["not comparable"], line["no prediction"]) == (1, 1, 1, 1)
+    assert (line["agree"], line["miss"], line["not comparable"], line["no prediction"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
     assert total["agree"] == 1
 
 

@@ -42,7 +42,11 @@ def test_check_prints_table_and_writes_json(files, capsys):
     )
     out = capsys.readouterr().out
     assert status == 0
-    assert "snr_benign" in out and "predicted regime for the min-norm interpolator at large R" in out and "verdict:" in out
+    assert (
+        "snr_benign" in out
+        and "predicted regime for the min-norm interpolator at large R" in out
+        and "verdict:" in out
+    )
     report = json.loads(out_json.read_text())
     assert report["predicted_regime"] == "benign"
     assert (

@@ -23,7 +23,9 @@ def files(tmp_path_factory, paper_split, saved_split):
 def test_two_step_with_json_and_plot(files, tmp_path, capsys):
     train_path, test_path, train = files
     out, png = tmp_path / "gd.json", tmp_path / "gd.png"
-    code = main(["gd", str(train_path), "--test", str(test_path), "--json", str(out), "--plot", str(png)])
+    code = main(
+        ["gd", str(train_path), "--test", str(test_path), "--json", str(out), "--plot", str(png)]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert text.startswith("completed: ran all 2 steps")
@@ -39,8 +41,24 @@ def test_two_step_with_json_and_plot(files, tmp_path, capsys):
 def test_constant_schedule_options(files, tmp_path, capsys):
     train_path, _, _ = files
     out = tmp_path / "c.json"
-    code = main(["gd", str(train_path), "--schedule", "constant", "--steps", "40",
-                 "--record-every", "10", "--weight-decay", "0.01", "--R", "0.5", "--json", str(out)])
+    code = main(
+        [
+            "gd",
+            str(train_path),
+            "--schedule",
+            "constant",
+            "--steps",
+            "40",
+            "--record-every",
+            "10",
+            "--weight-decay",
+            "0.01",
+            "--R",
+            "0.5",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     data = json.loads(out.read_text())
     assert data["trajectory"]["step"] == [0, 10, 20, 30, 40]
@@ -50,7 +68,9 @@ def test_constant_schedule_options(files, tmp_path, capsys):
 
 def test_divergence_exits_nonzero(files, capsys):
     train_path, _, _ = files
-    assert main(["gd", str(train_path), "--beta0", "1e300", "--beta1", "1e300"]) == 3  # EXIT_NO_ANSWER: diverged
+    assert (
+        main(["gd", str(train_path), "--beta0", "1e300", "--beta1", "1e300"]) == 3
+    )  # EXIT_NO_ANSWER: diverged
     assert capsys.readouterr().out.startswith("diverged:")
 
 

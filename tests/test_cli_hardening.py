@@ -32,7 +32,7 @@ def files(tmp_path_factory):
     paths["zeros"] = Dataset(np.zeros((4, 2, 3)), [1, -1, 1, -1]).save(root / "zeros.npz")
     paths["huge"] = Dataset(X * 1e200, y).save(root / "huge.npz")
     raw = {
-        "nan": {"X": np.where(X == X[0, 1, 2], np.nan, X), "y": y},
+        "nan": {"X": np.where(X[0, 1, 2] == X, np.nan, X), "y": y},
         "y01": {"X": X, "y": (y + 1) // 2},
         "no_X": {"y": y},
         "strings": {"X": X.astype(str), "y": y},
@@ -74,15 +74,34 @@ def files(tmp_path_factory):
     return paths
 
 
-SWEEP = ["sweep", "--n", "8", "--d", "20", "--methods", "uniform-svm", "--n-test", "10", "--jobs", "1", "--no-progress"]
+SWEEP = [
+    "sweep",
+    "--n",
+    "8",
+    "--d",
+    "20",
+    "--methods",
+    "uniform-svm",
+    "--n-test",
+    "10",
+    "--jobs",
+    "1",
+    "--no-progress",
+]
 
 # (argv with {placeholders} for the files above, pattern the stderr line must contain)
 CASES = {
     # solve
     "solve missing file": (["solve", "{missing}", "--R", "1"], r"No dataset file"),
-    "solve directory": (["solve", "{dir}", "--R", "1"], r"is not a dataset directory: it lacks X.npy"),
+    "solve directory": (
+        ["solve", "{dir}", "--R", "1"],
+        r"is not a dataset directory: it lacks X.npy",
+    ),
     "solve not a zip": (["solve", "{text}", "--R", "1"], r"text.npz is not an .npz archive"),
-    "solve truncated": (["solve", "{truncated}", "--R", "1"], r"truncated.npz is a damaged or truncated .npz archive"),
+    "solve truncated": (
+        ["solve", "{truncated}", "--R", "1"],
+        r"truncated.npz is a damaged or truncated .npz archive",
+    ),
     "solve NaN": (["solve", "{nan}", "--R", "1"], r"X contains NaN"),
     "solve labels 0/1": (["solve", "{y01}", "--R", "1"], r"\{-1, \+1\}"),
     "solve no X": (["solve", "{no_X}", "--R", "1"], r"lacks the array\(s\) \['X'\]"),
@@ -96,30 +115,57 @@ CASES = {
     "solve R negative": (["solve", "{good}", "--R", "-1"], r"R must be a positive"),
     "solve R nan": (["solve", "{good}", "--R", "nan"], r"R must be a positive"),
     "solve R inf": (["solve", "{good}", "--R", "inf"], r"R must be a positive finite"),
-    "solve random starts": (["solve", "{good}", "--R", "1", "--random-starts", "-1"], r"n_random_starts"),
+    "solve random starts": (
+        ["solve", "{good}", "--R", "1", "--random-starts", "-1"],
+        r"n_random_starts",
+    ),
     "solve max iter": (["solve", "{good}", "--R", "1", "--max-iter", "0"], r"max_iter"),
-    "solve time limit": (["solve", "{good}", "--R", "1", "--certify", "--time-limit", "-1"], r"time_limit"),
+    "solve time limit": (
+        ["solve", "{good}", "--R", "1", "--certify", "--time-limit", "-1"],
+        r"time_limit",
+    ),
     "solve time limit nan": (["solve", "{good}", "--R", "1", "--time-limit", "nan"], r"time_limit"),
-    "solve bound time limit": (["solve", "{good}", "--R", "1", "--certify", "--bound-time-limit", "0"], r"bound_time_limit"),
-    "solve gap tol": (["solve", "{good}", "--R", "1", "--certify", "--gap-tol", "-1"], r"gap_tol must be a positive"),
-    "solve gap tol text": (["solve", "{good}", "--R", "1", "--gap-tol", "tight"], r"invalid float value"),
+    "solve bound time limit": (
+        ["solve", "{good}", "--R", "1", "--certify", "--bound-time-limit", "0"],
+        r"bound_time_limit",
+    ),
+    "solve gap tol": (
+        ["solve", "{good}", "--R", "1", "--certify", "--gap-tol", "-1"],
+        r"gap_tol must be a positive",
+    ),
+    "solve gap tol text": (
+        ["solve", "{good}", "--R", "1", "--gap-tol", "tight"],
+        r"invalid float value",
+    ),
     "solve p0 missing": (["solve", "{good}", "--R", "1", "--p0", "{missing}"], r"No solution file"),
     "solve p0 JSON": (["solve", "{good}", "--R", "1", "--p0", "{sol_bad_json}"], r"not valid JSON"),
-    "solve p0 keys": (["solve", "{good}", "--R", "1", "--p0", "{sol_keys}"], r"lacks key\(s\) \['p'\]"),
+    "solve p0 keys": (
+        ["solve", "{good}", "--R", "1", "--p0", "{sol_keys}"],
+        r"lacks key\(s\) \['p'\]",
+    ),
     "solve p0 length": (["solve", "{good}", "--R", "1", "--p0", "{sol_short}"], r"shape \(6,\)"),
     "solve p0 NaN": (["solve", "{good}", "--R", "1", "--p0", "{sol_nan}"], r"NaN"),
-    "solve json unwritable": (["solve", "{good}", "--R", "1", "--json", "{blocker}/r.json"], r"blocker"),
+    "solve json unwritable": (
+        ["solve", "{good}", "--R", "1", "--json", "{blocker}/r.json"],
+        r"blocker",
+    ),
     # gd
     "gd NaN": (["gd", "{nan}"], r"X contains NaN"),
     "gd all-zero": (["gd", "{zeros}"], r"All tokens are zero"),
     "gd huge scale": (["gd", "{huge}"], r"largest \|entry\|"),
     "gd steps two-step": (["gd", "{good}", "--steps", "3"], r"--steps does not apply"),
-    "gd steps 0": (["gd", "{good}", "--schedule", "constant", "--steps", "0"], r"steps must be an integer >= 1"),
+    "gd steps 0": (
+        ["gd", "{good}", "--schedule", "constant", "--steps", "0"],
+        r"steps must be an integer >= 1",
+    ),
     "gd test no X": (["gd", "{good}", "--test", "{no_X}"], r"lacks the array"),
     "gd test other d": (["gd", "{good}", "--test", "{other_d}"], r"test has d=5"),
     "gd beta0": (["gd", "{good}", "--beta0", "-1"], r"beta0 must be a positive"),
     "gd weight decay": (["gd", "{good}", "--weight-decay", "nan"], r"weight_decay"),
-    "gd record every": (["gd", "{good}", "--schedule", "constant", "--steps", "3", "--record-every", "0"], r"record_every"),
+    "gd record every": (
+        ["gd", "{good}", "--schedule", "constant", "--steps", "3", "--record-every", "0"],
+        r"record_every",
+    ),
     "gd schedule": (["gd", "{good}", "--schedule", "fast"], r"invalid choice"),
     "gd json unwritable": (["gd", "{good}", "--json", "{blocker}/g.json"], r"blocker"),
     "gd plot unwritable": (["gd", "{good}", "--plot", "{blocker}/g.png"], r"blocker"),
@@ -127,7 +173,10 @@ CASES = {
     "check NaN": (["check", "{nan}"], r"X contains NaN"),
     "check test labels": (["check", "{good}", "--test", "{y01}"], r"\{-1, \+1\}"),
     "check test other d": (["check", "{good}", "--test", "{other_d}"], r"d=5"),
-    "check solution keys": (["check", "{good}", "--solution", "{sol_keys}"], r"lacks key\(s\) \['p'\]"),
+    "check solution keys": (
+        ["check", "{good}", "--solution", "{sol_keys}"],
+        r"lacks key\(s\) \['p'\]",
+    ),
     "check solution NaN": (["check", "{good}", "--solution", "{sol_nan}"], r"NaN"),
     "check solution length": (["check", "{good}", "--solution", "{sol_short}"], r"shape \(6,\)"),
     "check solution JSON": (["check", "{good}", "--solution", "{sol_bad_json}"], r"not valid JSON"),
@@ -136,64 +185,212 @@ CASES = {
     "check constant value": (["check", "{good}", "--constant", "kappa_benign=-1"], r"kappa_benign"),
     "check json unwritable": (["check", "{good}", "--json", "{blocker}/c.json"], r"blocker"),
     # sweep (arguments are validated before any cell runs)
-    "sweep n 0": ([*SWEEP, "--n", "0", "--kappa", "1", "--out", "{dir}/s.csv"], r"n must be integers >= 2"),
-    "sweep n 1": ([*SWEEP, "--n", "1", "--kappa", "1", "--out", "{dir}/s.csv"], r"n must be integers >= 2"),
-    "sweep n text": ([*SWEEP, "--n", "many", "--kappa", "1", "--out", "{dir}/s.csv"], r"invalid int value"),
-    "sweep kappa negative": ([*SWEEP, "--kappa", "-1", "--out", "{dir}/s.csv"], r"kappa must be finite numbers >= 0"),
-    "sweep kappa nan": ([*SWEEP, "--kappa", "nan", "--out", "{dir}/s.csv"], r"kappa must be finite"),
+    "sweep n 0": (
+        [*SWEEP, "--n", "0", "--kappa", "1", "--out", "{dir}/s.csv"],
+        r"n must be integers >= 2",
+    ),
+    "sweep n 1": (
+        [*SWEEP, "--n", "1", "--kappa", "1", "--out", "{dir}/s.csv"],
+        r"n must be integers >= 2",
+    ),
+    "sweep n text": (
+        [*SWEEP, "--n", "many", "--kappa", "1", "--out", "{dir}/s.csv"],
+        r"invalid int value",
+    ),
+    "sweep kappa negative": (
+        [*SWEEP, "--kappa", "-1", "--out", "{dir}/s.csv"],
+        r"kappa must be finite numbers >= 0",
+    ),
+    "sweep kappa nan": (
+        [*SWEEP, "--kappa", "nan", "--out", "{dir}/s.csv"],
+        r"kappa must be finite",
+    ),
     "sweep snr inf": ([*SWEEP, "--snr", "inf", "--out", "{dir}/s.csv"], r"snr must be finite"),
-    "sweep T 0": ([*SWEEP, "--kappa", "1", "--T", "0", "--out", "{dir}/s.csv"], r"T must be integers >= 1"),
-    "sweep d 0": ([*SWEEP, "--kappa", "1", "--d", "0", "--out", "{dir}/s.csv"], r"d must be integers >= 1"),
-    "sweep eta": ([*SWEEP, "--kappa", "1", "--eta", "0.7", "--out", "{dir}/s.csv"], r"eta must be numbers in \[0, 0.5\)"),
-    "sweep heads 0": ([*SWEEP, "--kappa", "1", "--heads", "1", "0", "--out", "{dir}/s.csv"], r"heads must be integers >= 1; got \[0\]"),
-    "sweep heads text": ([*SWEEP, "--kappa", "1", "--heads", "two", "--out", "{dir}/s.csv"], r"argument --heads: invalid int value: 'two'"),
-    "sweep seeds 0": ([*SWEEP, "--kappa", "1", "--seeds", "0", "--out", "{dir}/s.csv"], r"seeds must be >= 1"),
-    "sweep sweep seed": ([*SWEEP, "--kappa", "1", "--sweep-seed", "-1", "--out", "{dir}/s.csv"], r"sweep_seed must be an integer >= 0"),
-    "sweep n test": ([*SWEEP, "--kappa", "1", "--n-test", "0", "--out", "{dir}/s.csv"], r"n_test must be an integer >= 1"),
-    "sweep method": ([*SWEEP, "--kappa", "1", "--methods", "nope", "--out", "{dir}/s.csv"], r"Unknown method 'nope'"),
-    "sweep method options": ([*SWEEP, "--kappa", "1", "--method-options", '{"nope": {}}', "--out", "{dir}/s.csv"], r"unknown method\(s\) \['nope'\]"),
-    "sweep method options list": ([*SWEEP, "--kappa", "1", "--method-options", '{"uniform-svm": [1]}', "--out", "{dir}/s.csv"], r"method_options\['uniform-svm'\] must be a dict"),
-    "sweep data options JSON": ([*SWEEP, "--kappa", "1", "--data-options", "{bad", "--out", "{dir}/s.csv"], r"not valid JSON"),
-    "sweep data options list": ([*SWEEP, "--kappa", "1", "--data-options", "[1]", "--out", "{dir}/s.csv"], r"must be a JSON object"),
+    "sweep T 0": (
+        [*SWEEP, "--kappa", "1", "--T", "0", "--out", "{dir}/s.csv"],
+        r"T must be integers >= 1",
+    ),
+    "sweep d 0": (
+        [*SWEEP, "--kappa", "1", "--d", "0", "--out", "{dir}/s.csv"],
+        r"d must be integers >= 1",
+    ),
+    "sweep eta": (
+        [*SWEEP, "--kappa", "1", "--eta", "0.7", "--out", "{dir}/s.csv"],
+        r"eta must be numbers in \[0, 0.5\)",
+    ),
+    "sweep heads 0": (
+        [*SWEEP, "--kappa", "1", "--heads", "1", "0", "--out", "{dir}/s.csv"],
+        r"heads must be integers >= 1; got \[0\]",
+    ),
+    "sweep heads text": (
+        [*SWEEP, "--kappa", "1", "--heads", "two", "--out", "{dir}/s.csv"],
+        r"argument --heads: invalid int value: 'two'",
+    ),
+    "sweep seeds 0": (
+        [*SWEEP, "--kappa", "1", "--seeds", "0", "--out", "{dir}/s.csv"],
+        r"seeds must be >= 1",
+    ),
+    "sweep sweep seed": (
+        [*SWEEP, "--kappa", "1", "--sweep-seed", "-1", "--out", "{dir}/s.csv"],
+        r"sweep_seed must be an integer >= 0",
+    ),
+    "sweep n test": (
+        [*SWEEP, "--kappa", "1", "--n-test", "0", "--out", "{dir}/s.csv"],
+        r"n_test must be an integer >= 1",
+    ),
+    "sweep method": (
+        [*SWEEP, "--kappa", "1", "--methods", "nope", "--out", "{dir}/s.csv"],
+        r"Unknown method 'nope'",
+    ),
+    "sweep method options": (
+        [*SWEEP, "--kappa", "1", "--method-options", '{"nope": {}}', "--out", "{dir}/s.csv"],
+        r"unknown method\(s\) \['nope'\]",
+    ),
+    "sweep method options list": (
+        [
+            *SWEEP,
+            "--kappa",
+            "1",
+            "--method-options",
+            '{"uniform-svm": [1]}',
+            "--out",
+            "{dir}/s.csv",
+        ],
+        r"method_options\['uniform-svm'\] must be a dict",
+    ),
+    "sweep data options JSON": (
+        [*SWEEP, "--kappa", "1", "--data-options", "{bad", "--out", "{dir}/s.csv"],
+        r"not valid JSON",
+    ),
+    "sweep data options list": (
+        [*SWEEP, "--kappa", "1", "--data-options", "[1]", "--out", "{dir}/s.csv"],
+        r"must be a JSON object",
+    ),
     "sweep no strength": ([*SWEEP, "--out", "{dir}/s.csv"], r"give --snr or --kappa"),
     "sweep out directory": ([*SWEEP, "--kappa", "1", "--out", "{dir}"], r"[Ii]s a directory"),
     "sweep out under a file": ([*SWEEP, "--kappa", "1", "--out", "{blocker}/s.csv"], r"blocker"),
-    "sweep out foreign csv": ([*SWEEP, "--kappa", "1", "--out", "{foreign_csv}"], r"has columns \['a', 'b'\]"),
+    "sweep out foreign csv": (
+        [*SWEEP, "--kappa", "1", "--out", "{foreign_csv}"],
+        r"has columns \['a', 'b'\]",
+    ),
     # bench
     "bench unknown argument": (["bench", "--tiny", "nope"], r"unrecognized arguments: nope"),
     "bench unknown study": (["bench", "--tiny", "--only", "nope"], r"invalid choice: 'nope'"),
-    "bench unknown method": (["bench", "--tiny", "--methods", "nope", "--out", "{dir}/bench"], r"Unknown method 'nope'"),
+    "bench unknown method": (
+        ["bench", "--tiny", "--methods", "nope", "--out", "{dir}/bench"],
+        r"Unknown method 'nope'",
+    ),
     # issue 11: inputs that gave a traceback (or exit 0) on main
-    "corrupt compressed member": (["check", "{corrupt}"], r"Cannot read corrupt.npz.*invalid block type"),
+    "corrupt compressed member": (
+        ["check", "{corrupt}"],
+        r"Cannot read corrupt.npz.*invalid block type",
+    ),
     "member flagged encrypted": (["check", "{encrypted}"], r"Cannot read encrypted.npz.*encrypted"),
-    "params_json 5000-digit integer": (["check", "{huge_int}"], r"params_json is not valid JSON.*digits"),
-    "params_json nested": (["solve", "{deep_params}", "--R", "1"], r"params_json is not valid JSON: nested too deeply"),
-    "solution nested": (["check", "{good}", "--solution", "{deep_json}"], r"deep.json is not valid JSON: nested too deeply"),
-    "data options nested": ([*SWEEP, "--kappa", "1", "--data-options", "[" * 5000 + "]" * 5000, "--out", "{dir}/s.csv"], r"--data-options is not valid JSON: nested too deeply"),
-    "method options nested": ([*SWEEP, "--kappa", "1", "--method-options", "[" * 5000 + "]" * 5000, "--out", "{dir}/s.csv"], r"--method-options is not valid JSON: nested too deeply"),
-    "solve R 1e300": (["solve", "{good}", "--R", "1e300"], r"R = 1e\+300 is outside \[1e-150, 1e\+150\]"),
+    "params_json 5000-digit integer": (
+        ["check", "{huge_int}"],
+        r"params_json is not valid JSON.*digits",
+    ),
+    "params_json nested": (
+        ["solve", "{deep_params}", "--R", "1"],
+        r"params_json is not valid JSON: nested too deeply",
+    ),
+    "solution nested": (
+        ["check", "{good}", "--solution", "{deep_json}"],
+        r"deep.json is not valid JSON: nested too deeply",
+    ),
+    "data options nested": (
+        [*SWEEP, "--kappa", "1", "--data-options", "[" * 5000 + "]" * 5000, "--out", "{dir}/s.csv"],
+        r"--data-options is not valid JSON: nested too deeply",
+    ),
+    "method options nested": (
+        [
+            *SWEEP,
+            "--kappa",
+            "1",
+            "--method-options",
+            "[" * 5000 + "]" * 5000,
+            "--out",
+            "{dir}/s.csv",
+        ],
+        r"--method-options is not valid JSON: nested too deeply",
+    ),
+    "solve R 1e300": (
+        ["solve", "{good}", "--R", "1e300"],
+        r"R = 1e\+300 is outside \[1e-150, 1e\+150\]",
+    ),
     "solve R 1e154": (["solve", "{good}", "--R", "1e154"], r"R = 1e\+154 is outside"),
     "solve R 1e-200": (["solve", "{good}", "--R", "1e-200"], r"R = 1e-200 is outside"),
     "gd R 1e300": (["gd", "{good}", "--R", "1e300"], r"R = 1e\+300 is outside"),
     "check seed -1": (["check", "{good}", "--constant", "seed=-1"], r"Constants.seed must be"),
-    "sweep snr 1e300": ([*SWEEP, "--snr", "1e300", "--out", "{dir}/s.csv"], r"snr must be finite numbers >= 0 and <= 1e\+100"),
-    "sweep snr overflowing rho": ([*SWEEP, "--snr", "5e99", "--out", "{dir}/s.csv"], r"signal norm rho = 2.24e\+100 exceeds"),
-    "sweep unknown data option": ([*SWEEP, "--kappa", "1", "--data-options", '{"bogus": 1}', "--out", "{dir}/s.csv"], r"unexpected keyword argument 'bogus'"),
-    "sweep scheduler scheme": ([*SWEEP, "--kappa", "1", "--scheduler", "foo://bar", "--out", "{dir}/s.csv"], r"'foo://bar' is not a Dask scheduler address"),
-    "sweep scheduler port text": ([*SWEEP, "--kappa", "1", "--scheduler", "tcp://host:notaport", "--out", "{dir}/s.csv"], r"is not a Dask scheduler address"),
-    "sweep scheduler no port": ([*SWEEP, "--kappa", "1", "--scheduler", "localhost", "--out", "{dir}/s.csv"], r"is not a Dask scheduler address.*missing port"),
-    "sweep scheduler port range": ([*SWEEP, "--kappa", "1", "--scheduler", "tcp://127.0.0.1:99999", "--out", "{dir}/s.csv"], r"port 99999 is outside"),
-    "bench mnist missing": (["bench", "--tiny", "--only", "digits", "--mnist", "/nonexistent", "--jobs", "1", "--no-progress", "--out", "{dir}/bench"], r"/nonexistent"),
+    "sweep snr 1e300": (
+        [*SWEEP, "--snr", "1e300", "--out", "{dir}/s.csv"],
+        r"snr must be finite numbers >= 0 and <= 1e\+100",
+    ),
+    "sweep snr overflowing rho": (
+        [*SWEEP, "--snr", "5e99", "--out", "{dir}/s.csv"],
+        r"signal norm rho = 2.24e\+100 exceeds",
+    ),
+    "sweep unknown data option": (
+        [*SWEEP, "--kappa", "1", "--data-options", '{"bogus": 1}', "--out", "{dir}/s.csv"],
+        r"unexpected keyword argument 'bogus'",
+    ),
+    "sweep scheduler scheme": (
+        [*SWEEP, "--kappa", "1", "--scheduler", "foo://bar", "--out", "{dir}/s.csv"],
+        r"'foo://bar' is not a Dask scheduler address",
+    ),
+    "sweep scheduler port text": (
+        [*SWEEP, "--kappa", "1", "--scheduler", "tcp://host:notaport", "--out", "{dir}/s.csv"],
+        r"is not a Dask scheduler address",
+    ),
+    "sweep scheduler no port": (
+        [*SWEEP, "--kappa", "1", "--scheduler", "localhost", "--out", "{dir}/s.csv"],
+        r"is not a Dask scheduler address.*missing port",
+    ),
+    "sweep scheduler port range": (
+        [*SWEEP, "--kappa", "1", "--scheduler", "tcp://127.0.0.1:99999", "--out", "{dir}/s.csv"],
+        r"port 99999 is outside",
+    ),
+    "bench mnist missing": (
+        [
+            "bench",
+            "--tiny",
+            "--only",
+            "digits",
+            "--mnist",
+            "/nonexistent",
+            "--jobs",
+            "1",
+            "--no-progress",
+            "--out",
+            "{dir}/bench",
+        ],
+        r"/nonexistent",
+    ),
     # issue 11: outputs that are not regular files, a sidecar that would be the log
-    "sweep out json": ([*SWEEP, "--kappa", "1", "--out", "{dir}/s.json"], r"both the results log and its JSON sidecar"),
+    "sweep out json": (
+        [*SWEEP, "--kappa", "1", "--out", "{dir}/s.json"],
+        r"both the results log and its JSON sidecar",
+    ),
     "sweep out npz": ([*SWEEP, "--kappa", "1", "--out", "{npz_out}"], r"is not this results log"),
     "sweep out text": ([*SWEEP, "--kappa", "1", "--out", "{text}"], r"is not this results log"),
     "sweep out symlink": ([*SWEEP, "--kappa", "1", "--out", "{link}"], r"is a symbolic link"),
-    "sweep out device": ([*SWEEP, "--kappa", "1", "--out", "{device}"], r"device is a (character device|FIFO)"),
-    "check json device": (["check", "{good}", "--json", "{device}"], r"device is a (character device|FIFO)"),
+    "sweep out device": (
+        [*SWEEP, "--kappa", "1", "--out", "{device}"],
+        r"device is a (character device|FIFO)",
+    ),
+    "check json device": (
+        ["check", "{good}", "--json", "{device}"],
+        r"device is a (character device|FIFO)",
+    ),
     "check json symlink": (["check", "{good}", "--json", "{link}"], r"is a symbolic link"),
-    "solve json symlink": (["solve", "{good}", "--R", "1", "--json", "{link}"], r"is a symbolic link"),
-    "gd json device": (["gd", "{good}", "--json", "{device}"], r"device is a (character device|FIFO)"),
+    "solve json symlink": (
+        ["solve", "{good}", "--R", "1", "--json", "{link}"],
+        r"is a symbolic link",
+    ),
+    "gd json device": (
+        ["gd", "{good}", "--json", "{device}"],
+        r"device is a (character device|FIFO)",
+    ),
     "gd plot symlink": (["gd", "{good}", "--plot", "{link}"], r"is a symbolic link"),
 }
 #: Cases that are well-formed problems without an answer (exit 3), not input errors (exit 2).

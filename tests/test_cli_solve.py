@@ -44,13 +44,13 @@ def test_bad_R_is_one_line(data_file, capsys, R, match):
     assert match in err
 
 
-
 @pytest.mark.parametrize("gap_tol", ["1", "2", "0", "-1e-3"])
 def test_a_gap_tolerance_outside_zero_one_is_one_line(data_file, capsys, gap_tol):
     """A relative gap is at most 1: gap_tol >= 1 would call any feasible point optimal."""
     assert main(["solve", str(data_file), "--R", "1", "--certify", f"--gap-tol={gap_tol}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "gap_tol must be" in err
+
 
 def test_missing_and_bad_files(tmp_path, capsys):
     assert main(["solve", str(tmp_path / "nope.npz"), "--R", "1"]) == 2

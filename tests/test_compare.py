@@ -49,8 +49,14 @@ def test_table_and_json(fitted):
     text = str(c)
     header = text.splitlines()[0]
     assert "two-step" in header and "long GD" in header
-    for label in ("||v||", "normalised margin", "cos(v_a, v_b)", "same token (test)",
-                  "attention on signal, noisy", "test error (clean labels)"):
+    for label in (
+        "||v||",
+        "normalised margin",
+        "cos(v_a, v_b)",
+        "same token (test)",
+        "attention on signal, noisy",
+        "test error (clean labels)",
+    ):
         assert label in text
     data = json.loads(c.to_json())
     assert data["names"] == ["two-step", "long GD"]

@@ -13,8 +13,12 @@ from margin_solver import _compat
 
 def _run(code: str) -> str:
     """``code`` in a fresh interpreter (an old path imports once per process), stderr too."""
-    out = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-c", code],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-W", "always::DeprecationWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout + out.stderr
 
 
@@ -32,11 +36,14 @@ def test_every_old_module_path_is_the_new_module():
         assert f"margin_solver.{old} moved to margin_solver.{new}" in out
 
 
-@pytest.mark.parametrize(("package", "module", "name"), [
-    ("bounds", "lower", "global_lower_bound"),
-    ("minnorm", "solve", "solve_min_norm"),
-    ("gd", "endpoints", "gradient_descent"),
-])
+@pytest.mark.parametrize(
+    ("package", "module", "name"),
+    [
+        ("bounds", "lower", "global_lower_bound"),
+        ("minnorm", "solve", "solve_min_norm"),
+        ("gd", "endpoints", "gradient_descent"),
+    ],
+)
 def test_old_flat_modules_now_packages_forward_their_names(package, module, name):
     with pytest.warns(DeprecationWarning, match=f"moved to margin_solver.{package}.{module}"):
         old = getattr(importlib.import_module(f"margin_solver.{package}"), name)

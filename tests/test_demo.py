@@ -21,12 +21,21 @@ def test_demo_tells_the_benign_and_harmful_story(tmp_path, capsys):
         assert mn["lower_bound"] <= mn["norm_v"] * (1 + 1e-9) and mn["gap"] < 1e-3
     assert benign["check"]["predicted_regime"] == "benign"
     assert harmful["check"]["predicted_regime"] == "harmful"
-    assert benign["min_norm"]["test_error_clean"] < 0.05 and harmful["min_norm"]["test_error_clean"] > 0.3
-    assert benign["min_norm"]["attn_signal_clean"] > 0.9 and benign["min_norm"]["attn_signal_noisy"] < 0.1
+    assert (
+        benign["min_norm"]["test_error_clean"] < 0.05
+        and harmful["min_norm"]["test_error_clean"] > 0.3
+    )
+    assert (
+        benign["min_norm"]["attn_signal_clean"] > 0.9
+        and benign["min_norm"]["attn_signal_noisy"] < 0.1
+    )
     assert len(report["phase_diagram"]) == 2 and "min-norm: benign in" in report["phase_diagram"][0]
-    assert {"demo_attention.png", "demo_phase_seed0.png", "demo_phase_seed0.csv", "demo_phase_seed0.json",
-     "demo.json"} == {
-        name.split("/")[-1] for name in report["files"]
-    }
+    assert {
+        "demo_attention.png",
+        "demo_phase_seed0.png",
+        "demo_phase_seed0.csv",
+        "demo_phase_seed0.json",
+        "demo.json",
+    } == {name.split("/")[-1] for name in report["files"]}
     for name in report["files"]:
         assert (tmp_path / name.split("/")[-1]).stat().st_size > 0

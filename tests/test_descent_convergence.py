@@ -46,12 +46,15 @@ def test_score_hessian_matches_finite_differences_of_the_gradient(form_name):
     J, tokens = score_hessian(form, point, gram.H)
     assert np.allclose(J, J.T, rtol=1e-10, atol=1e-12 * np.abs(J).max())
     dc = 1e-6 * rng.standard_normal((8, 3))
-    moved = with_gradient(form, evaluate_phi(form, y, p + form.from_coefficients(dc),
-                                             support=point.vstep.alpha > 0))
+    moved = with_gradient(
+        form, evaluate_phi(form, y, p + form.from_coefficients(dc), support=point.vstep.alpha > 0)
+    )
     assert np.array_equal(moved.vstep.alpha > 0, point.vstep.alpha > 0)
     # the gradient as a vector of R^d in both forms
-    G0, G1 = (TokenGram.materialize(X, q.gradient) if form_name == "kernel" else q.gradient
-              for q in (point, moved))
+    G0, G1 = (
+        TokenGram.materialize(X, q.gradient) if form_name == "kernel" else q.gradient
+        for q in (point, moved)
+    )
     coef = np.zeros(24)
     coef[tokens] = J @ (gram.H @ dc.reshape(-1))[tokens]  # d grad / dc = J H on the support
     predicted = TokenGram.materialize(X, coef.reshape(8, 3))
@@ -101,7 +104,7 @@ def test_second_order_steps_leave_a_short_descent_unchanged():
     R = 100 / math.sqrt(token_scale(X))
     quasi = descend(form, y, form.zeros(), R)
     newton = descend(form, y, form.zeros(), R, newton=True)
-    assert quasi.status == newton.status == "local_optimal" and 0 < quasi.n_iter
+    assert quasi.status == newton.status == "local_optimal" and quasi.n_iter > 0
     assert newton.n_newton == 0 and newton.n_iter == quasi.n_iter
     assert newton.norm == quasi.norm
     # solve_min_norm's default: SQP steps only after 250 quasi-Newton steps

@@ -24,8 +24,22 @@ from margin_solver.core.data import PaperDistribution
 from margin_solver.core.fileio import atomic_write_text, file_mode, write_json
 from margin_solver.core.validation import InvalidInputError
 
-SWEEP = ["sweep", "--n", "8", "--d", "20", "--kappa", "1", "--methods", "uniform-svm",
-         "--n-test", "10", "--jobs", "1", "--no-progress"]
+SWEEP = [
+    "sweep",
+    "--n",
+    "8",
+    "--d",
+    "20",
+    "--kappa",
+    "1",
+    "--methods",
+    "uniform-svm",
+    "--n-test",
+    "10",
+    "--jobs",
+    "1",
+    "--no-progress",
+]
 GRID = SweepGrid(n=[8], d=[20], kappa=[1.0, 2.0], seeds=2, methods=["uniform-svm"])
 CONFIG = SweepConfig(n_test=10)
 
@@ -116,8 +130,9 @@ def test_two_sweeps_at_once_give_each_cell_once(tmp_path):
     """The issue's reproducer: two sweeps with the same --out at once (144 rows for 72 cells
     on main). One runs, the other is refused or finds the cells done; never a duplicate."""
     out = tmp_path / "r.csv"
-    grid = SweepGrid(n=[8], d=[20], kappa=[0.5, 1.0, 2.0], eta=[0.0, 0.1], seeds=6,
-                     methods=["uniform-svm"])
+    grid = SweepGrid(
+        n=[8], d=[20], kappa=[0.5, 1.0, 2.0], eta=[0.0, 0.1], seeds=6, methods=["uniform-svm"]
+    )
     n_cells = len(grid.cells())
     outcomes = []
 
@@ -144,10 +159,24 @@ def test_two_sweeps_at_once_give_each_cell_once(tmp_path):
 def test_two_sweep_processes_at_once_give_each_cell_once(tmp_path):
     """The same with two real processes, as a user would start them."""
     out = tmp_path / "r.csv"
-    argv = [sys.executable, "-m", "margin_solver", *SWEEP, "--kappa", "0.5", "2", "4",
-            "--seeds", "4", "--out", str(out)]
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    argv = [
+        sys.executable,
+        "-m",
+        "margin_solver",
+        *SWEEP,
+        "--kappa",
+        "0.5",
+        "2",
+        "4",
+        "--seeds",
+        "4",
+        "--out",
+        str(out),
+    ]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
     for p in procs:
         p.stdout.close()
@@ -159,26 +188,34 @@ def test_two_sweep_processes_at_once_give_each_cell_once(tmp_path):
 
 
 # --- outputs go to regular files only --------------------------------------------------------
-@pytest.mark.parametrize(("verb", "option"), [("check", "--json"), ("gd", "--json"), ("gd", "--plot")])
-def test_outputs_to_a_device_are_refused_and_the_device_stays(verb, option, data_file, tmp_path,
-                                                             capsys):
+@pytest.mark.parametrize(
+    ("verb", "option"), [("check", "--json"), ("gd", "--json"), ("gd", "--plot")]
+)
+def test_outputs_to_a_device_are_refused_and_the_device_stays(
+    verb, option, data_file, tmp_path, capsys
+):
     device = device_node(tmp_path / "device")
     before = os.lstat(device)
     assert main([verb, str(data_file), option, str(device)]) == EXIT_INPUT_ERROR
-    assert re.search(r"device is a (character device|FIFO), not a regular file",
-                     _one_error_line(capsys))
+    assert re.search(
+        r"device is a (character device|FIFO), not a regular file", _one_error_line(capsys)
+    )
     after = os.lstat(device)
     assert not stat.S_ISREG(after.st_mode) and after.st_ino == before.st_ino
 
 
-@pytest.mark.parametrize(("verb", "option", "name"), [
-    ("check", "--json", "c.json"),
-    ("solve", "--json", "s.json"),
-    ("gd", "--json", "g.json"),
-    ("gd", "--plot", "g.png"),
-])
-def test_outputs_through_a_symlink_are_refused_before_any_work(verb, option, name, data_file,
-                                                               tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("verb", "option", "name"),
+    [
+        ("check", "--json", "c.json"),
+        ("solve", "--json", "s.json"),
+        ("gd", "--json", "g.json"),
+        ("gd", "--plot", "g.png"),
+    ],
+)
+def test_outputs_through_a_symlink_are_refused_before_any_work(
+    verb, option, name, data_file, tmp_path, capsys
+):
     target = tmp_path / "precious.txt"
     target.write_text("keep me")
     link = tmp_path / name
@@ -234,8 +271,13 @@ def _with_closed_stdout(argv):
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        return subprocess.run([sys.executable, "-m", "margin_solver", *argv], stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "margin_solver", *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     finally:
         os.close(write_end)
 

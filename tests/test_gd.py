@@ -123,7 +123,9 @@ def test_auto_form_picks_kernel_only_when_it_pays(small):
     assert gradient_descent(train, schedule="constant", steps=50).form == "kernel"  # d > nT
     rng = np.random.default_rng(0)
     y = np.where(rng.random(50) < 0.5, -1, 1)
-    square = rng.standard_normal((50, 2, 100))  # nT = d: Gram repaid after nT d/(4d - 2nT) = 50 steps
+    square = rng.standard_normal(
+        (50, 2, 100)
+    )  # nT = d: Gram repaid after nT d/(4d - 2nT) = 50 steps
     assert gradient_descent(square, y, schedule="constant", steps=49).form == "dense"
     assert gradient_descent(square, y, schedule="constant", steps=51).form == "kernel"
     wide = rng.standard_normal((50, 2, 50))  # nT >= 2d: a kernel step costs more than a dense one
@@ -132,8 +134,12 @@ def test_auto_form_picks_kernel_only_when_it_pays(small):
 
 def test_random_init_is_seeded_and_small(small):
     train, _ = small
-    a = gradient_descent(train, schedule="constant", steps=1, init="random", seed=5, record_steps=[0])
-    b = gradient_descent(train, schedule="constant", steps=1, init="random", seed=5, record_steps=[0])
+    a = gradient_descent(
+        train, schedule="constant", steps=1, init="random", seed=5, record_steps=[0]
+    )
+    b = gradient_descent(
+        train, schedule="constant", steps=1, init="random", seed=5, record_steps=[0]
+    )
     np.testing.assert_array_equal(a.v, b.v)
     assert 0 < a.trajectory["norm_p"][0] < 0.1 * np.sqrt(train.d / token_scale(train.X))
 

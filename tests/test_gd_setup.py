@@ -18,21 +18,25 @@ def train():
 @pytest.mark.parametrize("form", ["dense", "kernel"])
 @pytest.mark.parametrize("init", ["zero", "random"])
 def test_recorded_training_metrics_match_a_fresh_evaluation(train, form, init):
-    res = gradient_descent(train, schedule="constant", steps=6, form=form, init=init, seed=1,
-                           record_every=1)
+    res = gradient_descent(
+        train, schedule="constant", steps=6, form=form, init=init, seed=1, record_every=1
+    )
     assert list(res.trajectory["step"]) == list(range(7))
     # Re-run to each recorded step and evaluate its endpoint from scratch.
     for t in (1, 6):
-        again = gradient_descent(train, schedule="constant", steps=t, form=form, init=init,
-                                 seed=1, record_steps=[t])
+        again = gradient_descent(
+            train, schedule="constant", steps=t, form=form, init=init, seed=1, record_steps=[t]
+        )
         fresh = evaluate(again.v, again.p, train)
         assert res.trajectory["train_error"][t] == fresh.error
         assert res.trajectory["train_error_clean"][t] == fresh.error_clean
         assert res.trajectory["min_margin"][t] == pytest.approx(fresh.min_margin, rel=1e-9)
         assert res.trajectory["attn_signal_clean"][t] == pytest.approx(
-            fresh.attn_signal_clean, rel=1e-9)
+            fresh.attn_signal_clean, rel=1e-9
+        )
         assert res.trajectory["attn_signal_noisy"][t] == pytest.approx(
-            fresh.attn_signal_noisy, rel=1e-9)
+            fresh.attn_signal_noisy, rel=1e-9
+        )
         if t == 6:
             assert res.min_margin == pytest.approx(fresh.min_margin, rel=1e-9)
 
@@ -67,8 +71,9 @@ def test_blocked_dense_form_skips_gradients_only_at_the_end(monkeypatch, train):
     import margin_solver.gd.endpoints as gd
 
     original = gd._DenseGDState.evaluate
-    monkeypatch.setattr(gd._DenseGDState, "evaluate",
-                        lambda self, W, y, with_grads=True: original(self, W, y, True))
+    monkeypatch.setattr(
+        gd._DenseGDState, "evaluate", lambda self, W, y, with_grads=True: original(self, W, y, True)
+    )
     full = gradient_descent(train, schedule="constant", steps=4, form="dense")
     monkeypatch.undo()
     lean = gradient_descent(train, schedule="constant", steps=4, form="dense")
@@ -79,12 +84,15 @@ def test_blocked_dense_form_skips_gradients_only_at_the_end(monkeypatch, train):
 
 @pytest.mark.filterwarnings("ignore::margin_solver.core.results.ConvergenceWarning")
 @pytest.mark.parametrize("form", ["dense", "kernel"])
-@pytest.mark.parametrize("kw", [
-    {"schedule": "two-step"},
-    {"schedule": "constant", "steps": 3, "R": 0.5, "weight_decay": 0.1},
-    {"schedule": "constant", "steps": 3, "train": ("p",), "v0": "ones"},
-    {"schedule": "constant", "steps": 2, "train": ("v",)},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"schedule": "two-step"},
+        {"schedule": "constant", "steps": 3, "R": 0.5, "weight_decay": 0.1},
+        {"schedule": "constant", "steps": 3, "train": ("p",), "v0": "ones"},
+        {"schedule": "constant", "steps": 2, "train": ("v",)},
+    ],
+)
 def test_zero_rows_skipped_give_the_general_iterates(monkeypatch, train, form, kw):
     """Skipping the products of zero rows (v and p at zero, p after one step, the attention
     coefficients while v = 0) gives the iterates of multiplying every row."""
@@ -95,14 +103,14 @@ def test_zero_rows_skipped_give_the_general_iterates(monkeypatch, train, form, k
     skipping = gradient_descent(train, form=form, **kw)
     original = gd._row_products
     every_row = np.ones(2, dtype=bool)
-    monkeypatch.setattr(gd, "_row_products",
-                        lambda W, M, live, acc=None: original(W, M, every_row, acc))
+    monkeypatch.setattr(
+        gd, "_row_products", lambda W, M, live, acc=None: original(W, M, every_row, acc)
+    )
     general = gradient_descent(train, form=form, **kw)
     for a, b in ((skipping.v, general.v), (skipping.p, general.p)):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
     assert skipping.loss == pytest.approx(general.loss, rel=1e-12)
     assert skipping.status == general.status
-
 
 
 def test_single_product_evaluations_stream_X_whole(monkeypatch, train):
@@ -120,8 +128,9 @@ def test_single_product_evaluations_stream_X_whole(monkeypatch, train):
     at_zero = state.evaluate(np.zeros((2, train.d)), y)
     assert len(calls) == 2  # one forward (no row to multiply) and one backward product
     xbar = train.X.mean(axis=1)
-    np.testing.assert_allclose(at_zero.grads[0], -(y[:, None] * xbar).mean(axis=0) / 2,
-                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        at_zero.grads[0], -(y[:, None] * xbar).mean(axis=0) / 2, rtol=1e-12, atol=1e-15
+    )
     W = np.random.default_rng(2).standard_normal((2, train.d)) * 0.05
     blocked = state.evaluate(W, y)
     calls.clear()

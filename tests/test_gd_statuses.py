@@ -100,9 +100,7 @@ def test_constant_schedule_that_ends_above_its_start_is_diverged():
     X, y = REAL["digits"]
     # Three steps, not 1000: after 1000 steps of this size the loss is chaotic and its end
     # depends on the BLAS (0.86 on one machine, 0.46 on another); after three it is 3.6.
-    res, caught = run_warned(
-        X, y, schedule="constant", step_size=default_step_sizes(X)[0], steps=3
-    )
+    res, caught = run_warned(X, y, schedule="constant", step_size=default_step_sizes(X)[0], steps=3)
     assert res.loss > math.log(2)
     assert res.status == "diverged" and len(caught) == 1 and "rose from" in res.message
 
@@ -171,7 +169,9 @@ def test_cli_exit_codes_and_stderr(tmp_path, capsys):
     assert main(["gd", str(wine)]) == EXIT_NO_ANSWER
     out, err = capsys.readouterr()
     assert out.startswith("not_fitted: two steps did not fit")
-    assert err.startswith("margin-solver gd: ConvergenceWarning: gradient_descent ended with status 'not_fitted'")
+    assert err.startswith(
+        "margin-solver gd: ConvergenceWarning: gradient_descent ended with status 'not_fitted'"
+    )
     assert len(err.splitlines()) == 1
     b0, b1 = default_step_sizes(X)
     assert main(["gd", str(wine), "--beta0", repr(b0), "--beta1", repr(b1)]) == EXIT_NO_ANSWER
@@ -188,7 +188,9 @@ def test_usage_failure_example_prints_what_the_docs_show(tmp_path, monkeypatch, 
     text = (Path(__file__).parents[1] / "docs" / "usage.md").read_text()
     after = text.split("<!-- gd-failure-example -->", 1)[1]
     code = after.split("```python\n", 1)[1].split("```", 1)[0]
-    shown = after.split("```python\n", 1)[1].split("```", 1)[1].split("```\n", 1)[1].split("```", 1)[0]
+    shown = (
+        after.split("```python\n", 1)[1].split("```", 1)[1].split("```\n", 1)[1].split("```", 1)[0]
+    )
     monkeypatch.chdir(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -68,8 +68,8 @@ BAD_INPUTS = {
     "X 2-D": ("X", lambda X, y: (X[:, 0], y), r"shape"),
     "X 4-D": ("X", lambda X, y: (X[..., None], y), r"shape"),
     "X ragged": ("X", lambda X, y: ([[[1.0]], [[1.0, 2.0]]], y[:2]), r"numeric|[Oo]bject"),
-    "X NaN": ("X", lambda X, y: (np.where(X == X[1, 1, 3], np.nan, X), y), r"NaN"),
-    "X inf": ("X", lambda X, y: (np.where(X == X[1, 1, 3], -np.inf, X), y), r"inf"),
+    "X NaN": ("X", lambda X, y: (np.where(X[1, 1, 3] == X, np.nan, X), y), r"NaN"),
+    "X inf": ("X", lambda X, y: (np.where(X[1, 1, 3] == X, -np.inf, X), y), r"inf"),
     "X no samples": ("X", lambda X, y: (X[:0], y[:0]), r"no samples|empty|at least"),
     "X no tokens": ("X", lambda X, y: (X[:, :0], y), r"T >= 1|empty|shape"),
     "X no features": ("X", lambda X, y: (X[:, :, :0], y), r"feature|empty"),
@@ -101,18 +101,31 @@ DATA_ENTRY_POINTS = {
     "global_lower_bound": ("Xy", lambda X, y, tmp: global_lower_bound(X, y)),
     "gradient_descent": ("Xy", lambda X, y, tmp: gradient_descent(X, y)),
     "classifier.fit": ("Xy", lambda X, y, tmp: SingleHeadAttentionClassifier().fit(X, y)),
-    "classifier.fit gd": ("Xy", lambda X, y, tmp: SingleHeadAttentionClassifier(method="gd").fit(X, y)),
+    "classifier.fit gd": (
+        "Xy",
+        lambda X, y, tmp: SingleHeadAttentionClassifier(method="gd").fit(X, y),
+    ),
     "classifier.score": ("Xy", lambda X, y, tmp: FITTED.score(X, y)),
     "classifier.predict": ("X", lambda X, y, tmp: FITTED.predict(X)),
     "classifier.decision_function": ("X", lambda X, y, tmp: FITTED.decision_function(X)),
 }
-SOLVERS = ("solve_vstep", "solve_min_norm", "global_lower_bound", "gradient_descent", "classifier.fit")
+SOLVERS = (
+    "solve_vstep",
+    "solve_min_norm",
+    "global_lower_bound",
+    "gradient_descent",
+    "classifier.fit",
+)
 
 
 # The scikit-learn classifier takes any two labels and reads 2-D X as rows of tokens (issue 16).
-_CLASSIFIER_ACCEPTS = {"X 2-D": ("classifier.fit", "classifier.fit gd"),
-                       **dict.fromkeys(("y in {0,1}", "y in {-1,2}", "y strings"),
-                                       ("classifier.fit", "classifier.fit gd", "classifier.score"))}
+_CLASSIFIER_ACCEPTS = {
+    "X 2-D": ("classifier.fit", "classifier.fit gd"),
+    **dict.fromkeys(
+        ("y in {0,1}", "y in {-1,2}", "y strings"),
+        ("classifier.fit", "classifier.fit gd", "classifier.score"),
+    ),
+}
 
 
 def _cases(table, entry_points):
@@ -221,10 +234,14 @@ def test_arrays_where_a_dataset_is_expected_are_refused(call):
         (lambda: solve_vstep(None, Y0, K=np.ones((6, 5))), r"Expected K of shape \(6, 6\)"),
         (lambda: gradient_descent(BASE, init="random", seed=1.5), r"seed must be"),
         (lambda: gradient_descent(BASE, weight_decay=math.nan), r"weight_decay must be"),
-        (lambda: SingleHeadAttentionClassifier(solver_options={"steps": 3}).fit(X0, Y0),
-         r"solver_options \['steps'\] are not options of solve_min_norm"),
-        (lambda: SingleHeadAttentionClassifier().fit(np.zeros((4, 2, 3)), [1, -1, 1, -1]),
-         r"All tokens are zero"),
+        (
+            lambda: SingleHeadAttentionClassifier(solver_options={"steps": 3}).fit(X0, Y0),
+            r"solver_options \['steps'\] are not options of solve_min_norm",
+        ),
+        (
+            lambda: SingleHeadAttentionClassifier().fit(np.zeros((4, 2, 3)), [1, -1, 1, -1]),
+            r"All tokens are zero",
+        ),
     ],
 )
 def test_bad_parameters_are_refused(call, pattern):
@@ -259,6 +276,7 @@ def test_saving_params_json_cannot_encode_is_an_input_error(tmp_path):
 
 
 # --- 1. edge cases that have an answer: verify it ------------------------------------------
+
 
 def _edge_data():
     rng = np.random.default_rng(5)
@@ -348,7 +366,9 @@ def verify_gradient_descent(X, y, case):
     res = gradient_descent(X, y)
     assert np.all(np.isfinite(res.v)) and np.all(np.isfinite(res.p)) and math.isfinite(res.loss)
     assert not _nan_fields(res)
-    assert res.min_margin == pytest.approx(margins(X, y.astype(float), res.v, res.p).min(), rel=1e-9)
+    assert res.min_margin == pytest.approx(
+        margins(X, y.astype(float), res.v, res.p).min(), rel=1e-9
+    )
     if case in NOT_INTERPOLABLE:
         assert not res.interpolates
     assert res.trajectory["loss"][-1] <= res.trajectory["loss"][0]  # default steps never raise it
@@ -388,7 +408,9 @@ def verify_evaluate(X, y, case):
     v = (y[:, None] * X.mean(axis=1)).sum(axis=0)  # the first GD step's direction
     m = evaluate(v, v, ds)
     f = outputs(X, v, v)
-    assert m.error == np.mean(np.sign(f) != y) and m.min_margin == pytest.approx(np.min(y * f), rel=1e-12)
+    assert m.error == np.mean(np.sign(f) != y) and m.min_margin == pytest.approx(
+        np.min(y * f), rel=1e-12
+    )
     assert not _nan_fields(m)
 
 
@@ -452,7 +474,9 @@ def test_gradient_of_phi_matches_finite_differences_when_n_exceeds_d():
     form = DenseForm(X)
     p = np.array([0.3, -0.2, 0.1])
     point = evaluate_phi(form, y, p)
-    assert point.feasible and np.linalg.matrix_rank(form.feature_gram(point.attention)) <= 3 < len(y)
+    assert point.feasible and np.linalg.matrix_rank(form.feature_gram(point.attention)) <= 3 < len(
+        y
+    )
     grad = form.from_coefficients(gradient_coefficients(form, point))
     h = 1e-6
     for k in range(3):
@@ -469,12 +493,17 @@ def test_gradient_of_phi_matches_finite_differences_when_n_exceeds_d():
 # with its default steps (beta ∝ 1 / mean ||x||^2) maps (v, p) to (v/c, p/c): same predictions.
 # The condition checker is scale-free: the same report.
 
-@pytest.mark.parametrize("c", [1e-8, 1e8, 1e-99, 1e98])  # max |x0| = 2.7: the last two near the limits
+
+@pytest.mark.parametrize(
+    "c", [1e-8, 1e8, 1e-99, 1e98]
+)  # max |x0| = 2.7: the last two near the limits
 def test_scaling_X_scales_the_answers_as_the_maths_says(c):
     Xc = X0 * c
     Z = X0.mean(axis=1)
     assert solve_vstep(c * Z, Y0).norm * c == pytest.approx(solve_vstep(Z, Y0).norm, rel=1e-9)
-    assert global_lower_bound(Xc, Y0).value * c == pytest.approx(global_lower_bound(X0, Y0).value, rel=1e-9)
+    assert global_lower_bound(Xc, Y0).value * c == pytest.approx(
+        global_lower_bound(X0, Y0).value, rel=1e-9
+    )
 
     ref, scaled = solve_min_norm(X0, Y0, R=2.0), solve_min_norm(Xc, Y0, R=2.0 / c)
     assert scaled.norm * c == pytest.approx(ref.norm, rel=1e-6)
@@ -485,9 +514,14 @@ def test_scaling_X_scales_the_answers_as_the_maths_says(c):
     np.testing.assert_allclose(gd_scaled.p * c, gd_ref.p, rtol=1e-8)
     assert gd_scaled.loss == pytest.approx(gd_ref.loss, rel=1e-8)
 
-    clf_ref, clf_scaled = SingleHeadAttentionClassifier().fit(X0, Y0), SingleHeadAttentionClassifier().fit(Xc, Y0)
+    clf_ref, clf_scaled = (
+        SingleHeadAttentionClassifier().fit(X0, Y0),
+        SingleHeadAttentionClassifier().fit(Xc, Y0),
+    )
     test = PaperDistribution(d=6, T=2, snr=0.8, eta=0.0).sample(50, seed=1).X
-    np.testing.assert_allclose(clf_scaled.decision_function(test * c), clf_ref.decision_function(test), rtol=1e-5)
+    np.testing.assert_allclose(
+        clf_scaled.decision_function(test * c), clf_ref.decision_function(test), rtol=1e-5
+    )
 
     m_ref, m_scaled = evaluate(ref.v, ref.p, BASE), evaluate(ref.v / c, ref.p / c, Dataset(Xc, Y0))
     assert m_scaled.min_margin == pytest.approx(m_ref.min_margin, rel=1e-9)
@@ -498,10 +532,13 @@ def test_scaling_X_scales_the_answers_as_the_maths_says(c):
     r_scaled = check_conditions(Dataset(Xc, Y0, BASE.clean_y, BASE.signal_index))
     assert r_scaled.predicted_regime == r_ref.predicted_regime
     for a, b in zip(r_scaled.conditions, r_ref.conditions):
-        assert (a.value is None) == (b.value is None) and (a.value is None or a.value == pytest.approx(b.value, rel=1e-9))
+        assert (a.value is None) == (b.value is None) and (
+            a.value is None or a.value == pytest.approx(b.value, rel=1e-9)
+        )
 
 
 # --- 2. a v-step engine that raises or is inaccurate: the fallback happens and is reported -----
+
 
 def _ldp_raises(data, tol):
     raise RuntimeError("NNLS did not converge")
@@ -513,7 +550,10 @@ def _ldp_inaccurate(data, tol):
 
 @pytest.mark.parametrize(
     ("engine", "reported"),
-    [(_ldp_raises, "ldp: raised RuntimeError: NNLS did not converge"), (_ldp_inaccurate, "ldp: engine status 'optimal_inaccurate'")],
+    [
+        (_ldp_raises, "ldp: raised RuntimeError: NNLS did not converge"),
+        (_ldp_inaccurate, "ldp: engine status 'optimal_inaccurate'"),
+    ],
     ids=["ldp raises", "ldp inaccurate"],
 )
 def test_min_norm_falls_back_from_a_failing_ldp_engine_and_says_so(monkeypatch, engine, reported):
@@ -525,10 +565,14 @@ def test_min_norm_falls_back_from_a_failing_ldp_engine_and_says_so(monkeypatch, 
     res = solve_min_norm(ds, R=R, certify=True, n_random_starts=0, max_iter=30)
     assert res.status == clean.status and res.success
     assert res.norm == pytest.approx(clean.norm, rel=1e-5)
-    assert res.lower_bound == pytest.approx(clean.lower_bound, rel=1e-6)  # the bound's SVMs fell back too
+    assert res.lower_bound == pytest.approx(
+        clean.lower_bound, rel=1e-6
+    )  # the bound's SVMs fell back too
     assert margins(ds.X, ds.y.astype(float), res.v, res.p).min() >= 1 - 1e-7
     assert res.vstep_fallbacks > 0
-    assert re.search(rf"{res.vstep_fallbacks} v-step solve\(s\) fell back to another engine", res.message)
+    assert re.search(
+        rf"{res.vstep_fallbacks} v-step solve\(s\) fell back to another engine", res.message
+    )
     assert reported in res.message
 
 

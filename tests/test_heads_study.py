@@ -26,17 +26,31 @@ def paper():
 
 
 def test_heads_is_a_sweep_axis_with_shared_samples(tmp_path):
-    grid = SweepGrid(n=[8], d=[40], kappa=[2.0], seeds=1, methods=["gd-long", "min-norm"],
-                     heads=[1, 2])
-    config = SweepConfig(n_test=50, check=False,
-                         method_options={"gd-long": {"steps": 20},
-                                         "min-norm": {"search_starts": 0, "n_random_starts": 0,
-                                                      "max_iter": 30, "certify_max_n": 0}})
+    grid = SweepGrid(
+        n=[8], d=[40], kappa=[2.0], seeds=1, methods=["gd-long", "min-norm"], heads=[1, 2]
+    )
+    config = SweepConfig(
+        n_test=50,
+        check=False,
+        method_options={
+            "gd-long": {"steps": 20},
+            "min-norm": {
+                "search_starts": 0,
+                "n_random_starts": 0,
+                "max_iter": 30,
+                "certify_max_n": 0,
+            },
+        },
+    )
     res = run_sweep([grid], tmp_path / "h.csv", config, jobs=1)
     rows = load_results(tmp_path / "h.csv")
     assert res.n_run == 4 and res.n_failed == 0
     assert sorted((r["method"], r["heads"]) for r in rows) == [
-        ("gd-long", 1), ("gd-long", 2), ("min-norm", 1), ("min-norm", 2)]
+        ("gd-long", 1),
+        ("gd-long", 2),
+        ("min-norm", 1),
+        ("min-norm", 2),
+    ]
     mn = {r["heads"]: r for r in rows if r["method"] == "min-norm"}
     assert mn[2]["norm"] <= mn[1]["norm"] * (1 + 1e-6)
     assert mn[2]["lower_bound"] != mn[2]["lower_bound"]  # NaN: no bound for two heads
@@ -72,8 +86,23 @@ def _mnist_fixture(path):
 def test_bench_mnist_runs_the_heads_study_on_a_local_copy(tmp_path, capsys):
     path = _mnist_fixture(tmp_path / "mnist.npz")
     out = tmp_path / "res"
-    code = main(["bench", "--tiny", "--only", "heads-mnist", "--mnist", str(path),
-                 "--methods", "gd-long", "--out", str(out), "--jobs", "1", "--no-progress"])
+    code = main(
+        [
+            "bench",
+            "--tiny",
+            "--only",
+            "heads-mnist",
+            "--mnist",
+            str(path),
+            "--methods",
+            "gd-long",
+            "--out",
+            str(out),
+            "--jobs",
+            "1",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     rows = load_results(out / "heads-mnist.csv")
     assert {(r["heads"], r["n"]) for r in rows} == {(h, n) for h in (1, 2, 4) for n in (8, 16)}
@@ -85,14 +114,22 @@ def test_bench_mnist_runs_the_heads_study_on_a_local_copy(tmp_path, capsys):
 
 def test_classifier_with_heads(paper):
     train, test = paper
-    clf = SingleHeadAttentionClassifier(heads=2, solver_options={"n_random_starts": 0,
-                                                                 "search_starts": 0})
+    clf = SingleHeadAttentionClassifier(
+        heads=2, solver_options={"n_random_starts": 0, "search_starts": 0}
+    )
     clf.fit(train.X, train.y)
     assert clf.v_.shape == (2, train.d) and clf.score(train.X, train.y) == 1.0
-    np.testing.assert_allclose(clf.decision_function(test.X),
-                               multihead_outputs(test.X, clf.v_, clf.p_))
-    gd = SingleHeadAttentionClassifier(method="gd", heads=3, schedule="constant", steps=30,
-                                       solver_options={"init": "random"}, random_state=0)
+    np.testing.assert_allclose(
+        clf.decision_function(test.X), multihead_outputs(test.X, clf.v_, clf.p_)
+    )
+    gd = SingleHeadAttentionClassifier(
+        method="gd",
+        heads=3,
+        schedule="constant",
+        steps=30,
+        solver_options={"init": "random"},
+        random_state=0,
+    )
     assert gd.fit(train.X, train.y).v_.shape == (3, train.d)
     with pytest.raises(InvalidInputError, match="heads"):
         SingleHeadAttentionClassifier(solver_options={"heads": 2}).fit(train.X, train.y)
@@ -129,17 +166,54 @@ def test_cli_heads_flags(tmp_path, paper, capsys):
     train.save(data)
     out = tmp_path / "sol.json"
     fast = ["--search-starts", "0", "--random-starts", "0", "--max-iter", "30", "--no-progress"]
-    assert main(["solve", str(data), "--R", "3", "--heads", "2", "--json", str(out), *fast]) in (0, 4)
+    assert main(["solve", str(data), "--R", "3", "--heads", "2", "--json", str(out), *fast]) in (
+        0,
+        4,
+    )
     sol = json.loads(out.read_text())
     assert sol["heads"] == 2 and np.shape(sol["v"]) == (2, 80) and sol["certified"] is False
     assert "2 heads" in capsys.readouterr().out
     # never certified for H > 1: exit 4 (a caveat) even when the single-head solve certifies
-    assert main(["solve", str(data), "--R", "3", "--heads", "2", "--certify", "--bound-time-limit",
-                 "1", *fast]) == 4
+    assert (
+        main(
+            [
+                "solve",
+                str(data),
+                "--R",
+                "3",
+                "--heads",
+                "2",
+                "--certify",
+                "--bound-time-limit",
+                "1",
+                *fast,
+            ]
+        )
+        == 4
+    )
     assert "certified   no" in capsys.readouterr().out
     gd_out = tmp_path / "gd.json"
-    assert main(["gd", str(data), "--schedule", "constant", "--steps", "20", "--heads", "3",
-                 "--init", "random", "--seed", "1", "--json", str(gd_out)]) == 0
+    assert (
+        main(
+            [
+                "gd",
+                str(data),
+                "--schedule",
+                "constant",
+                "--steps",
+                "20",
+                "--heads",
+                "3",
+                "--init",
+                "random",
+                "--seed",
+                "1",
+                "--json",
+                str(gd_out),
+            ]
+        )
+        == 0
+    )
     assert np.shape(json.loads(gd_out.read_text())["p"]) == (3, 80)
     capsys.readouterr()
     assert main(["check", str(data), "--heads", "2"]) == 0

@@ -43,7 +43,7 @@ def test_output_grad_p_matches_finite_differences(seed):
     X, _, v, p = _instance(seed)
     G = K.output_grad_p(X, v, p)
     for i in range(X.shape[0]):
-        fd = _fd_grad(lambda q: K.outputs(X[i : i + 1], v, q)[0], p)
+        fd = _fd_grad(lambda q, i=i: K.outputs(X[i : i + 1], v, q)[0], p)
         np.testing.assert_allclose(G[i], fd, rtol=1e-6, atol=1e-8)
 
 
@@ -112,7 +112,9 @@ finite = st.floats(-10, 10, allow_nan=False)
 )
 def test_outputs_invariant_to_token_order(X, v, p, perm_seed):
     perm = np.random.default_rng(perm_seed).permutation(4)
-    np.testing.assert_allclose(K.outputs(X[:, perm], v, p), K.outputs(X, v, p), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        K.outputs(X[:, perm], v, p), K.outputs(X, v, p), rtol=1e-9, atol=1e-9
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -123,7 +125,9 @@ def test_outputs_invariant_to_token_order(X, v, p, perm_seed):
     lam=st.floats(0, 1e3),
 )
 def test_outputs_one_homogeneous_in_v(X, v, p, lam):
-    np.testing.assert_allclose(K.outputs(X, lam * v, p), lam * K.outputs(X, v, p), rtol=1e-9, atol=1e-7)
+    np.testing.assert_allclose(
+        K.outputs(X, lam * v, p), lam * K.outputs(X, v, p), rtol=1e-9, atol=1e-7
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -148,7 +152,9 @@ def test_huge_attention_norm_gives_no_overflow():
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         lg = K.loss_and_grads(X, y, v * 1e6, p)
         s = K.attention(X, p)
-    assert np.isfinite(lg.loss) and np.all(np.isfinite(lg.grad_v)) and np.all(np.isfinite(lg.grad_p))
+    assert (
+        np.isfinite(lg.loss) and np.all(np.isfinite(lg.grad_v)) and np.all(np.isfinite(lg.grad_p))
+    )
     np.testing.assert_allclose(np.sort(s, axis=1)[:, -1], 1.0)
     G = K.TokenGram(X)
     c = np.zeros(X.shape[:2])
@@ -162,8 +168,12 @@ def test_logistic_loss_is_stable_and_correct():
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         loss = K.logistic_loss(m)
         deriv = K.logistic_loss_derivative(m)
-    np.testing.assert_allclose(loss, [1e4, 30.0 + np.log1p(np.exp(-30.0)), np.log(2), np.log1p(np.exp(-30.0)), 0.0])
-    np.testing.assert_allclose(deriv, [-1.0, -1 / (1 + np.exp(-30.0)), -0.5, -1 / (1 + np.exp(30.0)), 0.0])
+    np.testing.assert_allclose(
+        loss, [1e4, 30.0 + np.log1p(np.exp(-30.0)), np.log(2), np.log1p(np.exp(-30.0)), 0.0]
+    )
+    np.testing.assert_allclose(
+        deriv, [-1.0, -1 / (1 + np.exp(-30.0)), -0.5, -1 / (1 + np.exp(30.0)), 0.0]
+    )
 
 
 def test_scores_and_values_are_the_products_of_tokens_on_disk_bit_for_bit(tmp_path):

@@ -12,13 +12,21 @@ from margin_solver.core.data import PaperDistribution
 def _loaded_after(code: str) -> set[str]:
     out = subprocess.run(
         [sys.executable, "-c", code + "\nimport sys\nprint(' '.join(sorted(sys.modules)))"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split("\n")[-2]
     return set(out.split())
 
 
-HEAVY = {"scipy.optimize", "margin_solver.minnorm.solve", "margin_solver.bounds.lower", "cvxpy",
-         "matplotlib", "joblib"}
+HEAVY = {
+    "scipy.optimize",
+    "margin_solver.minnorm.solve",
+    "margin_solver.bounds.lower",
+    "cvxpy",
+    "matplotlib",
+    "joblib",
+}
 
 
 def test_building_the_parser_loads_no_solver():

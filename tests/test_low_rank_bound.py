@@ -69,4 +69,5 @@ def test_realising_coefficients_give_the_scores_at_the_least_norm():
     assert np.linalg.norm(q) <= np.linalg.norm(p) * (1 + 1e-10)
     G = score_difference_gram(H, n, T)
     assert np.linalg.norm(q) ** 2 == pytest.approx(
-        scores.reshape(-1) @ np.linalg.lstsq(G, scores.reshape(-1), rcond=None)[0])
+        scores.reshape(-1) @ np.linalg.lstsq(G, scores.reshape(-1), rcond=None)[0]
+    )

@@ -31,9 +31,23 @@ def _outlier(base, peak):
 CASES = {
     "ones": np.ones((5, 2, 9)),
     "zeros": np.zeros((5, 2, 9)),
-    **{f"scale {c:g}": c * np.random.default_rng(0).standard_normal((5, 2, 9))
-       for c in (1e-160, 1e-101, MIN_MAGNITUDE, 2e-100, 1e-99, 1e98, 1e99, MAX_MAGNITUDE, 1.01e100,
-                 1e101, 1e160, 1e200)},
+    **{
+        f"scale {c:g}": c * np.random.default_rng(0).standard_normal((5, 2, 9))
+        for c in (
+            1e-160,
+            1e-101,
+            MIN_MAGNITUDE,
+            2e-100,
+            1e-99,
+            1e98,
+            1e99,
+            MAX_MAGNITUDE,
+            1.01e100,
+            1e101,
+            1e160,
+            1e200,
+        )
+    },
     "outlier above": _outlier(1.0, 1.5 * MAX_MAGNITUDE),
     "outlier at the limit": _outlier(1.0, MAX_MAGNITUDE),
     "one entry in range among tiny": _outlier(1e-120, 1e50),

@@ -14,13 +14,50 @@ from margin_solver.core.data import PaperDistribution, load_dataset
 
 
 def test_paper_files_are_sample_train_test_of_the_same_seed(tmp_path, capsys):
-    argv = ["make-data", "paper", "--n", "30", "--d", "120", "--T", "3", "--kappa", "4",
-            "--eta", "0.2", "--sigma", "2", "--signal", "random", "--signal-position", "random",
-            "--noise", "isotropic", "--signal-seed", "7", "--seed", "11",
-            "--train", str(tmp_path / "tr.npz"), "--test", str(tmp_path / "te.npz"), "--n-test", "50"]
+    argv = [
+        "make-data",
+        "paper",
+        "--n",
+        "30",
+        "--d",
+        "120",
+        "--T",
+        "3",
+        "--kappa",
+        "4",
+        "--eta",
+        "0.2",
+        "--sigma",
+        "2",
+        "--signal",
+        "random",
+        "--signal-position",
+        "random",
+        "--noise",
+        "isotropic",
+        "--signal-seed",
+        "7",
+        "--seed",
+        "11",
+        "--train",
+        str(tmp_path / "tr.npz"),
+        "--test",
+        str(tmp_path / "te.npz"),
+        "--n-test",
+        "50",
+    ]
     assert main(argv) == 0
-    dist = PaperDistribution(d=120, T=3, snr=math.sqrt(4 / 30), eta=0.2, sigma=2.0, signal="random",
-                             signal_position="random", noise="isotropic", signal_seed=7)
+    dist = PaperDistribution(
+        d=120,
+        T=3,
+        snr=math.sqrt(4 / 30),
+        eta=0.2,
+        sigma=2.0,
+        signal="random",
+        signal_position="random",
+        noise="isotropic",
+        signal_seed=7,
+    )
     train, test = dist.sample_train_test(30, 50, seed=11)
     for path, ref in (("tr.npz", train), ("te.npz", test)):
         got = load_dataset(tmp_path / path)
@@ -33,8 +70,23 @@ def test_paper_files_are_sample_train_test_of_the_same_seed(tmp_path, capsys):
 
 
 def test_a_name_without_npz_is_a_dataset_directory(tmp_path):
-    assert main(["make-data", "paper", "--n", "6", "--d", "30", "--snr", "0.5",
-                 "--train", str(tmp_path / "big")]) == 0
+    assert (
+        main(
+            [
+                "make-data",
+                "paper",
+                "--n",
+                "6",
+                "--d",
+                "30",
+                "--snr",
+                "0.5",
+                "--train",
+                str(tmp_path / "big"),
+            ]
+        )
+        == 0
+    )
     on_disk = load_dataset(tmp_path / "big")
     assert type(on_disk.X).__name__ == "memmap"
     ref = PaperDistribution(d=30, snr=0.5).sample(6, np.random.SeedSequence(0).spawn(2)[0])
@@ -42,12 +94,31 @@ def test_a_name_without_npz_is_a_dataset_directory(tmp_path):
 
 
 def test_digits_files_are_the_benchmarks_digits(tmp_path):
-    argv = ["make-data", "digits", "--n", "60", "--classes", "1", "7", "--patch", "2",
-            "--no-position", "--eta", "0", "--seed", "3",
-            "--train", str(tmp_path / "a.npz"), "--test", str(tmp_path / "b.npz")]
+    argv = [
+        "make-data",
+        "digits",
+        "--n",
+        "60",
+        "--classes",
+        "1",
+        "7",
+        "--patch",
+        "2",
+        "--no-position",
+        "--eta",
+        "0",
+        "--seed",
+        "3",
+        "--train",
+        str(tmp_path / "a.npz"),
+        "--test",
+        str(tmp_path / "b.npz"),
+    ]
     assert main(argv) == 0
     s_train, s_test = np.random.SeedSequence(3).spawn(2)
-    train, test = digits_train_test(60, 0.0, s_train, s_test, classes=(1, 7), patch=2, position=False)
+    train, test = digits_train_test(
+        60, 0.0, s_train, s_test, classes=(1, 7), patch=2, position=False
+    )
     got = load_dataset(tmp_path / "a.npz")
     assert got.X.shape == (60, 16, 4)
     np.testing.assert_array_equal(got.X, train.X)
@@ -58,7 +129,10 @@ def test_digits_files_are_the_benchmarks_digits(tmp_path):
     "extra, message",
     [
         (["paper", "--n", "5", "--snr", "1"], "source 'paper' needs --d"),
-        (["paper", "--n", "5", "--d", "9", "--snr", "1", "--kappa", "2"], "exactly one of --snr, --kappa, --rho"),
+        (
+            ["paper", "--n", "5", "--d", "9", "--snr", "1", "--kappa", "2"],
+            "exactly one of --snr, --kappa, --rho",
+        ),
         (["digits", "--n", "5", "--d", "9"], "--d does not apply to source 'digits'"),
         (["paper", "--n", "5", "--d", "9", "--snr", "1", "--patch", "2"], "--patch does not apply"),
         (["mnist", "--n", "5"], "needs --mnist PATH"),
@@ -82,13 +156,37 @@ def test_bad_options_one_line_exit_2_nothing_written(tmp_path, capsys, extra, me
 def test_existing_outputs_are_never_overwritten(tmp_path, capsys):
     keep = tmp_path / "test.npz"
     keep.write_bytes(b"my data")
-    argv = ["make-data", "paper", "--n", "5", "--d", "9", "--snr", "1",
-            "--train", str(tmp_path / "train.npz"), "--test", str(keep)]
+    argv = [
+        "make-data",
+        "paper",
+        "--n",
+        "5",
+        "--d",
+        "9",
+        "--snr",
+        "1",
+        "--train",
+        str(tmp_path / "train.npz"),
+        "--test",
+        str(keep),
+    ]
     assert main(argv) == 2
     assert "test.npz exists; make-data never overwrites" in capsys.readouterr().err
     assert keep.read_bytes() == b"my data" and not (tmp_path / "train.npz").exists()
-    same = ["make-data", "paper", "--n", "5", "--d", "9", "--snr", "1",
-            "--train", str(tmp_path / "s.npz"), "--test", str(tmp_path / "s.npz")]
+    same = [
+        "make-data",
+        "paper",
+        "--n",
+        "5",
+        "--d",
+        "9",
+        "--snr",
+        "1",
+        "--train",
+        str(tmp_path / "s.npz"),
+        "--test",
+        str(tmp_path / "s.npz"),
+    ]
     assert main(same) == 2 and "same path" in capsys.readouterr().err
 
 

@@ -65,8 +65,9 @@ def test_never_below_the_bound(seed):
     kappa = float(rng.choice([0.1, 1.0, 4.0]))
     ds = paper(10, kappa, d=int(rng.integers(20, 200)), T=int(rng.integers(2, 4)), seed=seed)
     for R_scale in (0.3, 3.0, 30.0):
-        res = solve_min_norm(ds, R=R_scale / math.sqrt(ds.d), certify=True, n_random_starts=1,
-                             bound_time_limit=1.0)
+        res = solve_min_norm(
+            ds, R=R_scale / math.sqrt(ds.d), certify=True, n_random_starts=1, bound_time_limit=1.0
+        )
         assert res.norm >= res.lower_bound * (1 - 1e-9)
 
 
@@ -225,8 +226,12 @@ def test_support_warm_starts_do_not_change_the_descent(monkeypatch, kappa, R_sca
     assert cold.n_on_support == 0
     assert (warm.n_iter, warm.n_eval, warm.status) == (cold.n_iter, cold.n_eval, cold.status)
     np.testing.assert_allclose(warm.norm_history, cold.norm_history, rtol=1e-9)
-    np.testing.assert_allclose(warm.point.vstep.alpha, cold.point.vstep.alpha, rtol=1e-7,
-                               atol=1e-9 * cold.point.vstep.alpha.max())
+    np.testing.assert_allclose(
+        warm.point.vstep.alpha,
+        cold.point.vstep.alpha,
+        rtol=1e-7,
+        atol=1e-9 * cold.point.vstep.alpha.max(),
+    )
 
 
 def test_progress_bars_show_the_bound_and_the_starts_and_change_nothing(capsys):
@@ -261,6 +266,7 @@ def test_options_choose_the_descent_variant_as_the_descend_keywords_do(monkeypat
         minnorm, "descend", lambda *a, **k: descend(*a, **{**k, "memory": 0, "use_bb": False})
     )
     import margin_solver.minnorm.search  # the search's starts descend too (issue 19)
+
     monkeypatch.setattr(margin_solver.minnorm.search, "descend", minnorm.descend)
     patched = solve_min_norm(ds, R=R)
     assert plain.norm == patched.norm and plain.history == patched.history

@@ -21,8 +21,8 @@ from margin_solver.core.results import ConvergenceWarning
 from margin_solver.core.validation import InvalidInputError
 from margin_solver.descent import alternating
 from margin_solver.gd.endpoints import gradient_descent
-from margin_solver.minnorm.solve import DEFAULT_GAP_TOL, FEAS_TOL, solve_min_norm
 from margin_solver.minnorm import solve as minnorm
+from margin_solver.minnorm.solve import DEFAULT_GAP_TOL, FEAS_TOL, solve_min_norm
 
 
 def _no_warning(call):
@@ -48,8 +48,9 @@ def test_a_large_gap_is_not_optimal():
     small = _no_warning(lambda: solve_min_norm(ds, R=0.1 / math.sqrt(d), certify=True))
     assert small.status == "optimal" and small.certified and small.gap <= DEFAULT_GAP_TOL
     big = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 40), eta=0.15).sample(40, seed=1)
-    res = _no_warning(lambda: solve_min_norm(big, R=10 / math.sqrt(d), certify=True,
-                                             bound_time_limit=2.0))
+    res = _no_warning(
+        lambda: solve_min_norm(big, R=10 / math.sqrt(d), certify=True, bound_time_limit=2.0)
+    )
     assert res.gap > 0.05
     assert res.status == "local_optimal" and not res.certified and res.success
     assert "not certified" in res.message
@@ -138,7 +139,7 @@ def test_the_gd_endpoint_as_p0_gives_a_feasible_point(digit_rows, R):
     res = _no_warning(lambda: solve_min_norm(X, y, R=R, p0=gd.p, search_starts=0))
     assert res.solution_present and res.start == "p0"
     assert _feasible(X, y, res) and res.p_norm <= R * (1 + 1e-12)
-    assert list(res.start_norms)[0] == "p0"
+    assert next(iter(res.start_norms)) == "p0"
 
 
 def test_conflicting_samples_are_proven_infeasible():
@@ -304,8 +305,9 @@ def test_p0_outside_the_span_of_the_tokens_is_projected():
     outside = rng.standard_normal(ds.d)
     outside -= q @ (q.T @ outside)  # orthogonal to every token: changes no score
     a = solve_min_norm(ds, R=1.0, p0=inside, n_random_starts=0)
-    b = solve_min_norm(ds, R=1.0, p0=inside + 10 * outside / np.linalg.norm(outside),
-                       n_random_starts=0)
+    b = solve_min_norm(
+        ds, R=1.0, p0=inside + 10 * outside / np.linalg.norm(outside), n_random_starts=0
+    )
     assert a.form == b.form == "kernel"
     assert b.start_norms["p0"] == pytest.approx(a.start_norms["p0"], rel=1e-8)
     dense = solve_min_norm(ds, R=1.0, p0=inside + outside, n_random_starts=0, form="dense")
@@ -373,8 +375,22 @@ def test_cli_certify_with_a_large_gap_exits_4(paper_file, capsys):
         "margin-solver solve: not certified (exit 4; see the status line)"
     ]
     assert main(["solve", str(path), "--R", str(R)]) == 0  # nothing asked, nothing missing
-    assert main(["solve", str(path), "--R", str(R), "--certify", "--bound-time-limit", "2",
-                 "--gap-tol", "0.9"]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                str(path),
+                "--R",
+                str(R),
+                "--certify",
+                "--bound-time-limit",
+                "2",
+                "--gap-tol",
+                "0.9",
+            ]
+        )
+        == 0
+    )
     assert "optimal" in capsys.readouterr().out
 
 
@@ -385,11 +401,13 @@ def test_cli_no_feasible_point_exits_3_and_p0_rescues_it(tmp_path, capsys):
     out = capsys.readouterr()
     assert "no_feasible_point_found" in out.out and "best attempt" in out.out
     gd_json = tmp_path / "gd.json"
-    assert main(["gd", str(path), "--schedule", "constant", "--steps", "2000",
-                 "--json", str(gd_json)]) in (0, 3, 4)
+    assert main(
+        ["gd", str(path), "--schedule", "constant", "--steps", "2000", "--json", str(gd_json)]
+    ) in (0, 3, 4)
     capsys.readouterr()
-    assert main(["solve", str(path), "--R", "100", "--p0", str(gd_json),
-                 "--search-starts", "0"]) == 0
+    assert (
+        main(["solve", str(path), "--R", "100", "--p0", str(gd_json), "--search-starts", "0"]) == 0
+    )
     assert "local_optimal: best of" in capsys.readouterr().out
 
 
@@ -427,8 +445,9 @@ def test_the_classifier_does_not_keep_a_best_attempt_as_a_fit():
 
     X, y = _digit_rows()
     # a seeded search: with another random start (random_state=1) min-norm finds a point
-    clf = SingleHeadAttentionClassifier(R=100.0, random_state=0,
-                                        solver_options={"search_starts": 0})
+    clf = SingleHeadAttentionClassifier(
+        R=100.0, random_state=0, solver_options={"search_starts": 0}
+    )
     with pytest.warns(SklearnConvergenceWarning, match="no interpolator"):  # issue 16: a GD fit
         clf.fit(X, y)
     assert "no_feasible_point_found" in clf.fallback_ and clf.result_.schedule == "constant"

@@ -64,8 +64,9 @@ def test_loss_gradients_match_finite_differences(tiny):
     X, y = tiny
     H = 3
     V, P = np.random.default_rng(2).standard_normal((2, H, 5))
-    lg = multihead_token_loss_and_grads(y, np.einsum("ntd,hd->hnt", X, P),
-                                        np.einsum("ntd,hd->hnt", X, V))
+    lg = multihead_token_loss_and_grads(
+        y, np.einsum("ntd,hd->hnt", X, P), np.einsum("ntd,hd->hnt", X, V)
+    )
     gV, gP = np.tensordot(lg.grad_v, X, axes=2), np.tensordot(lg.grad_p, X, axes=2)
     assert lg.loss == pytest.approx(_loss(X, y, V, P), rel=1e-13)
     eps = 1e-6
@@ -96,7 +97,9 @@ def test_gd_state_gradients_match_finite_differences(tiny, form):
     for r, k in [(0, 1), (1, 2), (2, 0), (3, 4)]:
         E = np.zeros_like(dense_W)
         E[r, k] = eps
-        fd = (_loss(X, y, *np.split(dense_W + E, 2)) - _loss(X, y, *np.split(dense_W - E, 2))) / (2 * eps)
+        fd = (_loss(X, y, *np.split(dense_W + E, 2)) - _loss(X, y, *np.split(dense_W - E, 2))) / (
+            2 * eps
+        )
         assert grad[r, k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
     assert ev.lg.loss == pytest.approx(_loss(X, y, *np.split(dense_W, 2)), rel=1e-12)
 
@@ -111,8 +114,10 @@ def test_gd_state_gradients_match_finite_differences(tiny, form):
 )
 def test_gd_kernel_and_dense_forms_agree_for_three_heads(tiny, kwargs):
     X, y = tiny
-    runs = [gradient_descent(X, y, heads=3, init="random", init_scale=0.5, seed=3, form=f,
-                             **kwargs) for f in ("dense", "kernel")]
+    runs = [
+        gradient_descent(X, y, heads=3, init="random", init_scale=0.5, seed=3, form=f, **kwargs)
+        for f in ("dense", "kernel")
+    ]
     a, b = runs
     assert a.v.shape == a.p.shape == (3, 5) and a.heads == 3 and a.attention.shape == (3, 6, 3)
     np.testing.assert_allclose(a.v, b.v, rtol=1e-8, atol=1e-10)
@@ -125,8 +130,17 @@ def test_gd_kernel_and_dense_forms_agree_for_three_heads(tiny, kwargs):
 
 def test_gd_heads_lower_the_loss_and_record_head_mean_attention(tiny):
     X, y = tiny
-    res = gradient_descent(X, y, heads=2, schedule="constant", steps=30, step_size=0.5,
-                           init="random", seed=0, record_every=10)
+    res = gradient_descent(
+        X,
+        y,
+        heads=2,
+        schedule="constant",
+        steps=30,
+        step_size=0.5,
+        init="random",
+        seed=0,
+        record_every=10,
+    )
     assert res.status == "completed"
     assert res.trajectory["loss"][-1] < res.trajectory["loss"][0]
     assert res.selected_token.shape == (6,)
@@ -179,8 +193,10 @@ def test_phi_envelope_gradient_per_head_matches_finite_differences(tiny, kernel)
     g = form.from_coefficients(gradient_coefficients(form, point))
     direction = form.from_coefficients(np.random.default_rng(8).standard_normal((2, 6, 3)))
     eps = 1e-5
-    fd = (evaluate_phi(form, y, p + eps * direction).phi
-          - evaluate_phi(form, y, p - eps * direction).phi) / (2 * eps)
+    fd = (
+        evaluate_phi(form, y, p + eps * direction).phi
+        - evaluate_phi(form, y, p - eps * direction).phi
+    ) / (2 * eps)
     assert form.inner(g, direction) == pytest.approx(fd, rel=1e-4, abs=1e-9)
 
 
@@ -261,9 +277,16 @@ def test_vstep_at_fixed_p_is_the_svm_on_concatenated_features(tiny, kernel):
     base = KernelForm(X, TokenGram(X)) if kernel else DenseForm(X)
     form = MultiHeadForm(base, 2)
     P = np.random.default_rng(11).standard_normal((2, 5))
-    p = P if not kernel else np.stack([np.linalg.lstsq(base.gram.H, X.reshape(18, 5) @ P[h],
-                                                       rcond=None)[0].reshape(6, 3)
-                                       for h in range(2)])
+    p = (
+        P
+        if not kernel
+        else np.stack(
+            [
+                np.linalg.lstsq(base.gram.H, X.reshape(18, 5) @ P[h], rcond=None)[0].reshape(6, 3)
+                for h in range(2)
+            ]
+        )
+    )
     point = evaluate_phi(form, y, p)
     Z = np.concatenate([attended_features(X, softmax(X @ P[h])) for h in range(2)], axis=1)
     ref = solve_vstep(Z, y, solver="primal")
@@ -279,8 +302,9 @@ def test_equal_heads_divide_the_single_head_norm_by_sqrt_h(tiny):
     one = evaluate_phi(base, y, c)
     for H in (2, 4):
         many = evaluate_phi(MultiHeadForm(base, H), y, np.stack([c] * H))
-        assert math.sqrt(2 * many.phi) == pytest.approx(math.sqrt(2 * one.phi) / math.sqrt(H),
-                                                        rel=1e-9)
+        assert math.sqrt(2 * many.phi) == pytest.approx(
+            math.sqrt(2 * one.phi) / math.sqrt(H), rel=1e-9
+        )
 
 
 def test_two_heads_beat_random_search_over_the_ball_on_a_tiny_instance():
@@ -293,7 +317,9 @@ def test_two_heads_beat_random_search_over_the_ball_on_a_tiny_instance():
     res = solve_min_norm_heads(X, y, R=R, heads=2, n_random_starts=2, search_starts=0)
     form = MultiHeadForm(DenseForm(X), 2)
     P = rng.standard_normal((1500, 2, 3))
-    P *= (R * rng.random(1500) ** (1 / 6) / np.linalg.norm(P.reshape(1500, -1), axis=1))[:, None, None]
+    P *= (R * rng.random(1500) ** (1 / 6) / np.linalg.norm(P.reshape(1500, -1), axis=1))[
+        :, None, None
+    ]
     best = min(math.sqrt(2 * evaluate_phi(form, y, p).phi) for p in P)
     assert res.norm <= best * (1 + 1e-6)
     assert res.norm <= res.single_head_norm * (1 + 1e-9)

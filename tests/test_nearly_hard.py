@@ -113,9 +113,20 @@ def test_the_selection_family_gives_up_after_its_misses_when_nearly_hard(monkeyp
 
     def family(hard: bool) -> list:
         calls.clear()
-        return list(search.search_starts(form, H, y, T, R, best, ideas=("selection",),
-                                         max_starts=3, hard=hard,
-                                         rng=np.random.default_rng(0)))
+        return list(
+            search.search_starts(
+                form,
+                H,
+                y,
+                T,
+                R,
+                best,
+                ideas=("selection",),
+                max_starts=3,
+                hard=hard,
+                rng=np.random.default_rng(0),
+            )
+        )
 
     assert family(True) == [] and len(calls) == search._HARD_SELECTION_MISSES + 1
     assert search._HARD_SELECTION_MISSES < search._SELECTION_MISSES

@@ -84,8 +84,12 @@ def test_gd_not_fitted_on_fittable_data_keeps_the_optimiser_note():
 
 @pytest.mark.parametrize(
     "verb, option, name",
-    [("solve", "--json", "mine.json"), ("check", "--json", "notes.txt"),
-     ("gd", "--json", "mine.json"), ("gd", "--plot", "photo.png")],
+    [
+        ("solve", "--json", "mine.json"),
+        ("check", "--json", "notes.txt"),
+        ("gd", "--json", "mine.json"),
+        ("gd", "--plot", "photo.png"),
+    ],
 )
 def test_cli_refuses_to_overwrite_a_file_it_did_not_write(
     twins, tmp_path, capsys, verb, option, name
@@ -129,8 +133,11 @@ def test_compare_names_the_status_of_a_result_without_a_point(twins):
     with pytest.warns(ConvergenceWarning):
         none = solve_min_norm(twins, R=1.0)
     gd = gradient_descent(twins, schedule="constant", steps=5)
-    with pytest.raises(InvalidInputError, match=r"has no dense v and p \(status 'infeasible': "
-                       r"proven infeasible: samples 0 and 10"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"has no dense v and p \(status 'infeasible': "
+        r"proven infeasible: samples 0 and 10",
+    ):
         compare(none, gd, twins)
 
 

@@ -48,8 +48,12 @@ def exhaustive_p_r(X, y, R, rng, n_points=800, n_polish=3):
 
     best = float(values.min())
     for k in np.argsort(values)[:n_polish]:
-        res = minimize(objective, points[k], method="Nelder-Mead",
-                       options={"xatol": 1e-10 * R, "fatol": 1e-12, "maxiter": 2000})
+        res = minimize(
+            objective,
+            points[k],
+            method="Nelder-Mead",
+            options={"xatol": 1e-10 * R, "fatol": 1e-12, "maxiter": 2000},
+        )
         best = min(best, float(res.fun))
     return best
 
@@ -90,14 +94,20 @@ def test_box_attention_lies_in_the_hull_of_its_corner_softmaxes(T):
         hi = lo + rng.random(T - 1) * 3
         corners, vertices = vertex_attention(lo, hi)
         assert len(corners) == 2 ** (T - 1)
-        np.testing.assert_allclose(vertices, _softmax(np.hstack([np.zeros((len(corners), 1)),
-                                                                 corners])))
+        np.testing.assert_allclose(
+            vertices, _softmax(np.hstack([np.zeros((len(corners), 1)), corners]))
+        )
         for _ in range(20):
             delta = lo + (hi - lo) * rng.random(T - 1)
             s = _softmax(np.concatenate([[0.0], delta]))
             # s is a convex combination of the vertices (an LP feasibility problem) ...
-            lp = linprog(np.zeros(len(vertices)), A_eq=np.vstack([vertices.T, np.ones(len(vertices))]),
-                         b_eq=np.concatenate([s, [1.0]]), bounds=(0, None), method="highs")
+            lp = linprog(
+                np.zeros(len(vertices)),
+                A_eq=np.vstack([vertices.T, np.ones(len(vertices))]),
+                b_eq=np.concatenate([s, [1.0]]),
+                bounds=(0, None),
+                method="highs",
+            )
             assert lp.status == 0
             # ... so no linear functional (token values u) is larger at s than at every vertex
             u = rng.standard_normal(T)
@@ -110,8 +120,13 @@ def test_the_hull_is_not_the_hull_of_the_corners_of_a_loose_box():
     lo, hi = np.array([-1.0, -1.0]), np.array([1.0, 1.0])
     _, vertices = vertex_attention(lo, hi)
     outside = np.array([0.0, 1.0, 0.0])
-    lp = linprog(np.zeros(len(vertices)), A_eq=np.vstack([vertices.T, np.ones(len(vertices))]),
-                 b_eq=np.concatenate([outside, [1.0]]), bounds=(0, None), method="highs")
+    lp = linprog(
+        np.zeros(len(vertices)),
+        A_eq=np.vstack([vertices.T, np.ones(len(vertices))]),
+        b_eq=np.concatenate([outside, [1.0]]),
+        bounds=(0, None),
+        method="highs",
+    )
     assert lp.status == 2  # infeasible
 
 
@@ -150,8 +165,9 @@ def test_finite_r_bound_reaches_the_search_value_on_a_tiny_instance():
     X, y = tiny_instance(3, n=2, T=2, d=2)
     R = 1.0
     reference = exhaustive_p_r(X, y, R, np.random.default_rng(0))
-    found = finite_r_bound(TokenGram(X).H, y, 2, R, incumbent=reference, time_limit=60.0,
-                           gap_tol=1e-4)
+    found = finite_r_bound(
+        TokenGram(X).H, y, 2, R, incumbent=reference, time_limit=60.0, gap_tol=1e-4
+    )
     assert found.status == "optimal"
     assert reference * (1 - 1e-4) <= found.value <= reference * (1 + 1e-7)
 
@@ -258,8 +274,7 @@ def test_finite_r_beats_the_hard_selection_bound_at_small_r():
 def test_score_difference_gram_matches_the_differences():
     X, _ = tiny_instance(0, n=3, T=3, d=5)
     D = (X[:, 1:, :] - X[:, :1, :]).reshape(6, 5)
-    np.testing.assert_allclose(score_difference_gram(TokenGram(X).H, 3, 3), D @ D.T,
-                               atol=1e-12)
+    np.testing.assert_allclose(score_difference_gram(TokenGram(X).H, 3, 3), D @ D.T, atol=1e-12)
 
 
 @pytest.mark.slow
@@ -315,8 +330,9 @@ def test_lb_selection_realised_at_r_closes_the_bound_without_the_box_search():
     # and the box search used to run to its stall limit (2258 SVMs) to prove a 0 gap
     from margin_solver.bench.sweeps import DATA_SOURCES, SweepConfig, SweepGrid, cell_seeds
 
-    cell = list(SweepGrid(n=[8], d=[60], kappa=[2.0], T=[2], seeds=2,
-                          methods=["min-norm"]).cells())[1]
+    cell = list(
+        SweepGrid(n=[8], d=[60], kappa=[2.0], T=[2], seeds=2, methods=["min-norm"]).cells()
+    )[1]
     train, _ = DATA_SOURCES["paper"](cell, cell_seeds(cell, SweepConfig().sweep_seed), 10, {})
     res = global_lower_bound(train.X, train.y, R=100 / np.sqrt(60), gap_tol=1e-4)
     assert res.status == "optimal" and res.method == "hard-selection"
@@ -364,9 +380,14 @@ def test_linearised_bound_dominates_w_alpha_over_the_ball(T):
         points = rng.standard_normal((200, d))
         points *= R / np.linalg.norm(points, axis=1, keepdims=True)
         values = [_attended_sum(X, y, alpha, p) for p in points]
-        res = minimize(lambda q: -_attended_sum(X, y, alpha, q * R / max(np.linalg.norm(q), R)),
-                       points[int(np.argmax(values))], method="Nelder-Mead",
-                       options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 600})
+        res = minimize(
+            lambda q, X=X, y=y, alpha=alpha, R=R: (
+                -_attended_sum(X, y, alpha, q * R / max(np.linalg.norm(q), R))
+            ),
+            points[int(np.argmax(values))],
+            method="Nelder-Mead",
+            options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 600},
+        )
         assert max(max(values), -float(res.fun)) <= K * (1 + 1e-9)
 
 
@@ -389,7 +410,7 @@ def test_linearised_bound_certifies_wine_tokens_at_small_r():
     from sklearn.datasets import load_wine
 
     data = load_wine()
-    features = (data.data[data.target < 2] - data.data[data.target < 2].mean(axis=0))
+    features = data.data[data.target < 2] - data.data[data.target < 2].mean(axis=0)
     features /= features.std(axis=0)
     labels = data.target[data.target < 2]
     rows = np.sort(np.concatenate([np.flatnonzero(labels == c)[:6] for c in (0, 1)]))
@@ -409,7 +430,8 @@ def test_a_finite_r_bound_that_stalls_says_so_not_time_limit():
     X = (X - X.mean(0)) / X.std(0)
     idx = np.concatenate([np.flatnonzero(y == 0)[:5], np.flatnonzero(y == 1)[:5]])
     with pytest.warns(ConvergenceWarning, match="'max_iter'"):
-        res = global_lower_bound(X[idx, :24].reshape(10, 4, 6), np.where(y[idx] == 1, 1.0, -1.0),
-                                 R=0.05, time_limit=600)
+        res = global_lower_bound(
+            X[idx, :24].reshape(10, 4, 6), np.where(y[idx] == 1, 1.0, -1.0), R=0.05, time_limit=600
+        )
     assert res.status == "max_iter" and not res.certified
     assert "without progress" in res.message and res.value < res.incumbent

@@ -15,7 +15,8 @@ def test_readme_python_example_runs(capsys):
     exec(compile(blocks[0], "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert re.search(
-        r"AGREES: predicted benign for the min-norm interpolator at R = [0-9.e+-]+, observed benign",
+        r"AGREES: predicted benign for the min-norm interpolator at R = [0-9.e+-]+, "
+        r"observed benign",
         out,
     )
 

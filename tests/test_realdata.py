@@ -59,7 +59,7 @@ def test_digits_tokens_have_the_documented_shape():
     assert (train.T, train.d) == digits_shape(patch=4) == (4, 20)
     assert train.n == 40 and test.n == 357 - 40  # 183 threes + 174 eights
     assert set(np.unique(train.clean_y)) == {-1, 1}
-    assert 0.0 <= train.X.min() and train.X.max() <= 1.0
+    assert train.X.min() >= 0.0 and train.X.max() <= 1.0
     lifted, _ = digits_train_test(40, 0.1, 0, 1, lift=64)
     assert (lifted.T, lifted.d) == digits_shape(lift=64) == (4, 64)
 

@@ -38,9 +38,15 @@ def brute_force(H, y, T, realiser, lp=True):
     return found
 
 
-@pytest.mark.parametrize("kind, T, d, seed", [
-    ("gaussian", 2, 2, 1), ("cls", 3, 2, 2), ("integer", 2, 3, 3), ("scales", 3, 2, 4),
-])
+@pytest.mark.parametrize(
+    "kind, T, d, seed",
+    [
+        ("gaussian", 2, 2, 1),
+        ("cls", 3, 2, 2),
+        ("integer", 2, 3, 3),
+        ("scales", 3, 2, 4),
+    ],
+)
 def test_search_finds_the_best_realisable_selection(kind, T, d, seed):
     X, y, H = small(kind, T, d, seed)
     realiser = Realiser(H, T)
@@ -58,14 +64,16 @@ def test_search_finds_the_best_realisable_selection(kind, T, d, seed):
     assert all(tokens.tobytes() in realisable for tokens, _ in found)
 
 
-@pytest.mark.parametrize("kind, T, d, seed", [("gaussian", 2, 2, 1), ("cls", 3, 2, 2),
-                                             ("integer", 3, 3, 5)])
+@pytest.mark.parametrize(
+    "kind, T, d, seed", [("gaussian", 2, 2, 1), ("cls", 3, 2, 2), ("integer", 3, 3, 5)]
+)
 def test_kept_selections_are_the_best_realisable_ones(kind, T, d, seed):
     # keep=k: the k smallest norms yielded are the k smallest SVM norms over every
     # realisable selection (by the LP), each selection yielded once
     X, y, H = small(kind, T, d, seed)
-    everything = sorted(norm for _, norm in brute_force(H, y, T, Realiser(H, T))
-                        if math.isfinite(norm))
+    everything = sorted(
+        norm for _, norm in brute_force(H, y, T, Realiser(H, T)) if math.isfinite(norm)
+    )
     keep = 4
     assert len(everything) > keep
     found = list(realisable_selections(H, y, T, max_work=10**6, keep=keep))
@@ -92,8 +100,7 @@ def test_least_distance_decisions_agree_with_the_linear_program():
         p = realiser.witness(np.arange(n), tokens)
         assert (p is None) == (reference._linear_program(U) is None), tokens
         if p is not None:  # a real witness: every selected token strictly ahead in X p
-            scores = X @ (np.linalg.lstsq(X.reshape(-1, X.shape[2]), realiser.Z @ p,
-                                          rcond=None)[0])
+            scores = X @ (np.linalg.lstsq(X.reshape(-1, X.shape[2]), realiser.Z @ p, rcond=None)[0])
             chosen = scores[np.arange(n), tokens]
             gaps = chosen[:, None] - scores
             gaps[np.arange(n), tokens] = np.inf
@@ -134,8 +141,10 @@ def test_solver_reaches_the_best_realisable_selection_at_large_R():
 def test_search_takes_no_node_after_its_deadline():
     X, y, H = small("gaussian", 2, 2, 1)
     assert list(realisable_selections(H, y, 2, max_work=10**6))
-    assert list(realisable_selections(H, y, 2, max_work=10**6,
-                                      deadline=time.perf_counter() - 1.0)) == []
+    assert (
+        list(realisable_selections(H, y, 2, max_work=10**6, deadline=time.perf_counter() - 1.0))
+        == []
+    )
 
 
 def test_solver_reaches_the_best_realisable_selection_beyond_2000_work_units():

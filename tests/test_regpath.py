@@ -29,7 +29,9 @@ def test_fixed_attention_path_tends_to_the_svm_direction(train, p0_kind):
     p0 = None
     if p0_kind == "random":
         p0 = np.random.default_rng(0).normal(size=train.d) / np.sqrt(train.d)
-    Z = np.einsum("it,itd->id", attention(train.X, np.zeros(train.d) if p0 is None else p0), train.X)
+    Z = np.einsum(
+        "it,itd->id", attention(train.X, np.zeros(train.d) if p0 is None else p0), train.X
+    )
     svm = solve_vstep(Z, train.y.astype(float), solver="ldp")
     lams = np.geomspace(1e-1, 1e-9, 5)
     path = regularization_path(train, R=1.0, lambdas=lams, train=("v",), p0=p0)

@@ -22,8 +22,21 @@ def fits():
     return train, solve_min_norm(train, R=2.0, search_starts=0), gradient_descent(train)
 
 
-SHARED = ("v", "p", "norm", "p_norm", "min_margin", "normalized_margin", "nit", "status",
-          "message", "success", "solve_time", "attention", "selected_token")
+SHARED = (
+    "v",
+    "p",
+    "norm",
+    "p_norm",
+    "min_margin",
+    "normalized_margin",
+    "nit",
+    "status",
+    "message",
+    "success",
+    "solve_time",
+    "attention",
+    "selected_token",
+)
 
 
 def test_min_norm_and_gd_results_share_names_and_meanings(fits):
@@ -41,12 +54,18 @@ def test_min_norm_and_gd_results_share_names_and_meanings(fits):
 
 @pytest.mark.parametrize(
     "cls, old, new",
-    [(MinNormResult, "n_iter", "nit"), (GDResult, "margin", "min_margin"),
-     (GDResult, "norm_p", "p_norm"), (GDResult, "steps", "nit")],
+    [
+        (MinNormResult, "n_iter", "nit"),
+        (GDResult, "margin", "min_margin"),
+        (GDResult, "norm_p", "p_norm"),
+        (GDResult, "steps", "nit"),
+    ],
 )
 def test_old_names_warn_and_return_the_new_value(fits, cls, old, new):
     res = fits[1] if cls is MinNormResult else fits[2]
-    with pytest.warns(FutureWarning, match=rf"{cls.__name__}\.{old} is deprecated.*use {cls.__name__}\.{new}"):
+    with pytest.warns(
+        FutureWarning, match=rf"{cls.__name__}\.{old} is deprecated.*use {cls.__name__}\.{new}"
+    ):
         value = getattr(res, old)
     assert value == getattr(res, new)
     assert json.loads(res.to_json())[old] == json.loads(res.to_json())[new]  # JSON keeps both
@@ -75,8 +94,12 @@ def test_vstep_and_report_names(fits):
 def test_results_build_from_old_keywords_silently(fits, recwarn):
     gd = fits[2]
     fields = {k: getattr(gd, k) for k in gd.__dataclass_fields__}
-    old = dict(fields, margin=fields.pop("min_margin"), norm_p=fields.pop("p_norm"),
-               steps=fields.pop("nit"))
+    old = dict(
+        fields,
+        margin=fields.pop("min_margin"),
+        norm_p=fields.pop("p_norm"),
+        steps=fields.pop("nit"),
+    )
     again = GDResult(**old)
     assert again.min_margin == gd.min_margin and again.nit == gd.nit and not recwarn.list
 

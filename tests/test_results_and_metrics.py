@@ -23,7 +23,13 @@ class _Toy(ResultMixin):
 def test_result_json_and_repr():
     r = _Toy("optimal", "solved", np.arange(3.0), float("nan"))
     d = json.loads(r.to_json())
-    assert d == {"status": "optimal", "message": "solved", "x": [0.0, 1.0, 2.0], "value": None, "success": True}
+    assert d == {
+        "status": "optimal",
+        "message": "solved",
+        "x": [0.0, 1.0, 2.0],
+        "value": None,
+        "success": True,
+    }
     text = repr(r)
     assert text.splitlines()[1].strip() == "message: solved"
     assert "success: True" in text

@@ -54,8 +54,14 @@ def test_search_stops_once_the_certified_gap_is_closed():
     res = solve_min_norm(X, y, R=R, certify=True, search_starts=50)
     assert res.gap <= 1e-9
     # LB's selection is realisable: the first starts close the gap, so no search start runs
-    assert set(res.start_norms) <= {"zero", "first_step", "hard_selection", "lb_selection",
-                                    "random_0", "random_1"}
+    assert set(res.start_norms) <= {
+        "zero",
+        "first_step",
+        "hard_selection",
+        "lb_selection",
+        "random_0",
+        "random_1",
+    }
 
 
 def test_search_is_reproducible_with_a_seed():
@@ -121,9 +127,18 @@ def test_nearest_realisable_selection_of_an_unrealisable_one():
 @pytest.mark.parametrize("time_limit, stopped", [(0.0, True), (math.inf, False)])
 def test_search_starts_return_whether_the_time_limit_stopped_them(time_limit, stopped):
     X, y, R = issue_instance(7)
-    search = search_starts(DenseForm(X), TokenGram(X).H, y, 2, R, None, max_starts=2,
-                           ideas=("selection",), rng=np.random.default_rng(0),
-                           time_limit=time_limit)
+    search = search_starts(
+        DenseForm(X),
+        TokenGram(X).H,
+        y,
+        2,
+        R,
+        None,
+        max_starts=2,
+        ideas=("selection",),
+        rng=np.random.default_rng(0),
+        time_limit=time_limit,
+    )
     with pytest.raises(StopIteration) as end:
         while True:
             next(search)
@@ -133,8 +148,11 @@ def test_search_starts_return_whether_the_time_limit_stopped_them(time_limit, st
 def test_search_starts_yield_exact_feasible_runs_within_the_ball():
     X, y, R = issue_instance(7)
     gram = TokenGram(X)
-    runs = list(search_starts(DenseForm(X), gram.H, y, 2, R, None, max_starts=4,
-                              rng=np.random.default_rng(0)))
+    runs = list(
+        search_starts(
+            DenseForm(X), gram.H, y, 2, R, None, max_starts=4, rng=np.random.default_rng(0)
+        )
+    )
     assert 0 < len(runs) <= 4 + SCREEN_TOP  # the screen's descents come after the 4 turns
     for name, run in runs:
         if run.point.feasible:
@@ -158,16 +176,19 @@ def test_digit_rows_get_a_feasible_point_by_default(R):
     assert np.linalg.norm(res.p) <= R * (1 + 1e-12)
 
 
-@pytest.mark.parametrize("kind, n, T, d, R_sqrt_d, seed", [
-    ("gaussian", 14, 2, 40, 1e4, 20261140),
-    ("scales", 9, 3, 40, 100.0, 20261133),
-    # the first starts agree (0.417-0.427) and no search runs; LB's selection is the check's
-    # lb_selection start (seed 20261201 set of the benchmark)
-    ("gaussian", 7, 3, 40, 1e4, 20261231),
-])
+@pytest.mark.parametrize(
+    "kind, n, T, d, R_sqrt_d, seed",
+    [
+        ("gaussian", 14, 2, 40, 1e4, 20261140),
+        ("scales", 9, 3, 40, 100.0, 20261133),
+        # the first starts agree (0.417-0.427) and no search runs; LB's selection is the check's
+        # lb_selection start (seed 20261201 set of the benchmark)
+        ("gaussian", 7, 3, 40, 1e4, 20261231),
+    ],
+)
 def test_benchmark_instances_reach_the_attained_bound(kind, n, T, d, R_sqrt_d, seed):
-    # instances of python -m margin_solver.bench.measure.search_quality where the default reaches LB (valid for every
-    # R, so the optimum) and the first starts alone do not
+    # instances of python -m margin_solver.bench.measure.search_quality where the default reaches LB
+    # (valid for every R, so the optimum) and the first starts alone do not
     from margin_solver.bench.measure.search_quality import make_instance
 
     X, y = make_instance(kind, n, T, d, seed)
@@ -183,9 +204,20 @@ def test_benchmark_instances_reach_the_attained_bound(kind, n, T, d, R_sqrt_d, s
 def test_a_retired_family_gives_its_turns_to_no_one():
     X, y, R = issue_instance(7)
     gram = TokenGram(X)
-    runs = list(search_starts(DenseForm(X), gram.H, y, 2, R, None, max_starts=6,
-                              rng=np.random.default_rng(0), ideas=("selection", "random"),
-                              retired=("random",)))
+    runs = list(
+        search_starts(
+            DenseForm(X),
+            gram.H,
+            y,
+            2,
+            R,
+            None,
+            max_starts=6,
+            rng=np.random.default_rng(0),
+            ideas=("selection", "random"),
+            retired=("random",),
+        )
+    )
     names = [name for name, _ in runs]
     assert names and all("selection" in name for name in names)
     assert len(names) <= 3  # the random family's 3 turns pass unused
@@ -200,19 +232,46 @@ def test_selection_and_random_families_are_not_retired_by_a_start_far_above():
 
     X, y, R = issue_instance(7)
     gram = TokenGram(X)
-    first = next(search_starts(DenseForm(X), gram.H, y, 2, R, None, max_starts=1,
-                               rng=np.random.default_rng(0), ideas=("random",)))[1]
+    first = next(
+        search_starts(
+            DenseForm(X),
+            gram.H,
+            y,
+            2,
+            R,
+            None,
+            max_starts=1,
+            rng=np.random.default_rng(0),
+            ideas=("random",),
+        )
+    )[1]
     best = SimpleNamespace(norm=first.norm / 100, point=first.point)  # all far above this
 
     def names(family: str) -> list[str]:
-        return [name for name, _ in search_starts(
-            DenseForm(X), gram.H, y, 2, R, best, max_starts=6, rng=np.random.default_rng(0),
-            ideas=(family, "continuation"))]
+        return [
+            name
+            for name, _ in search_starts(
+                DenseForm(X),
+                gram.H,
+                y,
+                2,
+                R,
+                best,
+                max_starts=6,
+                rng=np.random.default_rng(0),
+                ideas=(family, "continuation"),
+            )
+        ]
 
     assert [n for n in names("random") if n.startswith("random")] == [
-        "random_extra_0", "random_extra_1", "random_extra_2"]
-    assert [n for n in names("selection") if n.startswith("selection")] == ["selection_1",
-                                                                          "selection_2"]
+        "random_extra_0",
+        "random_extra_1",
+        "random_extra_2",
+    ]
+    assert [n for n in names("selection") if n.startswith("selection")] == [
+        "selection_1",
+        "selection_2",
+    ]
     assert [n for n in names("random") if n.startswith("continuation")] == ["continuation_0"]
 
 
@@ -241,8 +300,15 @@ def test_families_far_above_the_best_are_retired():
     X, y = make_instance("cls", 10, 2, 40, 20261256)
     res = solve_min_norm(X, y, R=10 / math.sqrt(40))
     names = list(res.start_norms)
-    assert names[:7] == ["zero", "first_step", "hard_selection", "random_0", "random_1",
-                         "selection_0", "continuation_0"]
+    assert names[:7] == [
+        "zero",
+        "first_step",
+        "hard_selection",
+        "random_0",
+        "random_1",
+        "selection_0",
+        "continuation_0",
+    ]
     assert names[7:] == [f"screen_{k}" for k in range(SCREEN_TOP)]
     assert res.norm == pytest.approx(0.315317290764113, rel=1e-9)
 
@@ -267,8 +333,9 @@ def test_large_search_guides_spend_in_proportion_to_the_first_starts():
     first = first_selection(H, y, 2)
     full = _search_guide(H, y, 2, runs, SimpleNamespace(norm=0.0), [], math.inf, first)
     assert full.status == "optimal" and full.nodes > 20
-    cut = _search_guide(H, y, 2, runs, SimpleNamespace(norm=10 * full.incumbent), [], math.inf,
-                        first)
+    cut = _search_guide(
+        H, y, 2, runs, SimpleNamespace(norm=10 * full.incumbent), [], math.inf, first
+    )
     assert cut.status == "max_iter" and "node budget" in cut.message
     assert cut.nodes <= math.ceil(SEARCH_BOUND_NODES_PER_EVAL * 40) + 4  # + one branching
     # a best start within gap_tol of that norm: the bound may still stop the screen, which
@@ -279,23 +346,26 @@ def test_large_search_guides_spend_in_proportion_to_the_first_starts():
     assert _search_guide(H, y, 2, runs, near, [], math.inf, first, 1e-7).nodes == cut.nodes
 
 
-@pytest.mark.parametrize("kind, n, T, d, R_sqrt_d, seed, known", [
-    # search-quality instances the default missed before the screen (docs/benchmarks.md,
-    # "remaining misses"); known: the patient search's norm, or the screen's lower one
-    ("gaussian", 9, 2, 12, 10.0, 20261195, 0.7611576979),  # patient's
-    ("scales", 12, 4, 12, 0.1, 20261278, 2.9590360835),  # patient's
-    ("integer", 10, 4, 40, 10.0, 20261317, 0.2576480),  # patient's 0.259597, screen's lower
-    # reached by both of two patient searches and missed with 12 screened selections
-    ("scales", 13, 3, 12, 1.0, 20261218, 0.4813262181),  # both patients'
-    ("scales", 13, 2, 6, 10.0, 20261284, 6.993411),  # both 7.039813; the screen's lower
-    # missed with 24 screened selections (0.799829 and 1.556231)
-    ("gaussian", 9, 4, 12, 10.0, 20261250, 0.7616103),  # both patients' 0.761610
-    ("gaussian", 13, 3, 6, 100.0, 20261376, 1.3714878),  # patients' 1.779, 1.824; screen's
-    # missed with 16 random starts screened by 20 steps (20.8775, 1.300937, 0.570404)
-    ("scales", 8, 4, 2, 10.0, 20261360, 5.1700076),  # patients' 29.71, 30.97; screen's
-    ("paper", 10, 3, 12, 10.0, 20261210, 1.2849289),  # patient_2's 1.28493
-    ("digits", 12, 4, 16, 10.0, 20261237, 0.5540559),  # patient's 0.554056
-])
+@pytest.mark.parametrize(
+    "kind, n, T, d, R_sqrt_d, seed, known",
+    [
+        # search-quality instances the default missed before the screen (docs/benchmarks.md,
+        # "remaining misses"); known: the patient search's norm, or the screen's lower one
+        ("gaussian", 9, 2, 12, 10.0, 20261195, 0.7611576979),  # patient's
+        ("scales", 12, 4, 12, 0.1, 20261278, 2.9590360835),  # patient's
+        ("integer", 10, 4, 40, 10.0, 20261317, 0.2576480),  # patient's 0.259597, screen's lower
+        # reached by both of two patient searches and missed with 12 screened selections
+        ("scales", 13, 3, 12, 1.0, 20261218, 0.4813262181),  # both patients'
+        ("scales", 13, 2, 6, 10.0, 20261284, 6.993411),  # both 7.039813; the screen's lower
+        # missed with 24 screened selections (0.799829 and 1.556231)
+        ("gaussian", 9, 4, 12, 10.0, 20261250, 0.7616103),  # both patients' 0.761610
+        ("gaussian", 13, 3, 6, 100.0, 20261376, 1.3714878),  # patients' 1.779, 1.824; screen's
+        # missed with 16 random starts screened by 20 steps (20.8775, 1.300937, 0.570404)
+        ("scales", 8, 4, 2, 10.0, 20261360, 5.1700076),  # patients' 29.71, 30.97; screen's
+        ("paper", 10, 3, 12, 10.0, 20261210, 1.2849289),  # patient_2's 1.28493
+        ("digits", 12, 4, 16, 10.0, 20261237, 0.5540559),  # patient's 0.554056
+    ],
+)
 def test_screen_reaches_what_a_patient_search_finds(kind, n, T, d, R_sqrt_d, seed, known):
     from margin_solver.bench.measure.search_quality import make_instance
 
@@ -320,8 +390,11 @@ def test_without_the_screen_the_default_stays_above(monkeypatch):
     X, y = make_instance("integer", 8, 3, 3, 20261287)
     R = 10 / math.sqrt(3)
     screened = solve_min_norm(X, y, R=R)
-    monkeypatch.setattr(margin_solver.minnorm.search, "IDEAS",
-                        tuple(i for i in margin_solver.minnorm.search.IDEAS if i != "screen"))
+    monkeypatch.setattr(
+        margin_solver.minnorm.search,
+        "IDEAS",
+        tuple(i for i in margin_solver.minnorm.search.IDEAS if i != "screen"),
+    )
     unscreened = solve_min_norm(X, y, R=R)
     assert screened.norm <= 2.92925 * (1 + 1e-5)  # the patient search's 2.92925
     assert unscreened.norm > screened.norm * 1.05  # 3.19734
@@ -330,9 +403,20 @@ def test_without_the_screen_the_default_stays_above(monkeypatch):
 def _screen_runs(n: int, **kwargs) -> list:
     """The runs of the screen alone (no family turns) on an issue instance, T = 2, d = 40."""
     X, y, _ = issue_instance(3, n=n, T=2, d=40)
-    return list(search_starts(DenseForm(X), TokenGram(X).H, y, 2, 10 / math.sqrt(40), None,
-                              max_starts=0, rng=np.random.default_rng(0), ideas=("screen",),
-                              **kwargs))
+    return list(
+        search_starts(
+            DenseForm(X),
+            TokenGram(X).H,
+            y,
+            2,
+            10 / math.sqrt(40),
+            None,
+            max_starts=0,
+            rng=np.random.default_rng(0),
+            ideas=("screen",),
+            **kwargs,
+        )
+    )
 
 
 @pytest.mark.parametrize("n", [48, 49])

@@ -21,12 +21,18 @@ def test_second_patient_search_is_a_method_of_the_row_and_its_summary():
 
 def test_patient_searches_differ_only_by_their_seed(monkeypatch):
     seeds = []
-    monkeypatch.setattr(search_quality, "patient_search",
-                        lambda X, y, R, *, n_random, n_selections, seed: seeds.append(seed) or 1.0)
+    monkeypatch.setattr(
+        search_quality,
+        "patient_search",
+        lambda X, y, R, *, n_random, n_selections, seed: seeds.append(seed) or 1.0,
+    )
     spec = {"kind": "integer", "n": 6, "T": 2, "d": 40, "R_sqrt_d": 1e4, "seed": 7}
     search_quality.run_instance(spec, n_random=1, n_selections=1, patients=3)
-    assert seeds == [7, 7 + search_quality.PATIENT_SEED_STEP,
-                     7 + 2 * search_quality.PATIENT_SEED_STEP]
+    assert seeds == [
+        7,
+        7 + search_quality.PATIENT_SEED_STEP,
+        7 + 2 * search_quality.PATIENT_SEED_STEP,
+    ]
 
 
 def test_patients_below_one_is_a_usage_error(capsys):
@@ -40,10 +46,24 @@ def test_default_solve_alone_against_two_patient_searches(monkeypatch, tmp_path,
     spec = {"kind": "paper", "n": 6, "T": 2, "d": 40, "R_sqrt_d": 1e4, "seed": 3}
     monkeypatch.setattr(search_quality, "instances", lambda count, seed, samples, kinds: [spec])
     out = tmp_path / "run.json"
-    code = search_quality.main(["--instances", "1", "--random", "2", "--selections", "1",
-                                "--patients", "2", "--solves", "default", "--out", str(out)])
+    code = search_quality.main(
+        [
+            "--instances",
+            "1",
+            "--random",
+            "2",
+            "--selections",
+            "1",
+            "--patients",
+            "2",
+            "--solves",
+            "default",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
-    row, = json.loads(out.read_text())["rows"]
+    (row,) = json.loads(out.read_text())["rows"]
     assert "before" not in row and "certified" not in row
     assert search_quality.methods([row]) == ["default", "patient", "patient_2"]
     printed = capsys.readouterr().out
@@ -79,7 +99,7 @@ def test_a_bad_range_of_n_is_a_usage_error(capsys, value):
 def test_real_kinds_cut_standardised_rows_into_tokens(kind):
     from margin_solver.bench.realdata import tabular_two_classes
 
-    spec, = search_quality.instances(1, 11, (10, 10), (kind,))
+    (spec,) = search_quality.instances(1, 11, (10, 10), (kind,))
     assert (spec["T"], spec["d"]) in search_quality.REAL_CUTS[kind]
     X, y = search_quality.make_instance(kind, 10, spec["T"], spec["d"], spec["seed"])
     features, labels = tabular_two_classes(kind)
@@ -87,7 +107,7 @@ def test_real_kinds_cut_standardised_rows_into_tokens(kind):
     # every sample is one row of the data, its first T d features in T consecutive blocks
     flat = X.reshape(10, -1)
     for row, label in zip(flat, y):
-        match = np.flatnonzero((features[:, :flat.shape[1]] == row).all(axis=1))
+        match = np.flatnonzero((features[:, : flat.shape[1]] == row).all(axis=1))
         assert match.size >= 1 and labels[match[0]] == label
     spread = features.std(axis=0)
     assert np.allclose(features.mean(axis=0), 0) and np.allclose(spread[spread > 0], 1)
@@ -98,19 +118,25 @@ def test_real_kinds_leave_the_generated_instances_as_they_were():
     plain = search_quality.instances(12, 7)
     assert [(s["n"], s["R_sqrt_d"]) for s in mixed] == [(s["n"], s["R_sqrt_d"]) for s in plain]
     assert search_quality.instances(30, 20261130) == search_quality.instances(
-        30, 20261130, kinds=search_quality.KINDS)
+        30, 20261130, kinds=search_quality.KINDS
+    )
 
 
 def test_certificate_checks_name_each_false_word():
     base = {"kind": "gaussian", "gap_tol": 1e-4, "lower_bound": 0.5, "best_known": 1.0}
     rows = [
-        dict(base, seed=1, certified_status="optimal", certified=1.0),          # true
-        dict(base, seed=2, certified_status="optimal", certified=1.01),         # 1 % above
+        dict(base, seed=1, certified_status="optimal", certified=1.0),  # true
+        dict(base, seed=2, certified_status="optimal", certified=1.01),  # 1 % above
         dict(base, seed=3, certified_status="local_optimal", certified=1.0, lower_bound=1.2),
-        dict(base, seed=4, certified_status="infeasible", certified=math.inf,
-             lower_bound=math.inf),
-        dict(base, seed=5, certified_status="infeasible", certified=None, lower_bound=None,
-             best_known=None),                                                  # nobody found one
+        dict(base, seed=4, certified_status="infeasible", certified=math.inf, lower_bound=math.inf),
+        dict(
+            base,
+            seed=5,
+            certified_status="infeasible",
+            certified=None,
+            lower_bound=None,
+            best_known=None,
+        ),  # nobody found one
     ]
     line = search_quality.certificate_checks(rows)
     assert "2 infeasible, 1 local_optimal, 2 optimal" in line
@@ -120,10 +146,13 @@ def test_certificate_checks_name_each_false_word():
     assert search_quality.certificate_checks([{"kind": "paper", "default": 1.0}]) == ""
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--kinds", "gaussian,iris"], "--kinds must name kinds of"),
-    (["--kinds", "wine", "--samples", "6,200"], "wine has 130 rows, fewer than n = 200"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kinds", "gaussian,iris"], "--kinds must name kinds of"),
+        (["--kinds", "wine", "--samples", "6,200"], "wine has 130 rows, fewer than n = 200"),
+    ],
+)
 def test_bad_kinds_are_usage_errors(capsys, args, message):
     with pytest.raises(SystemExit) as stop:
         search_quality.main([*args, "--instances", "1"])
@@ -133,10 +162,24 @@ def test_bad_kinds_are_usage_errors(capsys, args, message):
 
 def test_a_real_token_run_checks_its_certificates(monkeypatch, tmp_path, capsys):
     out = tmp_path / "real.json"
-    code = search_quality.main(["--kinds", "wine", "--instances", "1", "--samples", "6,6",
-                                "--random", "2", "--selections", "1", "--out", str(out)])
+    code = search_quality.main(
+        [
+            "--kinds",
+            "wine",
+            "--instances",
+            "1",
+            "--samples",
+            "6,6",
+            "--random",
+            "2",
+            "--selections",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
-    row, = json.loads(out.read_text())["rows"]
+    (row,) = json.loads(out.read_text())["rows"]
     assert row["kind"] == "wine" and (row["T"], row["d"]) in search_quality.REAL_CUTS["wine"]
     printed = capsys.readouterr().out
     assert "| wine | 1 | default |" in printed and "certified solve: 1 " in printed

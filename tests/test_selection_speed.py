@@ -18,8 +18,7 @@ def test_feature_gram_is_bitwise_the_einsum_contraction(n, T):
         scores = scale * rng.standard_normal((n, T))
         s = np.exp(scores - scores.max(axis=1, keepdims=True))
         s /= s.sum(axis=1, keepdims=True)
-        reference = np.einsum("it,itjr,jr->ij", s, H4, s,
-                              optimize=["einsum_path", (0, 1), (0, 1)])
+        reference = np.einsum("it,itjr,jr->ij", s, H4, s, optimize=["einsum_path", (0, 1), (0, 1)])
         assert np.array_equal(gram.feature_gram(s), reference)
 
 

@@ -64,29 +64,38 @@ def test_predict_proba_is_the_logistic_link_of_the_decision_function(paper):
     proba = clf.predict_proba(test.X)
     np.testing.assert_allclose(proba[:, 1], expit(f), rtol=1e-12)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
-    np.testing.assert_array_equal(clf.classes_[proba.argmax(axis=1)], clf.predict(test.X)[proba[:, 0] != 0.5])
+    np.testing.assert_array_equal(
+        clf.classes_[proba.argmax(axis=1)], clf.predict(test.X)[proba[:, 0] != 0.5]
+    )
     np.testing.assert_allclose(np.exp(clf.predict_log_proba(test.X)), proba, rtol=1e-12)
 
 
 def test_two_d_input_with_n_tokens_equals_three_d_and_works_after_a_scaler(paper):
     train, test = paper
     n, T, d = train.X.shape
-    flat = SingleHeadAttentionClassifier(method="gd", n_tokens=T).fit(train.X.reshape(n, T * d), train.y)
+    flat = SingleHeadAttentionClassifier(method="gd", n_tokens=T).fit(
+        train.X.reshape(n, T * d), train.y
+    )
     tokens = SingleHeadAttentionClassifier(method="gd").fit(train.X, train.y)
     np.testing.assert_array_equal(flat.v_, tokens.v_)
     assert flat.n_features_in_ == T * d and flat.n_tokens_ == T and tokens.n_features_in_ == d
-    np.testing.assert_array_equal(flat.predict(test.X.reshape(len(test.X), -1)), tokens.predict(test.X))
+    np.testing.assert_array_equal(
+        flat.predict(test.X.reshape(len(test.X), -1)), tokens.predict(test.X)
+    )
     with pytest.raises(ValueError, match="2-D X of 900 columns"):
         flat.predict(test.X)  # fitted on 2-D, given 3-D
     pipe = make_pipeline(StandardScaler(), SingleHeadAttentionClassifier(method="gd", n_tokens=T))
     pipe.fit(train.X.reshape(n, -1), train.y)
     scaler = StandardScaler().fit(train.X.reshape(n, -1))
     by_hand = SingleHeadAttentionClassifier(method="gd").fit(
-        scaler.transform(train.X.reshape(n, -1)).reshape(n, T, d), train.y)
+        scaler.transform(train.X.reshape(n, -1)).reshape(n, T, d), train.y
+    )
     flat_test = test.X.reshape(len(test.X), -1)
     np.testing.assert_allclose(
         pipe.decision_function(flat_test),
-        by_hand.decision_function(scaler.transform(flat_test).reshape(-1, T, d)), rtol=1e-10)
+        by_hand.decision_function(scaler.transform(flat_test).reshape(-1, T, d)),
+        rtol=1e-10,
+    )
 
 
 def test_not_fitted_error_is_scikit_learns(paper):
@@ -111,9 +120,20 @@ def test_random_state_reaches_min_norms_random_starts(paper):
 
 def test_gd_random_init_follows_random_state(paper):
     train, _ = paper
-    fit = lambda rs: SingleHeadAttentionClassifier(  # noqa: E731
-        method="gd", schedule="constant", steps=5, random_state=rs, solver_options={"init": "random"}
-    ).fit(train.X, train.y).v_
+
+    def fit(rs):
+        return (
+            SingleHeadAttentionClassifier(
+                method="gd",
+                schedule="constant",
+                steps=5,
+                random_state=rs,
+                solver_options={"init": "random"},
+            )
+            .fit(train.X, train.y)
+            .v_
+        )
+
     np.testing.assert_array_equal(fit(4), fit(4))
     assert not np.array_equal(fit(4), fit(5))
 
@@ -124,7 +144,9 @@ def test_infeasible_folds_warn_and_cross_validation_goes_on():
     X[12:] = X[:12]  # every sample has a twin with the opposite label: no interpolator
     y = np.r_[np.ones(12), -np.ones(12)]
     with pytest.warns(ConvergenceWarning, match="no interpolator"):
-        scores = cross_val_score(SingleHeadAttentionClassifier(R=1.0), X, y, cv=3, error_score="raise")
+        scores = cross_val_score(
+            SingleHeadAttentionClassifier(R=1.0), X, y, cv=3, error_score="raise"
+        )
     assert scores.shape == (3,) and np.all(np.isfinite(scores))
 
 
@@ -135,8 +157,12 @@ def test_generators_are_accepted_as_seeds_across_the_library():
     np.testing.assert_array_equal(a.X, b.X)
     g = np.random.default_rng(1)
     assert not np.array_equal(dist.sample(10, seed=g).X, dist.sample(10, seed=g).X)  # it advances
-    r1 = gradient_descent(a, schedule="constant", steps=3, init="random", seed=np.random.default_rng(2))
-    r2 = gradient_descent(a, schedule="constant", steps=3, init="random", seed=np.random.default_rng(2))
+    r1 = gradient_descent(
+        a, schedule="constant", steps=3, init="random", seed=np.random.default_rng(2)
+    )
+    r2 = gradient_descent(
+        a, schedule="constant", steps=3, init="random", seed=np.random.default_rng(2)
+    )
     np.testing.assert_array_equal(r1.v, r2.v)
     m1 = solve_min_norm(a, R=1.0, n_random_starts=1, seed=np.random.default_rng(3), search_starts=0)
     m2 = solve_min_norm(a, R=1.0, n_random_starts=1, seed=np.random.default_rng(3), search_starts=0)
@@ -147,11 +173,13 @@ def test_scikit_learn_is_loaded_only_by_the_classifier():
     import subprocess
     import sys
 
-    code = ("import sys, margin_solver\n"
-            "d = margin_solver.PaperDistribution(d=40, snr=0.5).sample(6, seed=0)\n"
-            "margin_solver.solve_min_norm(d, R=1.0, search_starts=0)\n"
-            "print('sklearn' in sys.modules)\n"
-            "margin_solver.SingleHeadAttentionClassifier\n"
-            "print('sklearn' in sys.modules)\n")
+    code = (
+        "import sys, margin_solver\n"
+        "d = margin_solver.PaperDistribution(d=40, snr=0.5).sample(6, seed=0)\n"
+        "margin_solver.solve_min_norm(d, R=1.0, search_starts=0)\n"
+        "print('sklearn' in sys.modules)\n"
+        "margin_solver.SingleHeadAttentionClassifier\n"
+        "print('sklearn' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]

@@ -28,12 +28,37 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs PO
 
 N_SEEDS = 600  # x 2 kappas = 1200 cells: several seconds with one worker
 KAPPAS = (1.0, 4.0)
-ARGS = ["--n", "8", "--kappa", *map(str, KAPPAS), "--d", "20", "--methods", "uniform-svm",
-        "--n-test", "20", "--sweep-seed", "3", "--jobs", "1", "--no-progress"]
+ARGS = [
+    "--n",
+    "8",
+    "--kappa",
+    *map(str, KAPPAS),
+    "--d",
+    "20",
+    "--methods",
+    "uniform-svm",
+    "--n-test",
+    "20",
+    "--sweep-seed",
+    "3",
+    "--jobs",
+    "1",
+    "--no-progress",
+]
 
 
 def _start(out):
-    argv = [sys.executable, "-m", "margin_solver", "sweep", *ARGS, "--seeds", str(N_SEEDS), "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "margin_solver",
+        "sweep",
+        *ARGS,
+        "--seeds",
+        str(N_SEEDS),
+        "--out",
+        str(out),
+    ]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

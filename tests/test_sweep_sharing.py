@@ -75,8 +75,10 @@ def test_the_checker_measures_a_point_once_and_rows_equal_the_unshared_ones(monk
     alone = [row for p in points for row in run_point(p)]
     assert [_strip(r) for r in shared] == [_strip(r) for r in alone]
     # the per-method part stays per row: methods of one point get different predictions
-    assert any(len({r["predicted_regime"] for r in shared[i:i + len(METHODS)]}) > 1
-               for i in range(0, len(shared), len(METHODS)))
+    assert any(
+        len({r["predicted_regime"] for r in shared[i : i + len(METHODS)]}) > 1
+        for i in range(0, len(shared), len(METHODS))
+    )
 
 
 def test_methods_cannot_change_the_data_the_next_method_sees(monkeypatch):
@@ -90,7 +92,9 @@ def test_methods_cannot_change_the_data_the_next_method_sees(monkeypatch):
     rows = run_point(point_jobs([CellJob(c, SWEEP_METHODS[c.method], config) for c in cell])[0])
     assert rows[0]["status"] == "failed" and "read-only" in rows[0]["message"]
     assert rows[1]["status"] != "failed"
-    assert _strip(rows[1]) == _strip(run_cell(CellJob(cell[1], SWEEP_METHODS["uniform-svm"], config)))
+    assert _strip(rows[1]) == _strip(
+        run_cell(CellJob(cell[1], SWEEP_METHODS["uniform-svm"], config))
+    )
 
 
 def test_a_failed_draw_fails_every_cell_of_the_point(monkeypatch):

@@ -45,7 +45,9 @@ def test_retry_failed_reruns_only_the_failed_cells_and_keeps_the_other_lines(tmp
     first = run_sweep(grid, out, config, jobs=1)
     assert (first.n_run, first.n_failed) == (8, 4)
     os.chmod(out, 0o640)
-    good = [line for line in out.read_bytes().splitlines(keepends=True)[1:] if b",flaky," not in line]
+    good = [
+        line for line in out.read_bytes().splitlines(keepends=True)[1:] if b",flaky," not in line
+    ]
 
     again = run_sweep(grid, out, config, jobs=1)  # failed rows are results: not re-run
     assert (again.n_run, again.n_skipped, again.n_retried) == (0, 8, 0)
@@ -69,8 +71,13 @@ def test_retry_failed_leaves_failed_rows_outside_the_grid(tmp_path, flaky):
     flag, out, config = flaky, tmp_path / "s.csv", SweepConfig(n_test=20, check=False)
     run_sweep(SweepGrid(n=[8], d=[20], kappa=[1.0, 4.0], methods=["flaky"]), out, config, jobs=1)
     flag.unlink()
-    result = run_sweep(SweepGrid(n=[8], d=[20], kappa=[4.0], methods=["flaky"]), out, config,
-                       jobs=1, retry_failed=True)
+    result = run_sweep(
+        SweepGrid(n=[8], d=[20], kappa=[4.0], methods=["flaky"]),
+        out,
+        config,
+        jobs=1,
+        retry_failed=True,
+    )
     assert result.n_retried == 1
     status = {r["kappa"]: r["status"] for r in read_rows(out, FIELDS)}
     assert status == {"1.0": "failed", "4.0": "optimal"}
@@ -106,8 +113,21 @@ def test_extend_writes_nothing_when_a_key_repeats(tmp_path):
 )
 def test_digits_options_are_refused_before_any_cell_runs(tmp_path, capsys, extra, words):
     out = tmp_path / "s.csv"
-    argv = ["sweep", "--data", "digits", "--n", "20", "--methods", "uniform-svm", "--no-progress",
-            "--jobs", "1", "--out", str(out), *extra]
+    argv = [
+        "sweep",
+        "--data",
+        "digits",
+        "--n",
+        "20",
+        "--methods",
+        "uniform-svm",
+        "--no-progress",
+        "--jobs",
+        "1",
+        "--out",
+        str(out),
+        *extra,
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err
@@ -116,8 +136,19 @@ def test_digits_options_are_refused_before_any_cell_runs(tmp_path, capsys, extra
 
 def test_mnist_without_a_readable_copy_is_refused_before_any_cell_runs(tmp_path, capsys):
     out = tmp_path / "s.csv"
-    argv = ["sweep", "--data", "mnist", "--n", "20", "--methods", "uniform-svm", "--out", str(out),
-            "--data-options", json.dumps({"path": str(tmp_path / "missing.npz")})]
+    argv = [
+        "sweep",
+        "--data",
+        "mnist",
+        "--n",
+        "20",
+        "--methods",
+        "uniform-svm",
+        "--out",
+        str(out),
+        "--data-options",
+        json.dumps({"path": str(tmp_path / "missing.npz")}),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "No MNIST file" in err
@@ -126,8 +157,23 @@ def test_mnist_without_a_readable_copy_is_refused_before_any_cell_runs(tmp_path,
 
 def test_digits_shape_comes_from_the_options_and_the_summary_line_counts(tmp_path, capsys):
     out = tmp_path / "s.csv"
-    argv = ["sweep", "--data", "digits", "--n", "20", "30", "--methods", "uniform-svm",
-            "--n-test", "50", "--no-progress", "--jobs", "1", "--out", str(out)]
+    argv = [
+        "sweep",
+        "--data",
+        "digits",
+        "--n",
+        "20",
+        "30",
+        "--methods",
+        "uniform-svm",
+        "--n-test",
+        "50",
+        "--no-progress",
+        "--jobs",
+        "1",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     assert "2 cells run (0 failed), 0 already done" in capsys.readouterr().out
     assert {(r["T"], r["d"]) for r in read_rows(out, FIELDS)} == {("4", "20")}
@@ -173,9 +219,30 @@ def _alive(pids):
 
 
 def _start_with_workers(out):
-    argv = [sys.executable, "-m", "margin_solver", "sweep", "--n", "8", "--kappa", "1", "4",
-            "--d", "20", "--seeds", "3000", "--methods", "uniform-svm", "--n-test", "20",
-            "--jobs", "2", "--no-progress", "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "margin_solver",
+        "sweep",
+        "--n",
+        "8",
+        "--kappa",
+        "1",
+        "4",
+        "--d",
+        "20",
+        "--seeds",
+        "3000",
+        "--methods",
+        "uniform-svm",
+        "--n-test",
+        "20",
+        "--jobs",
+        "2",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

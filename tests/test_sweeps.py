@@ -48,7 +48,10 @@ def test_grid_cells_and_snr_kappa_relation():
 def test_seeds_depend_on_the_cell_not_on_order_and_data_not_on_method():
     a, b = GRID.cells()[:2]
     sa, sb = cell_seeds(a, 0), cell_seeds(b, 0)
-    state = lambda s: tuple(s.generate_state(2))
+
+    def state(s):
+        return tuple(s.generate_state(2))
+
     assert state(sa.train) != state(sb.train)  # different seed index -> different data
     assert len({state(sa.train), state(sa.test), state(sa.init)}) == 3
     other = Cell(a.n, a.d, a.T, None, a.kappa, a.eta, a.seed, "other-method")
@@ -197,7 +200,8 @@ def test_all_methods_on_one_grid_point_are_consistent(tmp_path):
         assert mn["min_margin"] == pytest.approx(1.0, abs=1e-6) and mn["p_norm"] <= mn["R"] * (
             1 + 1e-9
         )
-        # certified (n = 10 <= CERTIFY_MAX_N): the bound sits below the value, gap = relative distance
+        # certified (n = 10 <= CERTIFY_MAX_N): the bound sits below the value,
+        # gap = relative distance
         assert mn["lower_bound"] <= mn["norm"] * (1 + 1e-6)
         assert mn["gap"] == pytest.approx((mn["norm"] - mn["lower_bound"]) / mn["norm"], abs=1e-6)
         assert (

@@ -46,7 +46,12 @@ ROWS = {
 #: Rows each method adds.
 METHOD_ROWS = {
     "min-norm": {"attention_radius"},
-    "two-step-gd": {"first_step_modest", "second_step_large", "snr_two_step_upper", "noise_crosstalk"},
+    "two-step-gd": {
+        "first_step_modest",
+        "second_step_large",
+        "snr_two_step_upper",
+        "noise_crosstalk",
+    },
 }
 
 
@@ -398,8 +403,13 @@ def test_shared_evidence_gives_the_same_reports_and_belongs_to_its_dataset():
     dist, train, test = _sample(kappa=8.0)
     evidence = data_evidence(train)
     solution = dict(zip("vp", _benign_solution(dist, train)))
-    for kw in ({}, {"method": "two-step-gd"}, {"method": "min-norm", "R": 0.5},
-               {"solution": solution, "test": test}, {"heads": 2}):
+    for kw in (
+        {},
+        {"method": "two-step-gd"},
+        {"method": "min-norm", "R": 0.5},
+        {"solution": solution, "test": test},
+        {"heads": 2},
+    ):
         shared = check_conditions(train, evidence=evidence, **kw).to_dict()
         alone = check_conditions(train, **kw).to_dict()
         assert json.dumps(shared, sort_keys=True) == json.dumps(alone, sort_keys=True)
@@ -438,8 +448,15 @@ def test_docs_show_the_regime_rules_table_the_code_applies():
     docs = (Path(__file__).resolve().parents[1] / "docs" / "theory.md").read_text()
     assert rules_table() in docs
     assert [rule.regime for rule in RULES] == [
-        NO_INTERPOLATION, OUTSIDE, OUTSIDE, CANNOT_TELL, NO_INTERPOLATION, BENIGN, HARMFUL,
-        CANNOT_TELL, OUTSIDE,
+        NO_INTERPOLATION,
+        OUTSIDE,
+        OUTSIDE,
+        CANNOT_TELL,
+        NO_INTERPOLATION,
+        BENIGN,
+        HARMFUL,
+        CANNOT_TELL,
+        OUTSIDE,
     ]
 
 

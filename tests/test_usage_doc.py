@@ -19,8 +19,10 @@ CHECKED = re.compile(r"^(exit \d+|wrote \S+|margin-solver [\w-]+: (error|not cer
 def _pattern(line: str) -> re.Pattern:
     """A documented line as a pattern: numbers may differ, ``...`` stands for anything."""
     parts = re.split(r"(\.\.\.|\d+(?:\.\d+)?)", line)
-    out = "".join(".*?" if p == "..." else r"\d+(?:\.\d+)?" if p and p[0].isdigit() else re.escape(p)
-                  for p in parts)
+    out = "".join(
+        ".*?" if p == "..." else r"\d+(?:\.\d+)?" if p and p[0].isdigit() else re.escape(p)
+        for p in parts
+    )
     return re.compile(out)
 
 
@@ -53,9 +55,18 @@ def test_every_command_of_the_usage_page_runs_in_order(tmp_path, monkeypatch):
             for cmd in docrun.commands(block):
                 out = docrun.run_command(cmd.command, tmp_path)
                 printed = out.stdout + out.stderr
-                assert out.returncode == _expected_status(cmd), (where, cmd.command, printed[-2000:])
+                assert out.returncode == _expected_status(cmd), (
+                    where,
+                    cmd.command,
+                    printed[-2000:],
+                )
                 for line in cmd.expected:
                     if CHECKED.match(line) and (not line.startswith("exit ") or _echoes(cmd)):
-                        assert _pattern(line).search(printed), (where, cmd.command, line, printed[-2000:])
+                        assert _pattern(line).search(printed), (
+                            where,
+                            cmd.command,
+                            line,
+                            printed[-2000:],
+                        )
                 ran += 1
     assert ran >= 40 and skipped == 3  # two Dask-cluster blocks and bench --tiny, each saying why

@@ -41,11 +41,13 @@ def test_verbose_logs_to_the_callers_logging():
 
 
 def test_verbose_without_logging_configured_writes_to_stderr():
-    code = ("from margin_solver import PaperDistribution, solve_min_norm\n"
-            "d = PaperDistribution(d=60, snr=0.6).sample(8, seed=0)\n"
-            "solve_min_norm(d, R=1.0, search_starts=0)\n"
-            "print('quiet')\n"
-            "solve_min_norm(d, R=1.0, search_starts=0, verbose=True)\n")
+    code = (
+        "from margin_solver import PaperDistribution, solve_min_norm\n"
+        "d = PaperDistribution(d=60, snr=0.6).sample(8, seed=0)\n"
+        "solve_min_norm(d, R=1.0, search_starts=0)\n"
+        "print('quiet')\n"
+        "solve_min_norm(d, R=1.0, search_starts=0, verbose=True)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout == "quiet\n"
     assert out.stderr.count("margin_solver: solve_min_norm finished in") == 1
@@ -56,11 +58,13 @@ def test_cli_accepts_v_after_the_verb(tmp_path):
     path = tmp_path / "d.npz"
     PaperDistribution(d=40, snr=0.5).sample(8, seed=0).save(path)
     for argv in (["-v", "gd", str(path)], ["gd", str(path), "-v"], ["gd", "-v", str(path)]):
-        out = subprocess.run([sys.executable, "-m", "margin_solver", *argv],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "margin_solver", *argv], capture_output=True, text=True
+        )
         assert out.returncode == 0 and "gradient_descent: ran all 2 steps" in out.stderr
-    quiet = subprocess.run([sys.executable, "-m", "margin_solver", "gd", str(path)],
-                           capture_output=True, text=True)
+    quiet = subprocess.run(
+        [sys.executable, "-m", "margin_solver", "gd", str(path)], capture_output=True, text=True
+    )
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
@@ -71,10 +75,14 @@ def test_failure_warnings_still_point_at_the_callers_line():
 
     X = np.ones((4, 2, 3))  # identical samples, opposite labels
     y = np.array([1.0, -1.0, 1.0, -1.0])
-    for call in (lambda: margin_solver.gradient_descent(X, y, beta0=1e300, beta1=1e300),
-                 lambda: margin_solver.solve_min_norm(X, y, 1.0)):
+    for call in (
+        lambda: margin_solver.gradient_descent(X, y, beta0=1e300, beta1=1e300),
+        lambda: margin_solver.solve_min_norm(X, y, 1.0),
+    ):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             call()
         mine = [w for w in caught if "status" in str(w.message)]
-        assert mine and all(w.filename == __file__ for w in mine), [(w.filename, str(w.message)[:60]) for w in caught]
+        assert mine and all(w.filename == __file__ for w in mine), [
+            (w.filename, str(w.message)[:60]) for w in caught
+        ]

@@ -139,8 +139,8 @@ def test_engines_agree_before_the_exact_support_solve(monkeypatch, seed):
 
 
 def test_suboptimal_engine_answer_is_not_passed_off_as_optimal(monkeypatch):
-    # A feasible but suboptimal point, v = (2, -2) (rescaled to (1, -1)), with a dual that names no support (or
-    # only the inactive sample 2): no exact support solve, and the gap exposes it.
+    # A feasible but suboptimal point, v = (2, -2) (rescaled to (1, -1)), with a dual that names no
+    # support (or only the inactive sample 2): no exact support solve, and the gap exposes it.
     coef = np.linalg.lstsq(HAND_Z.T, [2.0, -2.0], rcond=None)[0]
     for alpha in (np.zeros(3), np.array([0.0, 0.0, 1.0])):
         bogus = vstep._EngineOutput("optimal", coef, alpha)

@@ -118,7 +118,9 @@ class Comparison:
         lines.append(f"{'cos(p_a, p_b)':<{width}}{format_cell(self.cos_p):>{col}}")
         lines.append(f"{'same token (train)':<{width}}{format_cell(self.same_token_train):>{col}}")
         if self.same_token_test is not None:
-            lines.append(f"{'same token (test)':<{width}}{format_cell(self.same_token_test):>{col}}")
+            lines.append(
+                f"{'same token (test)':<{width}}{format_cell(self.same_token_test):>{col}}"
+            )
         return "\n".join(lines)
 
 
@@ -134,8 +136,8 @@ def compare(
     Parameters
     ----------
     a, b : object with dense ``v`` and ``p`` (or ``v_`` and ``p_``), arrays of shape (d,)
-        E.g. a min-norm result and a :class:`~margin_solver.gd.endpoints.GDResult`. Multi-head models
-        have arrays of shape (H, d): norms are those of the concatenations, attention numbers
+        E.g. a min-norm result and a :class:`~margin_solver.gd.endpoints.GDResult`. Multi-head
+        models have arrays of shape (H, d): norms are those of the concatenations, attention numbers
         use the heads' mean attention, and ``cos_v`` / ``cos_p`` compare the concatenations
         (None when the two models have different numbers of heads).
     train : Dataset
@@ -183,7 +185,9 @@ def compare(
         cos_v=_cosine(va, vb),
         cos_p=_cosine(pa, pb),
         same_token_train=float(np.mean(ma.selected_token == mb.selected_token)),
-        same_token_test=None if ta is None else float(np.mean(ta.selected_token == tb.selected_token)),
+        same_token_test=None
+        if ta is None
+        else float(np.mean(ta.selected_token == tb.selected_token)),
     )
 
 
@@ -236,5 +240,3 @@ def _cosine(x: np.ndarray, y: np.ndarray) -> float | None:
     if nx == 0 or ny == 0 or x.shape != y.shape:
         return None
     return float(np.clip(x.ravel() @ y.ravel() / (nx * ny), -1.0, 1.0))
-
-

@@ -17,8 +17,8 @@ __all__ = ["head_metrics"]
 
 
 def head_metrics(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
-    """:func:`margin_solver.analysis.metrics.trusted_metrics` for one head (``v``, ``p`` of shape (d,))
-    or H heads (shape (H, d)); with H heads the attention metrics and ``selected_token`` use
+    """:func:`margin_solver.analysis.metrics.trusted_metrics` for one head (``v``, ``p`` of shape
+    (d,)) or H heads (shape (H, d)); with H heads the attention metrics and ``selected_token`` use
     the heads' mean attention. Inputs are not validated (for callers that produced them).
 
     Examples

@@ -113,8 +113,8 @@ def output_metrics(
 
 
 def evaluate_stream(v: np.ndarray, p: np.ndarray, stream: SampleStream) -> Metrics:
-    """:func:`evaluate` on samples drawn block by block (:class:`margin_solver.core.data.SampleStream`),
-    never holding more than one block of tokens.
+    """:func:`evaluate` on samples drawn block by block
+    (:class:`margin_solver.core.data.SampleStream`), never holding more than one block of tokens.
 
     Only the outputs ``f`` (n,) and attention (n, T) of all samples are kept; the metrics
     are then computed from them as :func:`evaluate` computes them from the whole set.
@@ -129,11 +129,15 @@ def evaluate_stream(v: np.ndarray, p: np.ndarray, stream: SampleStream) -> Metri
     """
     if np.ndim(v) == 2 and np.ndim(p) == 2:
         v, p = np.asarray(v, dtype=np.float64), np.asarray(p, dtype=np.float64)
-        if v.shape != p.shape or v.shape[1] != stream.d or not (
-                np.isfinite(v).all() and np.isfinite(p).all()):
+        if (
+            v.shape != p.shape
+            or v.shape[1] != stream.d
+            or not (np.isfinite(v).all() and np.isfinite(p).all())
+        ):
             raise InvalidInputError(
                 f"Expected finite heads v and p of one shape (H, {stream.d}), got {v.shape} "
-                f"and {p.shape}.")
+                f"and {p.shape}."
+            )
     else:
         v, p = check_vector(v, stream.d, "v"), check_vector(p, stream.d, "p")
     outputs, weights = [], []
@@ -146,8 +150,13 @@ def evaluate_stream(v: np.ndarray, p: np.ndarray, stream: SampleStream) -> Metri
             s = softmax(a)
             outputs.append(np.sum(s * u, axis=1))
             weights.append(s)
-    return _metrics(np.concatenate(outputs), np.concatenate(weights), stream.y, stream.clean_y,
-                    stream.signal_index)
+    return _metrics(
+        np.concatenate(outputs),
+        np.concatenate(weights),
+        stream.y,
+        stream.clean_y,
+        stream.signal_index,
+    )
 
 
 def _metrics(

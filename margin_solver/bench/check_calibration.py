@@ -46,9 +46,20 @@ def _sizes(size: str) -> dict[str, Any]:
     if size == "tiny":
         return {"n": [12], "d": [300], "kappa": [0.5, 4.0, 16.0], "calib": [0], "valid": [1]}
     if size == "quick":
-        return {"n": [40], "d": [2000], "kappa": list(KAPPAS), "calib": [0, 1, 2], "valid": [3, 4, 5]}
-    return {"n": [40, 100], "d": [2000, 5000], "kappa": list(KAPPAS),
-            "calib": [0, 1, 2, 3, 4], "valid": [5, 6, 7, 8, 9]}
+        return {
+            "n": [40],
+            "d": [2000],
+            "kappa": list(KAPPAS),
+            "calib": [0, 1, 2],
+            "valid": [3, 4, 5],
+        }
+    return {
+        "n": [40, 100],
+        "d": [2000, 5000],
+        "kappa": list(KAPPAS),
+        "calib": [0, 1, 2, 3, 4],
+        "valid": [5, 6, 7, 8, 9],
+    }
 
 
 def observed_regime(row: dict[str, Any]) -> str:
@@ -95,7 +106,7 @@ def calibrate(rows: list[dict[str, Any]], method: str) -> dict[str, float]:
     to 3).
     """
     kappas = sorted({float(r["kappa"]) for r in rows})
-    cands = sorted(set(kappas) | {math.sqrt(a * b) for a, b in zip(kappas, kappas[1:])})
+    cands = sorted(set(kappas) | {math.sqrt(a * b) for a, b in itertools.pairwise(kappas)})
     uppers = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0) if method == "gd-two-step" else (None,)
     best: tuple[Any, ...] | None = None
     for h, b, up in itertools.product(cands, cands, uppers):
@@ -122,7 +133,9 @@ def calibrate(rows: list[dict[str, Any]], method: str) -> dict[str, float]:
     return out
 
 
-def validation_table(rows: list[dict[str, Any]], label: str) -> tuple[list[dict[str, Any]], Counter]:
+def validation_table(
+    rows: list[dict[str, Any]], label: str
+) -> tuple[list[dict[str, Any]], Counter]:
     """Per kappa: the predictions made, what was observed, and the agreement counts."""
     table, total = [], Counter()
     for kappa in sorted({float(r["kappa"]) for r in rows}):
@@ -137,14 +150,16 @@ def validation_table(rows: list[dict[str, Any]], label: str) -> tuple[list[dict[
             else:
                 counts["no prediction"] += 1
         total.update(counts)
-        table.append({
-            "method": label,
-            "n": sorted({int(r["n"]) for r in sel}),
-            "kappa": kappa,
-            "predicted": dict(Counter(str(r.get("predicted_regime") or "-") for r in sel)),
-            "observed": dict(Counter(observed_regime(r) for r in sel)),
-            **{k: counts[k] for k in ("agree", "miss", "not comparable", "no prediction")},
-        })
+        table.append(
+            {
+                "method": label,
+                "n": sorted({int(r["n"]) for r in sel}),
+                "kappa": kappa,
+                "predicted": dict(Counter(str(r.get("predicted_regime") or "-") for r in sel)),
+                "observed": dict(Counter(observed_regime(r) for r in sel)),
+                **{k: counts[k] for k in ("agree", "miss", "not comparable", "no prediction")},
+            }
+        )
     return table, total
 
 
@@ -165,9 +180,16 @@ def _markdown(calibrated: dict[str, dict], tables: list[dict], totals: dict[str,
                 f"kappa_benign = {cal['kappa_benign']:.3g} [{c.kappa_benign:g}] "
                 f"({cal['agree']} agree, {cal['miss']} miss on calibration seeds)"
             )
-    lines += ["", "Validation seeds (predictions with the package constants of the run):", "",
-              "| method | n | kappa | predicted | observed | agree | miss | not comparable | no prediction |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Validation seeds (predictions with the package constants of the run):",
+        "",
+        (
+            "| method | n | kappa | predicted | observed | agree | miss | not comparable "
+            "| no prediction |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for t in tables:
         fmt = ", ".join(f"{k} x{v}" for k, v in sorted(t["predicted"].items()))
         obs = ", ".join(f"{k} x{v}" for k, v in sorted(t["observed"].items()))
@@ -176,8 +198,11 @@ def _markdown(calibrated: dict[str, dict], tables: list[dict], totals: dict[str,
             f"| {t['method']} | {n} | {t['kappa']:g} | {fmt} | {obs} | {t['agree']} | {t['miss']} "
             f"| {t['not comparable']} | {t['no prediction']} |"
         )
-    lines += ["", "| method | agree | miss | agreement rate | not comparable | no prediction |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| method | agree | miss | agreement rate | not comparable | no prediction |",
+        "|---|---|---|---|---|---|",
+    ]
     for label, tot in totals.items():
         decided = tot["agree"] + tot["miss"]
         rate = f"{tot['agree'] / decided:.2f}" if decided else "-"
@@ -199,12 +224,19 @@ def run_check_calibration(out: Path, size: str) -> tuple[Path, Path | None, str,
             tag = f"{split}_{method}_{int(options.get('R_scale', 0))}"
             csv = out / f"check_{tag}.csv"
             config = SweepConfig(
-                sweep_seed=2410_07746, n_test=500 if size != "tiny" else 100,
+                sweep_seed=2410_07746,
+                n_test=500 if size != "tiny" else 100,
                 method_options={method: dict(options)},
             )
             grids = [
-                SweepGrid(n=[n], d=[d], kappa=grid["kappa"], eta=[0.1], seeds=grid[split],
-                          methods=[method])
+                SweepGrid(
+                    n=[n],
+                    d=[d],
+                    kappa=grid["kappa"],
+                    eta=[0.1],
+                    seeds=grid[split],
+                    methods=[method],
+                )
                 for n, d in zip(grid["n"], grid["d"])
             ]
             res = run_sweep(grids, csv, config, jobs=1)

@@ -22,15 +22,33 @@ from margin_solver.bench.sweeps import Cell
 from margin_solver.gd.endpoints import gradient_descent
 
 FIELDS = (
-    "n", "d", "kappa", "weight_decay", "seed", "step",
-    "status", "loss", "train_error", "test_error_clean", "attn_signal_clean",
-    "attn_signal_noisy", "norm_v", "norm_p",
+    "n",
+    "d",
+    "kappa",
+    "weight_decay",
+    "seed",
+    "step",
+    "status",
+    "loss",
+    "train_error",
+    "test_error_clean",
+    "attn_signal_clean",
+    "attn_signal_noisy",
+    "norm_v",
+    "norm_p",
 )
 KEY_FIELDS = ("n", "d", "kappa", "weight_decay", "seed", "step")
 TEXT = ("status",)
 SWEEP_SEED = 2410_07746
-COLUMNS = ("loss", "train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy",
-           "norm_v", "norm_p")
+COLUMNS = (
+    "loss",
+    "train_error",
+    "test_error_clean",
+    "attn_signal_clean",
+    "attn_signal_noisy",
+    "norm_v",
+    "norm_p",
+)
 
 
 def checkpoints(steps: int) -> list[int]:
@@ -43,12 +61,21 @@ def longgd_cell(
     train: Any, test: Any, init: np.random.SeedSequence, *, steps: int, weight_decay: float
 ) -> list[dict[str, Any]]:
     """Trajectory rows of one long GD run."""
-    res = gradient_descent(train, schedule="constant", steps=steps, weight_decay=weight_decay,
-                           test=test, record_steps=checkpoints(steps))
+    res = gradient_descent(
+        train,
+        schedule="constant",
+        steps=steps,
+        weight_decay=weight_decay,
+        test=test,
+        record_steps=checkpoints(steps),
+    )
     traj = res.trajectory
     return [
-        {"step": int(traj["step"][k]), "status": res.status,
-         **{c: float(traj[c][k]) for c in COLUMNS}}
+        {
+            "step": int(traj["step"][k]),
+            "status": res.status,
+            **{c: float(traj[c][k]) for c in COLUMNS},
+        }
         for k in range(len(traj["step"]))
     ]
 
@@ -64,8 +91,16 @@ def tasks(size: str) -> list[ClaimTask]:
                 for seed in range(pick(size, 1, 2, 5)):
                     cell = Cell(n, d, 2, None, kappa, 0.1, seed, "long-gd")
                     key = {"n": n, "d": d, "kappa": kappa, "weight_decay": wd, "seed": seed}
-                    out.append(ClaimTask(key, cell, pick(size, 100, 1000, 2000), SWEEP_SEED,
-                                         longgd_cell, {"steps": steps, "weight_decay": wd}))
+                    out.append(
+                        ClaimTask(
+                            key,
+                            cell,
+                            pick(size, 100, 1000, 2000),
+                            SWEEP_SEED,
+                            longgd_cell,
+                            {"steps": steps, "weight_decay": wd},
+                        )
+                    )
     return out
 
 
@@ -87,12 +122,23 @@ def plot(csv: Path, png: Path) -> Path:
             ax = axes[i, j]
             for c, kappa in enumerate(kappas):
                 for wd in sorted({r["weight_decay"] for r in rows}):
-                    agg = aggregate([r for r in rows if r["n"] == n and r["kappa"] == kappa
-                                     and r["weight_decay"] == wd], ("step",), col)
+                    agg = aggregate(
+                        [
+                            r
+                            for r in rows
+                            if r["n"] == n and r["kappa"] == kappa and r["weight_decay"] == wd
+                        ],
+                        ("step",),
+                        col,
+                    )
                     steps = sorted(agg)
-                    ax.plot([s[0] for s in steps], [agg[s][0] for s in steps],
-                            "-" if wd == 0 else "--", color=cmap(c / max(len(kappas) - 1, 1)),
-                            label=rf"$\kappa$ = {kappa:g}, $\lambda$ = {wd:g}")
+                    ax.plot(
+                        [s[0] for s in steps],
+                        [agg[s][0] for s in steps],
+                        "-" if wd == 0 else "--",
+                        color=cmap(c / max(len(kappas) - 1, 1)),
+                        label=rf"$\kappa$ = {kappa:g}, $\lambda$ = {wd:g}",
+                    )
             ax.set_xscale("log")
             ax.grid(alpha=0.3)
             ax.set_title(f"n = {n:g}" if i == 0 else "")
@@ -100,8 +146,11 @@ def plot(csv: Path, png: Path) -> Path:
             if i == 1:
                 ax.set_xlabel("GD step (log scale)")
     axes[0, 0].legend(fontsize=7)
-    fig.suptitle(r"Long GD at small $\kappa = n\,\mathrm{SNR}^2$ (T=2, $\eta$=0.1; solid: no "
-                 r"weight decay, dashed: $\lambda$ > 0; mean over seeds)", fontsize=10)
+    fig.suptitle(
+        r"Long GD at small $\kappa = n\,\mathrm{SNR}^2$ (T=2, $\eta$=0.1; solid: no "
+        r"weight decay, dashed: $\lambda$ > 0; mean over seeds)",
+        fontsize=10,
+    )
     return save_figure(fig, png)
 
 
@@ -114,6 +163,9 @@ def run(out: Path, size: str, **backend: Any) -> tuple[Path, Path, str, str]:
     message, rows = run_and_plot(tasks(size), csv, png, (FIELDS, KEY_FIELDS, TEXT), plot, **backend)
     last = max(r["step"] for r in rows)
     shown = [r for r in rows if r["step"] in (1, 10, 100, 1000, last)]
-    table = markdown_table(shown, ("n", "kappa", "weight_decay", "step"),
-                           ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy"))
+    table = markdown_table(
+        shown,
+        ("n", "kappa", "weight_decay", "step"),
+        ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy"),
+    )
     return csv, png, table, message

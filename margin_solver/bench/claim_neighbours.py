@@ -35,14 +35,31 @@ from margin_solver.gd.endpoints import default_step_sizes, gradient_descent
 from margin_solver.svm.selection import solve_attention_svm
 
 SAK_FIELDS = (
-    "n", "d", "kappa", "seed", "method",
-    "status", "train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy",
+    "n",
+    "d",
+    "kappa",
+    "seed",
+    "method",
+    "status",
+    "train_error",
+    "test_error_clean",
+    "attn_signal_clean",
+    "attn_signal_noisy",
     "norm_p",
 )
 SAK_KEYS = ("n", "d", "kappa", "seed", "method")
 TAR_FIELDS = (
-    "n", "d", "kappa", "seed", "step",
-    "norm_p", "cos_current", "cos_final", "cos_opt", "same_as_final", "train_error",
+    "n",
+    "d",
+    "kappa",
+    "seed",
+    "step",
+    "norm_p",
+    "cos_current",
+    "cos_final",
+    "cos_opt",
+    "same_as_final",
+    "train_error",
 )
 TAR_KEYS = ("n", "d", "kappa", "seed", "step")
 TEXT = ("method", "status")
@@ -52,7 +69,9 @@ SWEEP_SEED = 2410_07746
 def first_step_head(train: Any) -> np.ndarray:
     """``v_1``: the value head after GD's first (default) step from zero."""
     beta0 = default_step_sizes(train.X)[0]
-    return (beta0 / (2 * train.n)) * np.einsum("i,id->d", train.y.astype(float), train.X.mean(axis=1))
+    return (beta0 / (2 * train.n)) * np.einsum(
+        "i,id->d", train.y.astype(float), train.X.mean(axis=1)
+    )
 
 
 def sakamoto_cell(train: Any, test: Any, init: np.random.SeedSequence, *, steps: int) -> list[dict]:
@@ -67,9 +86,17 @@ def sakamoto_cell(train: Any, test: Any, init: np.random.SeedSequence, *, steps:
     for method, kw in runs.items():
         res = gradient_descent(train, schedule="constant", steps=steps, record_steps=[steps], **kw)
         fit, held = evaluate(res.v, res.p, train), evaluate(res.v, res.p, test)
-        rows.append({"method": method, "status": res.status, "train_error": fit.error,
-                     "test_error_clean": held.error_clean, "attn_signal_clean": fit.attn_signal_clean,
-                     "attn_signal_noisy": fit.attn_signal_noisy, "norm_p": res.p_norm})
+        rows.append(
+            {
+                "method": method,
+                "status": res.status,
+                "train_error": fit.error,
+                "test_error_clean": held.error_clean,
+                "attn_signal_clean": fit.attn_signal_clean,
+                "attn_signal_noisy": fit.attn_signal_noisy,
+                "norm_p": res.p_norm,
+            }
+        )
     return rows
 
 
@@ -80,13 +107,19 @@ def _cos(a: np.ndarray | None, b: np.ndarray) -> float:
     return float(a @ b / (na * nb)) if na > 0 and nb > 0 else math.nan
 
 
-def tarzanagh_cell(train: Any, test: Any, init: np.random.SeedSequence, *, steps: int) -> list[dict]:
+def tarzanagh_cell(
+    train: Any, test: Any, init: np.random.SeedSequence, *, steps: int
+) -> list[dict]:
     """The p-only run (``v = v_1``) at checkpoints against the attention SVMs."""
     v1 = first_step_head(train)
     marks = sorted({int(s) for s in np.round(np.geomspace(1, steps, 9))})
     # GD from a fixed start is deterministic: the iterate at step k is a k-step run's endpoint.
-    ends = {k: gradient_descent(train, schedule="constant", steps=k, record_steps=[k],
-                                train=("p",), v0=v1) for k in marks}
+    ends = {
+        k: gradient_descent(
+            train, schedule="constant", steps=k, record_steps=[k], train=("p",), v0=v1
+        )
+        for k in marks
+    }
     final_sel = np.argmax(attention(train.X, ends[steps].p), axis=1)
     p_final = solve_attention_svm(train.X, final_sel)
     opt_sel = np.argmax(train.y[:, None] * np.einsum("itd,d->it", train.X, v1), axis=1)
@@ -94,11 +127,17 @@ def tarzanagh_cell(train: Any, test: Any, init: np.random.SeedSequence, *, steps
     rows = []
     for k, res in ends.items():
         sel = np.argmax(attention(train.X, res.p), axis=1)
-        rows.append({"step": k, "norm_p": res.p_norm,
-                     "cos_current": _cos(solve_attention_svm(train.X, sel), res.p),
-                     "cos_final": _cos(p_final, res.p), "cos_opt": _cos(p_opt, res.p),
-                     "same_as_final": float(np.mean(sel == final_sel)),
-                     "train_error": evaluate(res.v, res.p, train).error})
+        rows.append(
+            {
+                "step": k,
+                "norm_p": res.p_norm,
+                "cos_current": _cos(solve_attention_svm(train.X, sel), res.p),
+                "cos_final": _cos(p_final, res.p),
+                "cos_opt": _cos(p_opt, res.p),
+                "same_as_final": float(np.mean(sel == final_sel)),
+                "train_error": evaluate(res.v, res.p, train).error,
+            }
+        )
     return rows
 
 
@@ -109,22 +148,35 @@ def _tasks(size: str, work: Any, steps: int, kappas: list[float]) -> list[ClaimT
         for seed in range(pick(size, 1, 3, 5)):
             cell = Cell(n, d, 2, None, kappa, 0.1, seed, work.__name__)
             key = {"n": n, "d": d, "kappa": kappa, "seed": seed}
-            out.append(ClaimTask(key, cell, pick(size, 100, 500, 2000), SWEEP_SEED, work,
-                                 {"steps": steps}))
+            out.append(
+                ClaimTask(key, cell, pick(size, 100, 500, 2000), SWEEP_SEED, work, {"steps": steps})
+            )
     return out
 
 
 def sakamoto_tasks(size: str) -> list[ClaimTask]:
     """Cells of the fixed-head study at ``size``."""
-    return _tasks(size, sakamoto_cell, pick(size, 100, 1000, 3000),
-                  pick(size, [0.5, 8.0], [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
-                       [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]))
+    return _tasks(
+        size,
+        sakamoto_cell,
+        pick(size, 100, 1000, 3000),
+        pick(
+            size,
+            [0.5, 8.0],
+            [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
+            [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+        ),
+    )
 
 
 def tarzanagh_tasks(size: str) -> list[ClaimTask]:
     """Cells of the attention-SVM study at ``size``."""
-    return _tasks(size, tarzanagh_cell, pick(size, 100, 10000, 30000),
-                  pick(size, [4.0], [1.0, 4.0, 16.0], [1.0, 4.0, 16.0]))
+    return _tasks(
+        size,
+        tarzanagh_cell,
+        pick(size, 100, 10000, 30000),
+        pick(size, [4.0], [1.0, 4.0, 16.0], [1.0, 4.0, 16.0]),
+    )
 
 
 @figure_style()
@@ -136,8 +188,11 @@ def plot_sakamoto(csv: Path, png: Path) -> Path:
 
     rows = read_claim_rows(csv, SAK_FIELDS, TEXT)
     colours = {"p-only": "#0072B2", "v-only": "#D55E00", "joint": "#009E73"}
-    panels = {"train_error": "training error", "test_error_clean": "clean test error",
-              "attn_signal_clean": "attention on signal (clean train)"}
+    panels = {
+        "train_error": "training error",
+        "test_error_clean": "clean test error",
+        "attn_signal_clean": "attention on signal (clean train)",
+    }
     # panels carry information only: one whose means are a single value for every method is
     # named under the title instead (the training error where every run interpolates)
     same = {col: constant_value(aggregate(rows, ("method", "kappa"), col)) for col in panels}
@@ -149,18 +204,32 @@ def plot_sakamoto(csv: Path, png: Path) -> Path:
         for method, colour in colours.items():
             agg = aggregate([r for r in rows if r["method"] == method], ("kappa",), col)
             ks = sorted(agg)
-            ax.errorbar([k[0] for k in ks], [agg[k][0] for k in ks], yerr=[agg[k][1] for k in ks],
-                        fmt="-o", ms=3, capsize=2, color=colour, label=method)
+            ax.errorbar(
+                [k[0] for k in ks],
+                [agg[k][0] for k in ks],
+                yerr=[agg[k][1] for k in ks],
+                fmt="-o",
+                ms=3,
+                capsize=2,
+                color=colour,
+                label=method,
+            )
         ax.set_xscale("log")
         ax.set_xlabel(r"$\kappa = n\,\mathrm{SNR}^2$ (signal norm$^2$, log scale)")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     r0 = rows[0]
-    notes = "".join(f"\nNot drawn: {panels[col]} = {same[col]:g} for every method and point."
-                    for col in panels if same[col] is not None)
-    fig.suptitle(f"Fixed head (p-only, v = $v_1$) vs fixed attention (v-only, p = 0) vs joint GD: "
-                 f"n={r0['n']:g}, d={r0['d']:g}, T=2{notes}", fontsize=10)
+    notes = "".join(
+        f"\nNot drawn: {panels[col]} = {same[col]:g} for every method and point."
+        for col in panels
+        if same[col] is not None
+    )
+    fig.suptitle(
+        f"Fixed head (p-only, v = $v_1$) vs fixed attention (v-only, p = 0) vs joint GD: "
+        f"n={r0['n']:g}, d={r0['d']:g}, T=2{notes}",
+        fontsize=10,
+    )
     return save_figure(fig, png)
 
 
@@ -184,16 +253,26 @@ def plot_tarzanagh(csv: Path, png: Path) -> Path:
         ):
             agg = aggregate(sub, ("step",), col)
             st = sorted(agg)
-            ax.errorbar([s[0] for s in st], [agg[s][0] for s in st], yerr=[agg[s][1] for s in st],
-                        fmt=fmt, ms=4, capsize=2, color=colour, label=label)
+            ax.errorbar(
+                [s[0] for s in st],
+                [agg[s][0] for s in st],
+                yerr=[agg[s][1] for s in st],
+                fmt=fmt,
+                ms=4,
+                capsize=2,
+                color=colour,
+                label=label,
+            )
         ax.set_xscale("log")
         ax.set_xlabel("GD step on p (log scale)")
         ax.set_title(rf"$\kappa$ = {kappa:g}")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(r"$\cos(p_t, p_{\mathrm{svm}})$")
     axes[0].legend(fontsize=7)
-    fig.suptitle("GD on p with v = $v_1$ fixed: direction against the attention SVM "
-                 "(Tarzanagh et al.)", fontsize=10)
+    fig.suptitle(
+        "GD on p with v = $v_1$ fixed: direction against the attention SVM (Tarzanagh et al.)",
+        fontsize=10,
+    )
     return save_figure(fig, png)
 
 
@@ -204,13 +283,21 @@ def run(out: Path, size: str, which: str, **backend: Any) -> tuple[Path, Path, s
 
     csv, png = out / f"claim_{which}.csv", out / f"claim_{which}.png"
     if which == "sakamoto":
-        message, rows = run_and_plot(sakamoto_tasks(size), csv, png, (SAK_FIELDS, SAK_KEYS, TEXT),
-                                     plot_sakamoto, **backend)
-        table = markdown_table(rows, ("kappa", "method"), ("train_error", "test_error_clean",
-                                                          "attn_signal_clean", "attn_signal_noisy"))
+        message, rows = run_and_plot(
+            sakamoto_tasks(size), csv, png, (SAK_FIELDS, SAK_KEYS, TEXT), plot_sakamoto, **backend
+        )
+        table = markdown_table(
+            rows,
+            ("kappa", "method"),
+            ("train_error", "test_error_clean", "attn_signal_clean", "attn_signal_noisy"),
+        )
     else:
-        message, rows = run_and_plot(tarzanagh_tasks(size), csv, png, (TAR_FIELDS, TAR_KEYS, TEXT),
-                                     plot_tarzanagh, **backend)
-        table = markdown_table(rows, ("kappa", "step"),
-                               ("norm_p", "cos_current", "cos_final", "cos_opt", "same_as_final"))
+        message, rows = run_and_plot(
+            tarzanagh_tasks(size), csv, png, (TAR_FIELDS, TAR_KEYS, TEXT), plot_tarzanagh, **backend
+        )
+        table = markdown_table(
+            rows,
+            ("kappa", "step"),
+            ("norm_p", "cos_current", "cos_final", "cos_opt", "same_as_final"),
+        )
     return csv, png, table, message

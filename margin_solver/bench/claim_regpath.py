@@ -34,9 +34,27 @@ from margin_solver.gd.regpath import constrained_path, regularization_path
 from margin_solver.minnorm.solve import solve_min_norm
 
 FIELDS = (
-    "n", "d", "kappa", "R_scale", "seed", "method", "lam", "r_scale",
-    "R", "mu", "status", "ref_status", "cos_v", "cos_p", "same_token", "norm_ratio",
-    "train_error", "test_error_clean", "ref_test_error_clean", "iterations", "seconds",
+    "n",
+    "d",
+    "kappa",
+    "R_scale",
+    "seed",
+    "method",
+    "lam",
+    "r_scale",
+    "R",
+    "mu",
+    "status",
+    "ref_status",
+    "cos_v",
+    "cos_p",
+    "same_token",
+    "norm_ratio",
+    "train_error",
+    "test_error_clean",
+    "ref_test_error_clean",
+    "iterations",
+    "seconds",
 )
 KEY_FIELDS = ("n", "d", "kappa", "R_scale", "seed", "method", "lam", "r_scale")
 TEXT = ("method", "status", "ref_status")
@@ -65,25 +83,69 @@ def regpath_cell(
     rows = []
     path = regularization_path(train, R=R, lambdas=lambdas)
     for pt in path.points:
-        rows.append(_row(against, "path", pt.v, pt.p, pt.status, pt.iterations,
-                         path.solve_time / len(path.points), lam=pt.lam))
+        rows.append(
+            _row(
+                against,
+                "path",
+                pt.v,
+                pt.p,
+                pt.status,
+                pt.iterations,
+                path.solve_time / len(path.points),
+                lam=pt.lam,
+            )
+        )
     r_scales = sorted(r_scales)
     cpath = constrained_path(train, R=R, radii=[s * ref.norm for s in r_scales])
     for s, pt in zip(r_scales, cpath.points):
-        rows.append(_row(against, "constrained", pt.v, pt.p, pt.status, pt.iterations,
-                         cpath.solve_time / len(cpath.points), r_scale=s, mu=pt.lam))
+        rows.append(
+            _row(
+                against,
+                "constrained",
+                pt.v,
+                pt.p,
+                pt.status,
+                pt.iterations,
+                cpath.solve_time / len(cpath.points),
+                r_scale=s,
+                mu=pt.lam,
+            )
+        )
     for lam in lambdas:
         t0 = time.perf_counter()
         res = gradient_descent(
-            train, schedule="constant", steps=gd_steps, weight_decay=lam, R=R, record_steps=[gd_steps]
+            train,
+            schedule="constant",
+            steps=gd_steps,
+            weight_decay=lam,
+            R=R,
+            record_steps=[gd_steps],
         )
-        rows.append(_row(against, "gd-wd", res.v, res.p, res.status, res.nit,
-                         time.perf_counter() - t0, lam=lam))
+        rows.append(
+            _row(
+                against,
+                "gd-wd",
+                res.v,
+                res.p,
+                res.status,
+                res.nit,
+                time.perf_counter() - t0,
+                lam=lam,
+            )
+        )
     return rows
 
 
-def _row(against: tuple, method: str, v: np.ndarray, p: np.ndarray, status: str,
-         iterations: int, seconds: float, **columns: float) -> dict:
+def _row(
+    against: tuple,
+    method: str,
+    v: np.ndarray,
+    p: np.ndarray,
+    status: str,
+    iterations: int,
+    seconds: float,
+    **columns: float,
+) -> dict:
     """A row comparing ``(v, p)`` with P_R's. ``against``: (P_R's result, its clean test
     error, train, test, R); ``columns``: the row's ``lam``, ``r_scale`` or ``mu``."""
     ref, ref_test, train, test, R = against
@@ -91,10 +153,20 @@ def _row(against: tuple, method: str, v: np.ndarray, p: np.ndarray, status: str,
     fit, held = evaluate(v, p, train), evaluate(v, p, test)
     ratio = np.linalg.norm(v) / fit.min_margin / ref.norm if fit.min_margin > 0 else None
     return {
-        "method": method, **columns, "R": R, "status": status, "ref_status": ref.status,
-        "cos_v": cmp.cos_v, "cos_p": cmp.cos_p, "same_token": cmp.same_token_train,
-        "norm_ratio": ratio, "train_error": fit.error, "test_error_clean": held.error_clean,
-        "ref_test_error_clean": ref_test, "iterations": iterations, "seconds": seconds,
+        "method": method,
+        **columns,
+        "R": R,
+        "status": status,
+        "ref_status": ref.status,
+        "cos_v": cmp.cos_v,
+        "cos_p": cmp.cos_p,
+        "same_token": cmp.same_token_train,
+        "norm_ratio": ratio,
+        "train_error": fit.error,
+        "test_error_clean": held.error_clean,
+        "ref_test_error_clean": ref_test,
+        "iterations": iterations,
+        "seconds": seconds,
     }
 
 
@@ -105,11 +177,16 @@ def tasks(size: str) -> list[ClaimTask]:
     kappas = pick(size, [4.0], [0.5, 2.0, 4.0, 8.0], [0.5, 2.0, 4.0, 8.0])
     R_scales = pick(size, [10.0], [3.0, 30.0], [3.0, 10.0, 30.0, 100.0])
     options = {
-        "lambdas": pick(size, [1e-1, 1e-3], np.geomspace(1e-1, 1e-6, 6).tolist(),
-                        np.geomspace(1e-1, 1e-8, 8).tolist()),
+        "lambdas": pick(
+            size,
+            [1e-1, 1e-3],
+            np.geomspace(1e-1, 1e-6, 6).tolist(),
+            np.geomspace(1e-1, 1e-8, 8).tolist(),
+        ),
         # Up to r = 32 ||v*||: multipliers down to ~1e-15, past the lam grid's end.
-        "r_scales": pick(size, [1.0, 8.0], [2.0 ** k for k in range(-1, 6)],
-                         [2.0 ** k for k in range(-1, 7)]),
+        "r_scales": pick(
+            size, [1.0, 8.0], [2.0**k for k in range(-1, 6)], [2.0**k for k in range(-1, 7)]
+        ),
         "gd_steps": pick(size, 200, 3000, 10000),
         "certify_max_n": 16,
     }
@@ -119,8 +196,16 @@ def tasks(size: str) -> list[ClaimTask]:
             for seed in range(pick(size, 1, 2, 5)):
                 cell = Cell(n, d, 2, None, kappa, 0.1, seed, "regpath")
                 key = {"n": n, "d": d, "kappa": kappa, "R_scale": R_scale, "seed": seed}
-                out.append(ClaimTask(key, cell, pick(size, 100, 500, 2000), SWEEP_SEED,
-                                     regpath_cell, {**options, "R_scale": R_scale}))
+                out.append(
+                    ClaimTask(
+                        key,
+                        cell,
+                        pick(size, 100, 500, 2000),
+                        SWEEP_SEED,
+                        regpath_cell,
+                        {**options, "R_scale": R_scale},
+                    )
+                )
     return out
 
 
@@ -144,25 +229,40 @@ def plot(csv: Path, png: Path) -> Path:
             for c, R_scale in enumerate(sorted({r["R_scale"] for r in sub})):
                 for method, style in STYLES.items():
                     for seed in sorted({r["seed"] for r in sub}):
-                        line = sorted((_decay(r), r[col]) for r in sub if r["R_scale"] == R_scale
-                                      and r["method"] == method and r["seed"] == seed)
+                        line = sorted(
+                            (_decay(r), r[col])
+                            for r in sub
+                            if r["R_scale"] == R_scale
+                            and r["method"] == method
+                            and r["seed"] == seed
+                        )
                         line = [(x, y) for x, y in line if x > 0]  # mu = 0: inside the ball
                         if not line:
                             continue
-                        ax.plot(*zip(*line), style, ms=3, lw=1, alpha=0.8,
-                                color=colours[c % len(colours)],
-                                label=f"{method}, R = {R_scale:g}/$\\nu$" if seed == 0 else None)
+                        ax.plot(
+                            *zip(*line),
+                            style,
+                            ms=3,
+                            lw=1,
+                            alpha=0.8,
+                            color=colours[c % len(colours)],
+                            label=f"{method}, R = {R_scale:g}/$\\nu$" if seed == 0 else None,
+                        )
             ax.set_xscale("log")
             ax.grid(alpha=0.3)
             ax.set_title(f"$\\kappa$ = {kappa:g}" if i == 0 else "")
             ax.set_ylabel(r"$\cos(v, v^*)$" if i == 0 else r"$\cos(p, p^*)$")
     axes[0, 0].invert_xaxis()  # shared by every panel: the decay falls to the right
     axes[0, 0].legend(fontsize=7)
-    fig.supxlabel(r"weight decay $\lambda$; constrained path ($||v|| \leq r$): its multiplier "
-                  r"$\mu$ (log scale, decreasing)")
+    fig.supxlabel(
+        r"weight decay $\lambda$; constrained path ($||v|| \leq r$): its multiplier "
+        r"$\mu$ (log scale, decreasing)"
+    )
     r0 = rows[0]
-    fig.suptitle(f"Weight-decay and constrained paths vs the min-norm interpolator $P_R$: "
-                 f"n={r0['n']:g}, d={r0['d']:g}, T=2, $\\eta$=0.1 (one line per seed)")
+    fig.suptitle(
+        f"Weight-decay and constrained paths vs the min-norm interpolator $P_R$: "
+        f"n={r0['n']:g}, d={r0['d']:g}, T=2, $\\eta$=0.1 (one line per seed)"
+    )
     return save_figure(fig, png)
 
 
@@ -182,14 +282,23 @@ def run(out: Path, size: str, **backend: Any) -> tuple[Path, Path, str, str]:
 
     csv, png = out / "claim_regpath.csv", out / "claim_regpath.png"
     message, rows = run_and_plot(tasks(size), csv, png, (FIELDS, KEY_FIELDS, TEXT), plot, **backend)
-    table = markdown_table(rows, ("kappa", "R_scale", "method", "lam", "r_scale"),
-                           ("cos_v", "cos_p", "same_token", "norm_ratio", "test_error_clean",
-                            "iterations", "seconds"))
+    table = markdown_table(
+        rows,
+        ("kappa", "R_scale", "method", "lam", "r_scale"),
+        ("cos_v", "cos_p", "same_token", "norm_ratio", "test_error_clean", "iterations", "seconds"),
+    )
     counts = []
     for method in ("path", "constrained"):
         mine = [r for r in rows if r["method"] == method]
         counts.append(f"{sum(r['status'] == 'converged' for r in mine)} of {len(mine)}")
     certified = sum(r["ref_status"] == "optimal" for r in rows if r["method"] == "path")
-    return csv, png, (f"Path points converged: weight-decay path {counts[0]}, constrained path "
-                      f"{counts[1]}; P_R certified (status optimal) in {certified} of the "
-                      "weight-decay path's rows.\n\n" + table), message
+    return (
+        csv,
+        png,
+        (
+            f"Path points converged: weight-decay path {counts[0]}, constrained path "
+            f"{counts[1]}; P_R certified (status optimal) in {certified} of the "
+            "weight-decay path's rows.\n\n" + table
+        ),
+        message,
+    )

@@ -113,12 +113,13 @@ def run_claim_tasks(
         todo = [t for t in tasks if tuple(canonical(v) for v in t.key.values()) not in done]
         # the sweep's own executor locally: its workers end with the study (joblib's shared
         # one kept them running after a killed `margin-solver bench`)
-        rows = (dask_map(run_task, todo, scheduler) if scheduler
-                else local_map(run_task, todo, jobs))
+        rows = dask_map(run_task, todo, scheduler) if scheduler else local_map(run_task, todo, jobs)
         n_rows = 0
         # closing the generator stops the workers at once when the loop ends early
-        with closing(rows), ProgressBar(progress, total=len(todo), desc=Path(out).name,
-                                        unit="task") as bar:
+        with (
+            closing(rows),
+            ProgressBar(progress, total=len(todo), desc=Path(out).name, unit="task") as bar,
+        ):
             for batch in rows:
                 for row in batch:
                     log.append(row)
@@ -132,7 +133,9 @@ def pick(size: str, tiny: Any, quick: Any, full: Any) -> Any:
     return {"tiny": tiny, "quick": quick, "full": full}[size]
 
 
-def read_claim_rows(csv: str | os.PathLike, fields: Sequence[str], text: Sequence[str]) -> list[dict[str, Any]]:
+def read_claim_rows(
+    csv: str | os.PathLike, fields: Sequence[str], text: Sequence[str]
+) -> list[dict[str, Any]]:
     """Rows of a claim CSV: the ``text`` columns as str, the others as float (NaN if empty)."""
     from margin_solver.bench.resultlog import read_rows
 

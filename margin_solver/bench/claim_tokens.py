@@ -35,9 +35,22 @@ from margin_solver.gd.endpoints import gradient_descent, token_scale
 from margin_solver.minnorm.solve import solve_min_norm
 
 FIELDS = (
-    "n", "d", "T", "kappa", "seed", "method",
-    "status", "certified", "train_error", "test_error_clean", "attn_signal_clean",
-    "attn_signal_noisy", "n_noisy", "top_noise_attention", "top_noise_fraction", "seconds",
+    "n",
+    "d",
+    "T",
+    "kappa",
+    "seed",
+    "method",
+    "status",
+    "certified",
+    "train_error",
+    "test_error_clean",
+    "attn_signal_clean",
+    "attn_signal_noisy",
+    "n_noisy",
+    "top_noise_attention",
+    "top_noise_fraction",
+    "seconds",
 )
 KEY_FIELDS = ("n", "d", "T", "kappa", "seed", "method")
 TEXT = ("method", "status")
@@ -69,7 +82,7 @@ def tokens_cell(
         t0 = time.perf_counter()
         if method == "min-norm":
             R = R_SCALE / np.sqrt(token_scale(train.X))
-            certify = train.T <= certify_max_T and train.n <= 16
+            certify = certify_max_T >= train.T and train.n <= 16
             res = solve_min_norm(train, R=R, certify=certify, seed=int(init.generate_state(1)[0]))
             certified = float(res.status == "optimal") if certify else None
         else:
@@ -81,15 +94,24 @@ def tokens_cell(
             )
             certified = None
         seconds = time.perf_counter() - t0
-        row: dict[str, Any] = {"method": method, "status": res.status, "certified": certified,
-                               "seconds": seconds}
+        row: dict[str, Any] = {
+            "method": method,
+            "status": res.status,
+            "certified": certified,
+            "seconds": seconds,
+        }
         if res.v is not None:
             fit, held = evaluate(res.v, res.p, train), evaluate(res.v, res.p, test)
             top, frac, k = top_noise_share(train, res.p)
-            row.update(train_error=fit.error, test_error_clean=held.error_clean,
-                       attn_signal_clean=fit.attn_signal_clean,
-                       attn_signal_noisy=fit.attn_signal_noisy, n_noisy=k,
-                       top_noise_attention=top, top_noise_fraction=frac)
+            row.update(
+                train_error=fit.error,
+                test_error_clean=held.error_clean,
+                attn_signal_clean=fit.attn_signal_clean,
+                attn_signal_noisy=fit.attn_signal_noisy,
+                n_noisy=k,
+                top_noise_attention=top,
+                top_noise_fraction=frac,
+            )
         rows.append(row)
     return rows
 
@@ -99,8 +121,12 @@ def tasks(size: str) -> list[ClaimTask]:
     n = pick(size, 8, 16, 40)
     d = pick(size, 100, 1000, 2000)
     Ts = pick(size, [2, 3], [2, 3, 4, 8, 16], [2, 3, 4, 8, 16])
-    kappas = pick(size, [0.5, 8.0], [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
-                  [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0])
+    kappas = pick(
+        size,
+        [0.5, 8.0],
+        [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
+        [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
+    )
     options = {"certify_max_T": pick(size, 2, 3, 4), "gd_steps": pick(size, 100, 1000, 10000)}
     out = []
     for T in Ts:
@@ -108,8 +134,11 @@ def tasks(size: str) -> list[ClaimTask]:
             for seed in range(pick(size, 1, 3, 5)):
                 cell = Cell(n, d, T, None, kappa, 0.1, seed, "tokens")
                 key = {"n": n, "d": d, "T": T, "kappa": kappa, "seed": seed}
-                out.append(ClaimTask(key, cell, pick(size, 100, 500, 2000), SWEEP_SEED,
-                                     tokens_cell, options))
+                out.append(
+                    ClaimTask(
+                        key, cell, pick(size, 100, 500, 2000), SWEEP_SEED, tokens_cell, options
+                    )
+                )
     return out
 
 
@@ -140,8 +169,14 @@ def thresholds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not sub:
                 continue
             cert = [r["certified"] for r in sub if not math.isnan(r["certified"])]
-            out.append({"T": T, "method": method, "kappa_star": kappa_star(sub),
-                        "certified_share": float(np.mean(cert)) if cert else math.nan})
+            out.append(
+                {
+                    "T": T,
+                    "method": method,
+                    "kappa_star": kappa_star(sub),
+                    "certified_share": float(np.mean(cert)) if cert else math.nan,
+                }
+            )
     return out
 
 
@@ -170,11 +205,17 @@ def plot_threshold(csv: Path, png: Path) -> Path:
     ax.set_xlabel("T (tokens per sample, log scale)")
     ax.set_ylabel(rf"$\kappa^*$: mean clean test error $\leq$ {BENIGN_LEVEL:g}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, title=r"open $\triangle$: not reached by $\kappa$ = " + f"{top:g}",
-              title_fontsize=7)
+    ax.legend(
+        fontsize=8,
+        title=r"open $\triangle$: not reached by $\kappa$ = " + f"{top:g}",
+        title_fontsize=7,
+    )
     r0 = rows[0]
-    fig.suptitle(rf"Threshold $\kappa^* = n\,\mathrm{{SNR}}^2$ against T: n={r0['n']:g}, "
-                 f"d={r0['d']:g}, $\\eta$=0.1", fontsize=10)
+    fig.suptitle(
+        rf"Threshold $\kappa^* = n\,\mathrm{{SNR}}^2$ against T: n={r0['n']:g}, "
+        f"d={r0['d']:g}, $\\eta$=0.1",
+        fontsize=10,
+    )
     return save_figure(fig, png)
 
 
@@ -192,12 +233,22 @@ def plot_dominant(csv: Path, png: Path) -> Path:
     cmap = __import__("matplotlib").colormaps["viridis"]
     for ax, method in zip(axes, METHODS):
         for j, kappa in enumerate(kappas):
-            agg = aggregate([r for r in rows if r["method"] == method and r["kappa"] == kappa],
-                            ("T",), "top_noise_fraction")
+            agg = aggregate(
+                [r for r in rows if r["method"] == method and r["kappa"] == kappa],
+                ("T",),
+                "top_noise_fraction",
+            )
             Ts = sorted(agg)
-            ax.errorbar([t[0] for t in Ts], [agg[t][0] for t in Ts], yerr=[agg[t][1] for t in Ts],
-                        fmt="-o", ms=3, capsize=2, color=cmap(j / max(len(kappas) - 1, 1)),
-                        label=rf"$\kappa$ = {kappa:g}")
+            ax.errorbar(
+                [t[0] for t in Ts],
+                [agg[t][0] for t in Ts],
+                yerr=[agg[t][1] for t in Ts],
+                fmt="-o",
+                ms=3,
+                capsize=2,
+                color=cmap(j / max(len(kappas) - 1, 1)),
+                label=rf"$\kappa$ = {kappa:g}",
+            )
         if Ts:
             xs = np.array([t[0] for t in Ts], dtype=float)
             ax.plot(xs, 1 / (xs - 1), ":", color="grey", label="uniform over noise: 1/(T-1)")
@@ -208,9 +259,11 @@ def plot_dominant(csv: Path, png: Path) -> Path:
     axes[0].set_ylabel("top noise token / all noise attention\n(flipped training samples)")
     axes[0].legend(fontsize=7)
     r0 = rows[0]
-    fig.suptitle(f"Attention of flipped training samples on their top noise token: n={r0['n']:g}, "
-                 f"d={r0['d']:g}, $\\eta$=0.1 (mean ± std over seeds with a flipped sample)",
-                 fontsize=10)
+    fig.suptitle(
+        f"Attention of flipped training samples on their top noise token: n={r0['n']:g}, "
+        f"d={r0['d']:g}, $\\eta$=0.1 (mean ± std over seeds with a flipped sample)",
+        fontsize=10,
+    )
     return save_figure(fig, png)
 
 
@@ -225,11 +278,19 @@ def run(out: Path, size: str, which: str, **backend: Any) -> tuple[Path, Path, s
     message, rows = run_and_plot(tasks(size), csv, png, (FIELDS, KEY_FIELDS, TEXT), plot, **backend)
     if which == "threshold":
         lines = ["| T | method | kappa* | certified share (min-norm) |", "|---|---|---|---|"]
-        lines += [f"| {t['T']:g} | {t['method']} | {t['kappa_star']:.3g} | {t['certified_share']:.2g} |"
-                  for t in thresholds(rows)]
-        table = "\n".join(lines) + "\n\n" + markdown_table(
-            rows, ("T", "kappa", "method"), ("train_error", "test_error_clean"))
+        lines += [
+            f"| {t['T']:g} | {t['method']} | {t['kappa_star']:.3g} | {t['certified_share']:.2g} |"
+            for t in thresholds(rows)
+        ]
+        table = (
+            "\n".join(lines)
+            + "\n\n"
+            + markdown_table(rows, ("T", "kappa", "method"), ("train_error", "test_error_clean"))
+        )
     else:
-        table = markdown_table([r for r in rows if r["T"] > 2], ("T", "kappa", "method"),
-                               ("top_noise_attention", "top_noise_fraction", "attn_signal_noisy"))
+        table = markdown_table(
+            [r for r in rows if r["T"] > 2],
+            ("T", "kappa", "method"),
+            ("top_noise_attention", "top_noise_fraction", "attn_signal_noisy"),
+        )
     return csv, png, table, message

@@ -45,7 +45,9 @@ class DemoSetting:
 
     def distribution(self) -> PaperDistribution:
         """The data distribution with SNR = sqrt(kappa / n)."""
-        return PaperDistribution(d=self.d, T=self.T, snr=math.sqrt(self.kappa / self.n), eta=self.eta)
+        return PaperDistribution(
+            d=self.d, T=self.T, snr=math.sqrt(self.kappa / self.n), eta=self.eta
+        )
 
 
 #: Benign (kappa above the checker's C_benign = 4) and harmful (well below 1) settings. At
@@ -94,8 +96,14 @@ def run_setting(setting: DemoSetting, seed: int) -> tuple[dict[str, Any], dict[s
     two_step.update(seconds=gd_seconds, message=gd.message)
     report = {
         "data": {
-            "n": train.n, "T": train.T, "d": train.d, "snr": train.snr, "kappa": train.kappa,
-            "eta": train.eta, "noisy_samples": int(train.flipped.sum()), "n_test": test.n,
+            "n": train.n,
+            "T": train.T,
+            "d": train.d,
+            "snr": train.snr,
+            "kappa": train.kappa,
+            "eta": train.eta,
+            "noisy_samples": int(train.flipped.sum()),
+            "n_test": test.n,
         },
         "min_norm": min_norm,
         "two_step_gd": two_step,
@@ -107,16 +115,22 @@ def run_setting(setting: DemoSetting, seed: int) -> tuple[dict[str, Any], dict[s
     }
     panel = {
         "title": f"{setting.name}: $\\kappa = n\\,\\mathrm{{SNR}}^2 = {setting.kappa:g}$",
-        "models": {"min-norm": _per_sample_attention(mn.p, train),
-                   "two-step GD": _per_sample_attention(gd.p, train)},
+        "models": {
+            "min-norm": _per_sample_attention(mn.p, train),
+            "two-step GD": _per_sample_attention(gd.p, train),
+        },
     }
     return report, panel
 
 
 #: The demo's small phase diagram: SNR on a grid shared by every n, two seeds per cell.
 PHASE_GRID = SweepGrid(
-    n=[20, 40, 80], d=[2000], snr=np.geomspace(0.04, 0.9, 6).round(4).tolist(), eta=[0.15],
-    seeds=2, methods=["min-norm", "gd-two-step"],
+    n=[20, 40, 80],
+    d=[2000],
+    snr=np.geomspace(0.04, 0.9, 6).round(4).tolist(),
+    eta=[0.15],
+    seeds=2,
+    methods=["min-norm", "gd-two-step"],
 )
 
 
@@ -143,7 +157,11 @@ def small_phase_diagram(out: Path, seed: int) -> tuple[list[Path], list[str]]:
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
-    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+    return (
+        "n/a"
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else format(value, spec)
+    )
 
 
 def format_setting(name: str, rep: dict[str, Any]) -> str:
@@ -151,11 +169,16 @@ def format_setting(name: str, rep: dict[str, Any]) -> str:
     data, mn = rep["data"], rep["min_norm"]
     check = rep["check"]
     lines = [
-        (f"--- {name}: n={data['n']}, T={data['T']}, d={data['d']}, SNR={data['snr']:.4g}, "
-        f"kappa={data['kappa']:.3g}, eta={data['eta']} ({data['noisy_samples']} noisy labels) ---"),
-        (f"min-norm interpolator (R = 100/sqrt(d), certified): ||v|| = {mn['norm_v']:.6g}, "
-        f"lower bound = {_fmt(mn['lower_bound'], '.6g')}, gap = {_fmt(mn['gap'], '.1e')}, "
-        f"{mn['seconds']:.2f} s"),
+        (
+            f"--- {name}: n={data['n']}, T={data['T']}, d={data['d']}, SNR={data['snr']:.4g}, "
+            f"kappa={data['kappa']:.3g}, eta={data['eta']} "
+            f"({data['noisy_samples']} noisy labels) ---"
+        ),
+        (
+            f"min-norm interpolator (R = 100/sqrt(d), certified): ||v|| = {mn['norm_v']:.6g}, "
+            f"lower bound = {_fmt(mn['lower_bound'], '.6g')}, gap = {_fmt(mn['gap'], '.1e')}, "
+            f"{mn['seconds']:.2f} s"
+        ),
         "",
         rep["comparison_table"],
         "",
@@ -168,12 +191,15 @@ def format_setting(name: str, rep: dict[str, Any]) -> str:
 
 def summary_table(settings: dict[str, dict[str, Any]]) -> str:
     """The ten-second summary: one line per setting and model."""
-    head = (f"{'setting':<9}{'kappa':>6}  {'predicted':<17}{'model':<13}{'train err':>10}"
-            f"{'clean test err':>15}{'noisy test err':>15}{'attn clean':>11}{'attn noisy':>11}")
+    head = (
+        f"{'setting':<9}{'kappa':>6}  {'predicted':<17}{'model':<13}{'train err':>10}"
+        f"{'clean test err':>15}{'noisy test err':>15}{'attn clean':>11}{'attn noisy':>11}"
+    )
     lines = [head, "-" * len(head)]
     for name, rep in settings.items():
         for label, key, check in (
-            ("min-norm", "min_norm", "check"), ("two-step GD", "two_step_gd", "check_two_step_gd")
+            ("min-norm", "min_norm", "check"),
+            ("two-step GD", "two_step_gd", "check_two_step_gd"),
         ):
             m = rep[key]
             lines.append(
@@ -187,8 +213,11 @@ def summary_table(settings: dict[str, dict[str, Any]]) -> str:
 
 def format_report(report: dict[str, Any]) -> str:
     """Readable text of the whole demo report."""
-    parts = ["margin_solver demo: benign vs harmful overfitting in single-head attention",
-             "(every term printed below is defined in docs/usage.md, \"Terms in the output\")", ""]
+    parts = [
+        "margin_solver demo: benign vs harmful overfitting in single-head attention",
+        '(every term printed below is defined in docs/usage.md, "Terms in the output")',
+        "",
+    ]
     for name, rep in report["settings"].items():
         parts += [format_setting(name, rep), ""]
     parts += [
@@ -211,12 +240,16 @@ def _conclusion(settings: dict[str, dict[str, Any]]) -> str:
     lines = []
     for name, rep in settings.items():
         mn = rep["min_norm"]
-        fits = "fits every training label" if mn["train_error"] == 0 else (
-            f"misses {mn['train_error']:.0%} of the training labels")
+        fits = (
+            "fits every training label"
+            if mn["train_error"] == 0
+            else (f"misses {mn['train_error']:.0%} of the training labels")
+        )
         lines.append(
-            f"{name} (kappa {rep['data']['kappa']:g}): the min-norm interpolator {fits}; clean test "
-            f"error {mn['test_error_clean']:.3f}; attention on the signal {mn['attn_signal_clean']:.2f} "
-            f"(clean) vs {mn['attn_signal_noisy']:.2f} (noisy). Checker: {rep['check']['verdict']}"
+            f"{name} (kappa {rep['data']['kappa']:g}): the min-norm interpolator {fits}; "
+            f"clean test error {mn['test_error_clean']:.3f}; attention on the signal "
+            f"{mn['attn_signal_clean']:.2f} (clean) vs {mn['attn_signal_noisy']:.2f} (noisy). "
+            f"Checker: {rep['check']['verdict']}"
         )
     return "\n".join(lines)
 
@@ -246,7 +279,11 @@ def run_demo(out_dir: str | Path = "results", seed: int = 0) -> dict[str, Any]:
     files = [plot_attention_allocation(panels, out / "demo_attention.png")]
     phase_files, phase_message = small_phase_diagram(out, seed)
     files += phase_files
-    report = {"settings": settings, "phase_diagram": phase_message, "conclusion": _conclusion(settings)}
+    report = {
+        "settings": settings,
+        "phase_diagram": phase_message,
+        "conclusion": _conclusion(settings),
+    }
     report["seconds"] = time.perf_counter() - start
     files.append(out / "demo.json")
     report["files"] = [str(f) for f in files]

@@ -90,13 +90,24 @@ def plot_heads(csv: str | Path, out: str | Path) -> Path:
     for ax, method in zip(axes, methods):
         heads = sorted({int(k[1]) for k in train if k[0] == method})
         for colour, h in zip(colours, heads):
-            keys = sorted((k for k in train if k[0] == method and int(k[1]) == h), key=lambda k: k[2])
+            keys = sorted(
+                (k for k in train if k[0] == method and int(k[1]) == h), key=lambda k: k[2]
+            )
             n = np.array([k[2] for k in keys], dtype=float)
             for stats, style, what in ((train, "--", "train"), (test, "-", "test (clean)")):
                 mean = np.array([stats[k][0] for k in keys])
                 std = np.array([stats[k][1] for k in keys])
-                ax.errorbar(n, mean, yerr=std, color=colour, linestyle=style, marker="o",
-                            markersize=3, capsize=2, label=f"$H={h}$, {what}")
+                ax.errorbar(
+                    n,
+                    mean,
+                    yerr=std,
+                    color=colour,
+                    linestyle=style,
+                    marker="o",
+                    markersize=3,
+                    capsize=2,
+                    label=f"$H={h}$, {what}",
+                )
         ax.set_xscale("log")
         ns = sorted({int(k[2]) for k in train if k[0] == method})
         ax.set_xticks(ns, labels=[str(n) for n in ns])  # the grid's n, not log decades
@@ -109,6 +120,8 @@ def plot_heads(csv: str | Path, out: str | Path) -> Path:
     fig.legend(handles, labels, fontsize="small", loc="outside right center")
     if rows:
         r = rows[0]
-        fig.suptitle(f"{r['data']}, 3 vs 8, $T={r['T']:g}$ patch tokens, ReLU lift to "
-                     f"$d={r['d']:g}$, $\\eta={r['eta']:g}$")
+        fig.suptitle(
+            f"{r['data']}, 3 vs 8, $T={r['T']:g}$ patch tokens, ReLU lift to "
+            f"$d={r['d']:g}$, $\\eta={r['eta']:g}$"
+        )
     return save_figure(fig, out)

@@ -19,10 +19,11 @@ A method fits a model (v, p) on ``train`` and returns a dict of result columns
   ``norm - lower_bound`` when the method provides one.
 
 The cell's ``heads`` (:class:`margin_solver.bench.sweeps.Cell`) is the number of attention
-heads of the fitted model (``min-norm``: :func:`margin_solver.minnorm.multihead.solve_min_norm_heads`,
-certified only for one head; GD methods: ``gradient_descent(heads=...)``, from a random
-initialisation unless ``init`` is given, since heads started at zero stay identical);
-``uniform-svm`` has no attention and refuses ``heads > 1``.
+heads of the fitted model (``min-norm``:
+:func:`margin_solver.minnorm.multihead.solve_min_norm_heads`, certified only for one head; GD
+methods: ``gradient_descent(heads=...)``, from a random initialisation unless ``init`` is given,
+since heads started at zero stay identical); ``uniform-svm`` has no attention and refuses
+``heads > 1``.
 
 Register a new method with :func:`register_method`.
 """

@@ -39,16 +39,34 @@ DPI = 200
 
 #: Panels of :func:`plot_gd_trajectory`: title, y label, (column, legend label) pairs.
 _GD_PANELS = (
-    ("Training loss", "mean logistic loss",
-     (("loss", "loss"), ("objective", "objective (with weight decay)"))),
-    ("Errors", "error rate",
-     (("train_error", "train (observed labels)"), ("test_error", "test (noisy labels)"),
-      ("test_error_clean", "test (clean labels)"))),
-    ("Attention on the signal token (train)", "mean attention",
-     (("attn_signal_clean", "clean samples"), ("attn_signal_noisy", "noisy samples"))),
-    ("Norms and normalised margin", "value",
-     (("norm_v", r"$\|v\|$"), ("norm_p", r"$\|p\|$"),
-      ("normalized_margin", r"$\mathrm{min}_i\, y_i f(X_i)\; /\; \|v\|$"))),
+    (
+        "Training loss",
+        "mean logistic loss",
+        (("loss", "loss"), ("objective", "objective (with weight decay)")),
+    ),
+    (
+        "Errors",
+        "error rate",
+        (
+            ("train_error", "train (observed labels)"),
+            ("test_error", "test (noisy labels)"),
+            ("test_error_clean", "test (clean labels)"),
+        ),
+    ),
+    (
+        "Attention on the signal token (train)",
+        "mean attention",
+        (("attn_signal_clean", "clean samples"), ("attn_signal_noisy", "noisy samples")),
+    ),
+    (
+        "Norms and normalised margin",
+        "value",
+        (
+            ("norm_v", r"$\|v\|$"),
+            ("norm_p", r"$\|p\|$"),
+            ("normalized_margin", r"$\mathrm{min}_i\, y_i f(X_i)\; /\; \|v\|$"),
+        ),
+    ),
 )
 
 
@@ -94,7 +112,7 @@ def plot_gd_trajectory(
         fig = Figure(figsize=(3.6 * ncols, 2.6 * nrows + 0.5))
         axes = fig.subplots(nrows, ncols, sharex=True, squeeze=False).ravel()
         for ax, (name, ylabel, lines) in zip(axes, panels):
-            for key, label, values in lines:
+            for _key, label, values in lines:
                 ax.plot(step, values, marker="o" if len(step) <= 12 else None, label=label)
             ax.set_title(name)
             ax.set_ylabel(ylabel)
@@ -106,9 +124,9 @@ def plot_gd_trajectory(
                 ax.set_yscale("symlog", linthresh=1e-3)
             elif not keys & {"norm_v", "norm_p", "normalized_margin"}:
                 ax.set_ylim(-0.02, 1.02)  # errors and attention are fractions
-        for ax in axes[len(panels):]:
+        for ax in axes[len(panels) :]:
             ax.remove()
-        for ax in axes[max(len(panels) - ncols, 0):len(panels)]:
+        for ax in axes[max(len(panels) - ncols, 0) : len(panels)]:
             ax.set_xlabel("GD step")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.xaxis.set_tick_params(labelbottom=True)
@@ -133,11 +151,24 @@ def plot_step_size_grid(
     """
     pairs = sorted({(str(r["c0"]), str(r["g"])) for r in rows})
     sizes = sorted({(int(r["n"]), int(r["d"])) for r in rows})
-    top = [(_pair_label(c0, g), lambda r, c0=c0, g=g: (str(r["c0"]), str(r["g"])) == (c0, g)
-            and (int(r["n"]), int(r["d"])) == (n, d)) for c0, g in pairs]
-    bottom = [(f"$n = {nn}$, $d = {dd}$", lambda r, nn=nn, dd=dd:
-               (str(r["c0"]), str(r["g"])) == default and (int(r["n"]), int(r["d"])) == (nn, dd))
-              for nn, dd in sizes]
+    top = [
+        (
+            _pair_label(c0, g),
+            lambda r, c0=c0, g=g: (
+                (str(r["c0"]), str(r["g"])) == (c0, g) and (int(r["n"]), int(r["d"])) == (n, d)
+            ),
+        )
+        for c0, g in pairs
+    ]
+    bottom = [
+        (
+            f"$n = {nn}$, $d = {dd}$",
+            lambda r, nn=nn, dd=dd: (
+                (str(r["c0"]), str(r["g"])) == default and (int(r["n"]), int(r["d"])) == (nn, dd)
+            ),
+        )
+        for nn, dd in sizes
+    ]
     rows_drawn = [(top, f"$n = {n}$, $d = {d}$")]
     if sizes != [(n, d)]:  # with one size the bottom row would repeat the top row's default
         rows_drawn.append((bottom, f"default $c_0 = {default[0]}$, $g = {default[1]}$"))
@@ -151,8 +182,10 @@ def plot_step_size_grid(
                 if not kappas:
                     continue
                 for ax, key in zip(row_axes, ("test_error_clean", "interpolates")):
-                    mean = [np.mean([float(r[key]) for r in sel if float(r["kappa"]) == k])
-                            for k in kappas]
+                    mean = [
+                        np.mean([float(r[key]) for r in sel if float(r["kappa"]) == k])
+                        for k in kappas
+                    ]
                     ax.plot(kappas, mean, marker="o", label=label)
             row_axes[0].set_title(f"Clean test error after GD\n({what})")
             row_axes[0].set_ylabel("clean test error")
@@ -163,8 +196,10 @@ def plot_step_size_grid(
             row_axes[0].legend(fontsize="x-small")  # one legend per row: same lines in both
         for ax in axes[-1]:
             ax.set_xlabel(r"$\kappa = n\,\mathrm{SNR}^2$")
-        fig.suptitle(r"GD endpoints over $\kappa$: two-step step-size constants and long runs, "
-                     r"$T = 2$")
+        fig.suptitle(
+            r"GD endpoints over $\kappa$: two-step step-size constants and long runs, "
+            r"$T = 2$"
+        )
     return save_figure(fig, path)
 
 
@@ -196,7 +231,7 @@ def plot_attention_allocation(
         axes = np.atleast_1d(fig.subplots(1, len(panels), sharey=True))
         for ax, panel in zip(axes, panels):
             models = panel["models"]
-            for k, (name, groups) in enumerate(models.items()):
+            for k, (_name, groups) in enumerate(models.items()):
                 for j, (kind, values) in enumerate(zip(kinds, groups)):
                     values = np.asarray(values, dtype=np.float64)
                     colour, marker = kinds[kind]
@@ -204,12 +239,28 @@ def plot_attention_allocation(
                     label = f"{kind} samples" if k == 0 else None
                     if values.size:
                         ax.bar(x, values.mean(), width=0.8, color=colour, alpha=0.3, label=label)
-                        ax.scatter(x + jitter.uniform(-0.25, 0.25, values.size), values, s=9,
-                                   color=colour, marker=marker, zorder=3, linewidths=0)
-                        ax.annotate(f"{values.mean():.2f}", (x, min(values.mean() + 0.03, 1.02)),
-                                    ha="center", fontsize="small", zorder=4,
-                                    bbox={"boxstyle": "round,pad=0.15", "fc": "white",
-                                          "ec": "none", "alpha": 0.8})
+                        ax.scatter(
+                            x + jitter.uniform(-0.25, 0.25, values.size),
+                            values,
+                            s=9,
+                            color=colour,
+                            marker=marker,
+                            zorder=3,
+                            linewidths=0,
+                        )
+                        ax.annotate(
+                            f"{values.mean():.2f}",
+                            (x, min(values.mean() + 0.03, 1.02)),
+                            ha="center",
+                            fontsize="small",
+                            zorder=4,
+                            bbox={
+                                "boxstyle": "round,pad=0.15",
+                                "fc": "white",
+                                "ec": "none",
+                                "alpha": 0.8,
+                            },
+                        )
             ax.set_xticks([3 * k + 0.5 for k in range(len(models))], list(models))
             ax.set_title(panel["title"])
             ax.set_ylim(-0.03, 1.1)
@@ -222,7 +273,7 @@ def plot_attention_allocation(
 
 def _pair_label(c0: str, g: str) -> str:
     if c0.startswith("const"):
-        return f"constant step, {c0[len('const'):]} steps"
+        return f"constant step, {c0[len('const') :]} steps"
     return f"two-step, $c_0 = {c0}$, $g = {g}$"
 
 
@@ -284,8 +335,13 @@ _CREATOR_KEY: dict[str, str] = {"pdf": "Creator", "svg": "Creator", "png": "Soft
 
 
 def label_cells(
-    ax: Axes, mesh: Any, x: Sequence[float], y: Sequence[float], values: np.ndarray,
-    texts: Sequence[Sequence[str]] | None = None, fontsize: float | str = "small",
+    ax: Axes,
+    mesh: Any,
+    x: Sequence[float],
+    y: Sequence[float],
+    values: np.ndarray,
+    texts: Sequence[Sequence[str]] | None = None,
+    fontsize: float | str = "small",
 ) -> None:
     """Write a text in every cell of a heatmap, black or white, whichever reads better on
     the cell's colour (:func:`margin_solver.bench.style.text_colour_on`).
@@ -309,8 +365,15 @@ def label_cells(
         for j, xx in enumerate(x):
             text = texts[i][j] if texts is not None else f"{values[i, j]:.2f}"
             if np.isfinite(values[i, j]) and text:
-                ax.text(xx, yy, text, ha="center", va="center", fontsize=fontsize,
-                        color=text_colour_on(colours[i, j]))
+                ax.text(
+                    xx,
+                    yy,
+                    text,
+                    ha="center",
+                    va="center",
+                    fontsize=fontsize,
+                    color=text_colour_on(colours[i, j]),
+                )
 
 
 def plain_log_labels(axis: Any) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import gzip
 import os
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,7 @@ def load_digits_images() -> tuple[np.ndarray, np.ndarray]:
 TABULAR = {"wine": "load_wine", "cancer": "load_breast_cancer", "digits": "load_digits"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def tabular_two_classes(name: str) -> tuple[np.ndarray, np.ndarray]:
     """The rows of classes 0 and 1 of a scikit-learn bundled data set, standardised.
 
@@ -94,8 +94,9 @@ def tabular_two_classes(name: str) -> tuple[np.ndarray, np.ndarray]:
         An unknown name, or scikit-learn is not installed.
     """
     if name not in TABULAR:
-        raise InvalidInputError(f"Unknown tabular data set {name!r}; expected one of "
-                                f"{sorted(TABULAR)}.")
+        raise InvalidInputError(
+            f"Unknown tabular data set {name!r}; expected one of {sorted(TABULAR)}."
+        )
     X, y = getattr(_sklearn_datasets(name), TABULAR[name])(return_X_y=True)
     keep = y <= 1
     X = X[keep].astype(np.float64)

@@ -213,7 +213,9 @@ class ResultLog:
             keys.append(key)
         if not keys:
             return
-        data = b"".join(_csv_line([canonical(row.get(name)) for name in self.fields]) for row in rows)
+        data = b"".join(
+            _csv_line([canonical(row.get(name)) for name in self.fields]) for row in rows
+        )
         assert self._fd is not None
         _write_all(self._fd, data)  # under the lock taken by open()
         os.fsync(self._fd)
@@ -258,7 +260,9 @@ class ResultLog:
                 )
             if tuple(values[i] for i in index) not in drop:
                 kept.append(line)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"
+        )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
             os.fchmod(fd, stat.S_IMODE(os.fstat(self._fd).st_mode))

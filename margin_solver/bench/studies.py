@@ -87,7 +87,7 @@ def _pick(size: str, tiny: Any, quick: Any, full: Any) -> Any:
     return {"tiny": tiny, "quick": quick, "full": full}[size]
 
 
-# -- phase diagram ----------------------------------------------------------------------------------
+# -- phase diagram ---------------------------------------------------------------------------------
 def _phase_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
     n = _pick(size, [6, 12], [8, 16, 32, 64], [8, 16, 32, 64, 128])
     snr = _pick(
@@ -166,14 +166,13 @@ def _eta_plot(csv: Path, png: Path) -> Path:
         png,
         "eta",
         ["test_error_clean", "test_error_noisy", "attn_signal_clean", "attn_signal_noisy"],
-        title=f"Label-noise sweep: $n = {r['n']:g}$, $d = {r['d']:g}$, "
-        f"$\\kappa = {r['kappa']:g}$",
+        title=f"Label-noise sweep: $n = {r['n']:g}$, $d = {r['d']:g}$, $\\kappa = {r['kappa']:g}$",
         xlabel=r"$\eta$ (label-flip probability)",
         diagonal="test_error_noisy",
     )
 
 
-# -- real data --------------------------------------------------------------------------------------
+# -- real data -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _ImageStudy:
     """Sizes of a real-data study: images cut into patch tokens, ReLU-lifted to ``lifts``
@@ -242,11 +241,15 @@ _MNIST = _ImageStudy(
 )
 # The real-data study with 1, 2 and 4 heads (authors' reply, Q3; margin_solver.bench.heads_study).
 _HEADS_DIGITS = dataclasses.replace(
-    _DIGITS, lifts=(32, 256, 1024), ns=([8, 16], [10, 20, 40, 80, 160], [10, 20, 40, 80, 160, 320]),
+    _DIGITS,
+    lifts=(32, 256, 1024),
+    ns=([8, 16], [10, 20, 40, 80, 160], [10, 20, 40, 80, 160, 320]),
     **HEADS_SETTINGS,
 )
 _HEADS_MNIST = dataclasses.replace(
-    _MNIST, lifts=(32, 256, 1024), ns=([8, 16], [25, 50, 100, 200], [25, 50, 100, 200, 400]),
+    _MNIST,
+    lifts=(32, 256, 1024),
+    ns=([8, 16], [25, 50, 100, 200], [25, 50, 100, 200, 400]),
     **HEADS_SETTINGS,
 )
 
@@ -262,14 +265,14 @@ def _image_plot(csv: Path, png: Path) -> Path:
         png,
         "n",
         ["train_error", "test_error_clean", "test_error_noisy"],
-        title=f"{r['data']}: {a} (-1) vs {b} (+1) as T={r['T']:g} tokens of {opts['patch']}x{opts['patch']} "
-        f"patches{position}{lift}, $\\eta$={r['eta']:g}",
+        title=f"{r['data']}: {a} (-1) vs {b} (+1) as T={r['T']:g} tokens of "
+        f"{opts['patch']}x{opts['patch']} patches{position}{lift}, $\\eta$={r['eta']:g}",
         xlabel="n (training images)",
         logx=True,
     )
 
 
-# -- trajectories and speed (not grids of cells) ------------------------------------------------------
+# -- trajectories and speed (not grids of cells) ---------------------------------------------------
 def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
     from margin_solver.bench.trajectory_study import (
         plot_trajectories,
@@ -337,7 +340,9 @@ def _claim(module: str, *args: str) -> Callable[..., tuple[Path, Path | None, st
     def run(out: Path, size: str, **backend: Any) -> tuple[Path, Path | None, str, str]:
         import importlib
 
-        return importlib.import_module(f"margin_solver.bench.{module}").run(out, size, *args, **backend)
+        return importlib.import_module(f"margin_solver.bench.{module}").run(
+            out, size, *args, **backend
+        )
 
     return run
 
@@ -422,18 +427,42 @@ STUDIES: dict[str, Study] = {
             custom=_check_calibration,
         ),
         Study("speed", "Solver speed (v-step, min-norm, GD benchmarks)", custom=_speed),
-        Study("weight-decay-path", "Claim: weight decay -> min-norm (authors' reply, W2, Q1)",
-              custom=_claim("claim_regpath"), parallel=True),
-        Study("large-T", "Claim: threshold kappa* against T (authors' reply, Q3.2)",
-              custom=_claim("claim_tokens", "threshold"), parallel=True),
-        Study("dominant-token", "Claim: one dominant noise token (authors' reply, Q2)",
-              custom=_claim("claim_tokens", "dominant"), parallel=True),
-        Study("long-gd", "Claim: harmful overfitting persists in long GD (authors' reply, W4)",
-              custom=_claim("claim_longgd"), parallel=True),
-        Study("fixed-head", "Neighbours: v fixed, GD on p (Sakamoto et al.)",
-              custom=_claim("claim_neighbours", "sakamoto"), parallel=True),
-        Study("attention-svm", "Neighbours: GD's p direction vs the attention SVM (Tarzanagh et al.)",
-              custom=_claim("claim_neighbours", "tarzanagh"), parallel=True),
+        Study(
+            "weight-decay-path",
+            "Claim: weight decay -> min-norm (authors' reply, W2, Q1)",
+            custom=_claim("claim_regpath"),
+            parallel=True,
+        ),
+        Study(
+            "large-T",
+            "Claim: threshold kappa* against T (authors' reply, Q3.2)",
+            custom=_claim("claim_tokens", "threshold"),
+            parallel=True,
+        ),
+        Study(
+            "dominant-token",
+            "Claim: one dominant noise token (authors' reply, Q2)",
+            custom=_claim("claim_tokens", "dominant"),
+            parallel=True,
+        ),
+        Study(
+            "long-gd",
+            "Claim: harmful overfitting persists in long GD (authors' reply, W4)",
+            custom=_claim("claim_longgd"),
+            parallel=True,
+        ),
+        Study(
+            "fixed-head",
+            "Neighbours: v fixed, GD on p (Sakamoto et al.)",
+            custom=_claim("claim_neighbours", "sakamoto"),
+            parallel=True,
+        ),
+        Study(
+            "attention-svm",
+            "Neighbours: GD's p direction vs the attention SVM (Tarzanagh et al.)",
+            custom=_claim("claim_neighbours", "tarzanagh"),
+            parallel=True,
+        ),
     )
 }
 

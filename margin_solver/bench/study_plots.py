@@ -31,10 +31,8 @@ _PANELS = {
     "test_error_noisy": ("Noisy test error", "test error vs noisy labels"),
     "train_error": ("Training error", "training error (observed labels)"),
     "attn_signal_clean": ("Attention, clean training samples", "attention on the signal token"),
-    "attn_signal_noisy": ("Attention, flipped training samples",
-                          "attention on the signal token"),
-    "norm": ("Norm of the interpolator at margin 1",
-             r"$\|v\|\,/\,\mathrm{min}_i\, y_i f(X_i)$"),
+    "attn_signal_noisy": ("Attention, flipped training samples", "attention on the signal token"),
+    "norm": ("Norm of the interpolator at margin 1", r"$\|v\|\,/\,\mathrm{min}_i\, y_i f(X_i)$"),
 }
 
 #: Panels drawn on a log scale (norms span decades across a sweep).
@@ -87,9 +85,7 @@ def _interpolates(row: dict[str, Any]) -> float:
     return float(row["status"] not in ("failed", "infeasible") and row["train_error"] == 0.0)
 
 
-def regime_map(
-    rows: list[dict[str, Any]], benign_max_error: float = 0.1
-) -> dict[tuple, Regime]:
+def regime_map(rows: list[dict[str, Any]], benign_max_error: float = 0.1) -> dict[tuple, Regime]:
     """Regime per (method, n, snr): no interpolation / benign / harmful.
 
     A point interpolates when most seeds reach zero training error; it is *benign* when it
@@ -197,16 +193,17 @@ def plot_phase_diagram(
                 mine = predicted_map(rows, method)
                 P = np.array(
                     [
-                        [
-                            PREDICTIONS.index(mine[(n, s)]) if (n, s) in mine else np.nan
-                            for n in ns
-                        ]
+                        [PREDICTIONS.index(mine[(n, s)]) if (n, s) in mine else np.nan for n in ns]
                         for s in snrs
                     ],
                     dtype=float,
                 )
                 mesh3 = ax3.pcolormesh(
-                    xe, ye, P, cmap=ListedColormap(_PREDICTION_COLOURS), norm=three,
+                    xe,
+                    ye,
+                    P,
+                    cmap=ListedColormap(_PREDICTION_COLOURS),
+                    norm=three,
                     shading="flat",
                 )
                 cbar3 = fig.colorbar(mesh3, ax=ax3, ticks=[0, 1, 2])
@@ -221,8 +218,13 @@ def plot_phase_diagram(
                 used.append(ax3)
             for a in used:
                 a.plot(curve_n, 1 / np.sqrt(curve_n), color="white", ls="-", lw=2.2)
-                a.plot(curve_n, 1 / np.sqrt(curve_n), "k--", lw=1.1,
-                       label=r"$\mathrm{SNR} = 1/\sqrt{n}$  ($\kappa = n\,\mathrm{SNR}^2 = 1$)")
+                a.plot(
+                    curve_n,
+                    1 / np.sqrt(curve_n),
+                    "k--",
+                    lw=1.1,
+                    label=r"$\mathrm{SNR} = 1/\sqrt{n}$  ($\kappa = n\,\mathrm{SNR}^2 = 1$)",
+                )
                 a.set_xscale("log")
                 a.set_yscale("log")
                 a.set_xlim(xe[0], xe[-1])
@@ -237,10 +239,16 @@ def plot_phase_diagram(
         handles, labels = axes[0, 0].get_legend_handles_labels()
         note = (
             ["marks: agree / DIFFER with the observed regime; no-int = does not interpolate"]
-            if predicted else []
+            if predicted
+            else []
         )
-        fig.legend(handles[-1:] + [_blank()] * len(note), labels[-1:] + note,
-                   loc="outside lower center", ncols=1 + len(note), frameon=False)
+        fig.legend(
+            handles[-1:] + [_blank()] * len(note),
+            labels[-1:] + note,
+            loc="outside lower center",
+            ncols=1 + len(note),
+            frameon=False,
+        )
         fig.suptitle(
             f"Phase diagram: $d = {meta['d']:g}$, $T = {meta['T']:g}$, "
             f"$\\eta = {meta['eta']:g}$, {int(max(v[2] for v in err.values()))} seeds per cell"
@@ -325,12 +333,29 @@ def plot_curves(
                 misses = np.array([fits.get((method, xx), (0.0,))[0] > 0 for xx in xs])
                 if col != "train_error" and misses.any():
                     hollow_any = True
-                    ax.plot(xs[misses], mean[misses], ls="none", marker=marker,
-                            mfc="white", mec=colour, mew=1.2, zorder=3)
+                    ax.plot(
+                        xs[misses],
+                        mean[misses],
+                        ls="none",
+                        marker=marker,
+                        mfc="white",
+                        mec=colour,
+                        mew=1.2,
+                        zorder=3,
+                    )
             for name, value in (vlines or {}).items():
                 ax.axvline(value, color="grey", ls=":", lw=1)
-                ax.text(value, 0.98, f"{name} ", transform=ax.get_xaxis_transform(),
-                        rotation=90, va="top", ha="right", fontsize="x-small", color="dimgrey")
+                ax.text(
+                    value,
+                    0.98,
+                    f"{name} ",
+                    transform=ax.get_xaxis_transform(),
+                    rotation=90,
+                    va="top",
+                    ha="right",
+                    fontsize="x-small",
+                    color="dimgrey",
+                )
             if diagonal == col:
                 lim = np.array([min(r[x] for r in rows), max(r[x] for r in rows)])
                 ax.plot(lim, lim, "k--", lw=1, label=r"Bayes error $= \eta$")
@@ -348,22 +373,23 @@ def plot_curves(
                 ax.set_ylim(-0.02, max(0.52, ax.get_ylim()[1]))
             ax.set_ylabel(_PANELS.get(col, (col, col))[1])
             ax.set_title(_title(col))
-        for ax in axes.ravel()[len(drawn):]:
+        for ax in axes.ravel()[len(drawn) :]:
             ax.remove()
-        for ax in axes.ravel()[max(len(drawn) - ncols, 0):len(drawn)]:  # lowest in each column
+        for ax in axes.ravel()[max(len(drawn) - ncols, 0) : len(drawn)]:  # lowest in each column
             ax.set_xlabel(xlabel)
             ax.xaxis.set_tick_params(labelbottom=True)
         handles, labels = axes.ravel()[0].get_legend_handles_labels()
         if hollow_any:
             handles.append(Line2D([], [], ls="none", marker="o", mfc="white", mec="dimgrey"))
             labels.append("hollow: training error > 0 (does not interpolate)")
-        for ax in axes.ravel()[1:len(drawn)]:  # panel-only entries (the Bayes line)
+        for ax in axes.ravel()[1 : len(drawn)]:  # panel-only entries (the Bayes line)
             for h, lab in zip(*ax.get_legend_handles_labels()):
                 if lab not in labels:
                     handles.append(h)
                     labels.append(lab)
-        fig.legend(handles, labels, loc="outside lower center",
-                   ncols=min(len(labels), 4), frameon=False)
+        fig.legend(
+            handles, labels, loc="outside lower center", ncols=min(len(labels), 4), frameon=False
+        )
         fig.suptitle(title + ("\n" + " ".join(notes) if notes else ""))
     return save_figure(fig, png)
 

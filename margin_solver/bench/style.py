@@ -124,10 +124,11 @@ def figure_format(path: str | os.PathLike) -> str:
     --------
     >>> figure_format("phase.PDF")
     'pdf'
-    >>> figure_format("phase.jpg")
+    >>> figure_format("phase.jpg")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    margin_solver.core.validation.InvalidInputError: phase.jpg: unknown figure format '.jpg'; give a file name ending in .pdf, .svg or .png.
+    margin_solver.core.validation.InvalidInputError: phase.jpg: unknown figure format '.jpg';
+    give a file name ending in .pdf, .svg or .png.
     """
     suffix = Path(path).suffix
     if suffix.lower() not in FORMATS:

@@ -2,8 +2,8 @@
 
 A *cell* is one point of the grid (data source, n, d, T, SNR or kappa, eta, seed) with one
 *method* (a name in :data:`margin_solver.bench.methods.SWEEP_METHODS`). Cells run locally
-through joblib, or on an existing Dask distributed cluster when a scheduler address is given. Workers only
-compute and return rows; the parent process appends them to the results file
+through joblib, or on an existing Dask distributed cluster when a scheduler address is given.
+Workers only compute and return rows; the parent process appends them to the results file
 (:class:`margin_solver.bench.resultlog.ResultLog`: one write + fsync per row under a lock), so an
 interrupted sweep keeps every finished row and a re-run with the same output skips them.
 
@@ -205,9 +205,12 @@ class SweepGrid:
         for name in ("snr", "kappa"):
             if getattr(self, name) is not None:
                 # Beyond MAX_MAGNITUDE the signal tokens would overflow the solvers' products.
-                _check_axis(getattr(self, name), name,
-                            lambda x: _is_real(x) and 0 <= x <= MAX_MAGNITUDE,
-                            f"finite numbers >= 0 and <= {MAX_MAGNITUDE:g}")
+                _check_axis(
+                    getattr(self, name),
+                    name,
+                    lambda x: _is_real(x) and 0 <= x <= MAX_MAGNITUDE,
+                    f"finite numbers >= 0 and <= {MAX_MAGNITUDE:g}",
+                )
         if not isinstance(self.seeds, (int, np.integer)):
             _check_axis(self.seeds, "seeds", _is_int_at_least(0), "integers >= 0")
 
@@ -234,8 +237,18 @@ class SweepGrid:
             self.n, strength, self.d, self.T, self.eta, self.seed_list, self.methods, self.heads
         ):
             out.append(
-                Cell(int(n), int(d), int(T), snr, kappa, float(eta), seed, str(method), self.data,
-                     int(heads))
+                Cell(
+                    int(n),
+                    int(d),
+                    int(T),
+                    snr,
+                    kappa,
+                    float(eta),
+                    seed,
+                    str(method),
+                    self.data,
+                    int(heads),
+                )
             )
         return out
 
@@ -415,8 +428,9 @@ def point_jobs(jobs: Sequence[CellJob]) -> list[PointJob]:
 
 def largest_first(points: Sequence[PointJob]) -> list[PointJob]:
     """The points, those with the most work first (samples x tokens x dimension x heads
-    summed over the point's cells; ties keep their order), so that parallel workers do not end on a long point while the
-    others idle. Rows do not depend on the order."""
+    summed over the point's cells; ties keep their order), so that parallel workers do not end on a
+    long point while the others idle. Rows do not depend on the order."""
+
     def size(point: PointJob) -> int:
         cell = point.jobs[0].cell
         return cell.n * cell.T * cell.d * sum(job.cell.heads for job in point.jobs)
@@ -452,7 +466,7 @@ def _run_point(point: PointJob) -> list[dict[str, Any]]:
             "n_test": test.n,
             "n_noisy": None if train.flipped is None else int(train.flipped.sum()),
         }
-    except Exception as exc:  # noqa: BLE001 (a failed cell is a result row, not a crashed sweep)
+    except Exception as exc:  # a failed cell is a result row, not a crashed sweep
         return [_failed_row(job, exc) for job in point.jobs]
     evidence = functools.cache(lambda: data_evidence(train))  # on first use: not if no check
     return [_method_row(job, train, test, shared, evidence) for job in point.jobs]
@@ -510,7 +524,7 @@ def _method_row(
             setting = theory_setting(cell.method, fields, call.options)
             report = check_conditions(train, **setting, heads=cell.heads, evidence=evidence())
             row.update(predicted_regime=report.predicted_regime, snr_regime=report.snr_regime)
-    except Exception as exc:  # noqa: BLE001 (a failed cell is a result row, not a crashed sweep)
+    except Exception as exc:  # a failed cell is a result row, not a crashed sweep
         return _failed_row(job, exc, row)
     unknown = set(fields) - set(METHOD_FIELDS)
     if unknown:
@@ -670,8 +684,9 @@ def run_sweep(
         _write_sidecar(side, config, history + [run | {"state": "running"}])
         state = "interrupted"
         try:
-            with ProgressBar(progress, total=len(todo), desc=Path(out).name, unit="cell",
-                             smoothing=0.1) as bar:
+            with ProgressBar(
+                progress, total=len(todo), desc=Path(out).name, unit="cell", smoothing=0.1
+            ) as bar:
                 for batch in batches:
                     log.extend(batch)  # a point's rows: one write, one fsync
                     bar.update(len(batch))
@@ -734,8 +749,9 @@ def _check_known(cells: Sequence[Cell], config: SweepConfig) -> None:
         if cell.data == "paper" and params not in checked:
             checked.add(params)
             try:
-                PaperDistribution(d=cell.d, T=cell.T, snr=cell.snr, eta=cell.eta,
-                                  **config.data_options)
+                PaperDistribution(
+                    d=cell.d, T=cell.T, snr=cell.snr, eta=cell.eta, **config.data_options
+                )
             except TypeError as exc:  # an option PaperDistribution does not take
                 raise InvalidInputError(f"data_options for paper data: {exc}") from None
     _check_image_data(cells, config)
@@ -755,8 +771,9 @@ def _check_image_data(cells: Sequence[Cell], config: SweepConfig) -> None:
     for cell in largest.values():
         options = dict(config.data_options)
         try:
-            DATA_SOURCES[cell.data](cell, cell_seeds(cell, config.sweep_seed), config.n_test,
-                                    options)
+            DATA_SOURCES[cell.data](
+                cell, cell_seeds(cell, config.sweep_seed), config.n_test, options
+            )
         except TypeError as exc:  # an option the loader does not take
             raise InvalidInputError(f"data options for {cell.data} data: {exc}") from None
         except InvalidInputError as exc:
@@ -841,8 +858,9 @@ def _joblib_rows(points: list[PointJob], n_jobs: int | None) -> Iterator[list[di
     return local_map(run_point, points, n_jobs)
 
 
-def local_map(func: Callable[[Any], Any], items: Sequence[Any],
-              n_jobs: int | None) -> Iterator[Any]:
+def local_map(
+    func: Callable[[Any], Any], items: Sequence[Any], n_jobs: int | None
+) -> Iterator[Any]:
     """``func(item)`` for every item, in the order the workers finish them, on ``n_jobs``
     local worker processes (in this process when ``n_jobs == 1``; negative as joblib's).
 
@@ -869,7 +887,7 @@ def local_map(func: Callable[[Any], Any], items: Sequence[Any],
         max_workers=workers,
         initializer=_exit_with_parent,
         initargs=(os.getpid(),),
-        env={name: threads for name in _THREAD_VARIABLES},
+        env=dict.fromkeys(_THREAD_VARIABLES, threads),
     )
     queue = iter(items)
     # Two items per worker in flight: a worker never waits for the next, and an interrupted

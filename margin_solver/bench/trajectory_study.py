@@ -156,8 +156,7 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
     gd = [r for r in rows if r["method"] == "gd-constant"]
     ref = {m: [r for r in rows if r["method"] == m] for m in ("min-norm", "gd-two-step")}
     panels = [
-        ("Norm at margin 1", [("norm", None)],
-         r"$\|v_t\|\,/\,\mathrm{min}_i\, y_i f(X_i)$", True),
+        ("Norm at margin 1", [("norm", None)], r"$\|v_t\|\,/\,\mathrm{min}_i\, y_i f(X_i)$", True),
         (
             "Closeness to the min-norm solution",
             [
@@ -176,8 +175,10 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
         ),
         (
             "Errors",
-            [("test_error_clean", "clean test error"),
-             ("train_error", "training error (observed labels)")],
+            [
+                ("test_error_clean", "clean test error"),
+                ("train_error", "training error (observed labels)"),
+            ],
             "error rate",
             False,
         ),
@@ -194,14 +195,19 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
                 std = np.array([agg[(s,)][1] for s in steps])
                 line = ax.errorbar(steps, mean, yerr=std, marker="o", ms=3, label=label)
                 colour = line[0].get_color()
-                if col not in ("norm", "attn_signal_clean", "attn_signal_noisy",
-                               "test_error_clean"):
+                if col not in (
+                    "norm",
+                    "attn_signal_clean",
+                    "attn_signal_noisy",
+                    "test_error_clean",
+                ):
                     continue
                 for method, style in styles.items():
                     values = np.array([r[col] for r in ref[method]], dtype=float)
                     if np.isfinite(values).any():
-                        ax.axhline(values[np.isfinite(values)].mean(), color=colour, ls=style,
-                                   lw=1.2)
+                        ax.axhline(
+                            values[np.isfinite(values)].mean(), color=colour, ls=style, lw=1.2
+                        )
             ax.set_xscale("log")
             if logy:
                 ax.set_yscale("log")
@@ -215,9 +221,17 @@ def plot_trajectories(csv: str | os.PathLike, png: str | os.PathLike) -> Path:
         kinds = [Line2D([], [], color="dimgrey", marker="o", ms=3)] + [
             Line2D([], [], color="dimgrey", ls=style) for style in styles.values()
         ]
-        fig.legend(kinds, ["constant-step GD at step $t$ (mean ± std)",
-                           "min-norm solution", "two-step GD endpoint"],
-                   loc="outside lower center", ncols=3, frameon=False)
+        fig.legend(
+            kinds,
+            [
+                "constant-step GD at step $t$ (mean ± std)",
+                "min-norm solution",
+                "two-step GD endpoint",
+            ],
+            loc="outside lower center",
+            ncols=3,
+            frameon=False,
+        )
         r0 = rows[0]
         fig.suptitle(
             f"GD trajectory vs the min-norm interpolator: $n = {r0['n']:g}$, $d = {r0['d']:g}$, "

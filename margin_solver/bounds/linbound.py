@@ -22,8 +22,8 @@ xbar_i``, ``M = sum alpha_i y_i X_i^T J X_i``, ``E`` the weighted second-order t
 remainders); ``2 <b, E>``'s second-order part is a quadratic form in p, kept exactly, the rest of
 the cross term is bounded by one; the first two terms are bounded together by one trust-region
 problem (a quadratic form over the ball, exact by the S-lemma), the last by the largest
-eigenvalue of a positive semidefinite matrix. Unlike the
-Lagrangian bound (:mod:`margin_solver.bounds.sdpbound`), the attention keeps its coupling through the
+eigenvalue of a positive semidefinite matrix. Unlike the Lagrangian bound
+(:mod:`margin_solver.bounds.sdpbound`), the attention keeps its coupling through the
 shared p (the sign of every score difference follows p), which is what real tokens with
 n T > d need; the price is the remainder, small only when the scores' spread R ||x_it - x_iu||
 is: what is bounded rather than kept is of order w^3 for every T (for T >= 3 the
@@ -105,8 +105,9 @@ class _Linearised:
         M_along = R * np.linalg.norm(np.einsum("rs,iks->ikr", M, self.directions), axis=2)
         # (q_i's weights are known, so its terms keep one weight per direction; r_i's are not)
         weights = 2 * (alpha * self.coef * (np.abs(b_along) + M_along).max(axis=1))[:, None]
-        weights = weights + 2 * self.quad * (alpha[:, None] * M_along
-                                             + (alpha * self.y)[:, None] * b_along)
+        weights = weights + 2 * self.quad * (
+            alpha[:, None] * M_along + (alpha * self.y)[:, None] * b_along
+        )
         cross = self.form(weights)
         # ||w||^2 <= ||b + M p||^2 + 2 <b + M p, E> + ||E||^2: the first two over the ball at once
         top = _quadratic_max(M @ M + cross, M @ b, float(b @ b), R)
@@ -145,8 +146,9 @@ class _Linearised:
         return size - float(alpha.sum()) * slope
 
 
-def _secular(A: np.ndarray, g: np.ndarray, R: float
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+def _secular(
+    A: np.ndarray, g: np.ndarray, R: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """Eigen-decomposition ``A = Q diag(mu) Q^T``, g in its basis, and the multiplier
     lambda > lambda_max(A) minimising ``lambda R^2 + g^T (lambda I - A)^-1 g`` (bisection on
     its derivative): (mu, Q, Q^T g, lambda)."""
@@ -187,9 +189,17 @@ def _quadratic_argmax(A: np.ndarray, g: np.ndarray, R: float) -> np.ndarray:
     return Q @ (gq / (lam - mu))
 
 
-def linearised_bound(H: np.ndarray, y: np.ndarray, T: int, R: float, alpha: np.ndarray, *,
-                     target: float = math.inf, floor: float = 0.0,
-                     deadline: float = math.inf) -> float:
+def linearised_bound(
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    R: float,
+    alpha: np.ndarray,
+    *,
+    target: float = math.inf,
+    floor: float = 0.0,
+    deadline: float = math.inf,
+) -> float:
     """Certified lower bound on P_R from the attention linearised at p = 0 (module docstring).
 
     Parameters

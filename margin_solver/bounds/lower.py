@@ -150,8 +150,8 @@ class LowerBoundResult(ResultMixin):
         branch-and-bound stopped at its time limit: ``value`` is the bound proven so far, a
         valid lower bound but not LB), ``"max_iter"`` (a budget of SVMs stopped it: LB's
         ``max_nodes``, or the finite-R box search's SVMs without progress or no node left to
-        refine; ``value`` is the bound proven so far) or ``"infeasible"`` (the search finished and no
-        selection can be separated: P_R is infeasible for every R). docs/statuses.md.
+        refine; ``value`` is the bound proven so far) or ``"infeasible"`` (the search finished and
+        no selection can be separated: P_R is infeasible for every R). docs/statuses.md.
     message : str
     method : str
         ``"enumerate"`` or ``"bnb"``; for the finite-R bound the stages that ran, joined by
@@ -197,7 +197,8 @@ class LowerBoundResult(ResultMixin):
 
 
 def first_step_margins(H: np.ndarray, y: np.ndarray, T: int) -> np.ndarray:
-    """``y_i <v_1, x_it>`` with ``v_1 = sum_j y_j xbar_j`` (the first GD step's direction); (n, T)."""
+    """``y_i <v_1, x_it>`` with ``v_1 = sum_j y_j xbar_j`` (the first GD step's
+    direction); (n, T)."""
     n = len(y)
     values = (H @ np.repeat(y / T, T)).reshape(n, T)
     return y[:, None] * values
@@ -282,11 +283,15 @@ def global_lower_bound(
         R = check_positive(R, "R")
         gap_tol = check_gap_tol(gap_tol)
     H = (gram if gram is not None else TokenGram(X)).H
-    result = trusted_lower_bound(H, y, T, method, time_limit, progress, start, R=R, X=X,
-                                 gap_tol=gap_tol)
+    result = trusted_lower_bound(
+        H, y, T, method, time_limit, progress, start, R=R, X=X, gap_tol=gap_tol
+    )
     if not result.success:
-        warnings.warn(f"global_lower_bound returned status {result.status!r}: {result.message}",
-                      ConvergenceWarning, stacklevel=3)  # 3: past the verbose_switch wrapper
+        warnings.warn(
+            f"global_lower_bound returned status {result.status!r}: {result.message}",
+            ConvergenceWarning,
+            stacklevel=3,
+        )  # 3: past the verbose_switch wrapper
     return result
 
 
@@ -316,7 +321,8 @@ def trusted_lower_bound(
     :func:`time.perf_counter` reading the solve time counts from. With ``R`` (positive) the
     finite-R bound, which also needs ``gap_tol`` (in (0, 1)) and, unless ``incumbent`` is
     given, the tokens ``X`` (for the alternating solver's incumbent). Nothing is validated:
-    for callers that validated the data already (:func:`margin_solver.minnorm.solve.solve_min_norm`).
+    for callers that validated the data already
+    (:func:`margin_solver.minnorm.solve.solve_min_norm`).
 
     ``first``: :func:`first_selection` when the caller has it (LB's first incumbent; a start
     of the finite-R bound's descents); computed here when None. Without ``R``:
@@ -333,14 +339,36 @@ def trusted_lower_bound(
     """
     if R is not None and T > 1:
         with single_threaded_blas():
-            return _finite_r(X, y, H, R, method, time_limit, gap_tol, start, progress,
-                             first=first, hard_bound=hard_bound, incumbent=incumbent)
+            return _finite_r(
+                X,
+                y,
+                H,
+                R,
+                method,
+                time_limit,
+                gap_tol,
+                start,
+                progress,
+                first=first,
+                hard_bound=hard_bound,
+                incumbent=incumbent,
+            )
     if hard_bound is not None:  # T = 1: LB is P_R itself
         return hard_bound
     with single_threaded_blas():
-        result = _hard_selection_bound(H, y, T, method, time_limit, progress, start,
-                                       max_nodes=max_nodes, incumbents=incumbents,
-                                       first=first, X=X)
+        result = _hard_selection_bound(
+            H,
+            y,
+            T,
+            method,
+            time_limit,
+            progress,
+            start,
+            max_nodes=max_nodes,
+            incumbents=incumbents,
+            first=first,
+            X=X,
+        )
     if result.status in (NO_FEASIBLE_POINT_FOUND, INACCURATE) and X is not None:
         # Unresolved selections: samples with exactly the same tokens may still prove it.
         clash = conflicting_pairs(X, y, H)
@@ -355,33 +383,61 @@ def _conflict_result(
     """``infeasible``: samples ``pair`` have the same tokens and opposite labels."""
     i, j = pair
     return LowerBoundResult(
-        math.inf, math.inf, None, INFEASIBLE,
+        math.inf,
+        math.inf,
+        None,
+        INFEASIBLE,
         f"infeasible: samples {i} and {j} have the same tokens (in some order) and "
-        "opposite labels, so every p gives them the same feature", HARD_SELECTION, nodes,
-        time.perf_counter() - start, certified=True,
-        **({} if R is None else {"bound_kind": FINITE_R, "R": R}))
+        "opposite labels, so every p gives them the same feature",
+        HARD_SELECTION,
+        nodes,
+        time.perf_counter() - start,
+        certified=True,
+        **({} if R is None else {"bound_kind": FINITE_R, "R": R}),
+    )
 
 
 def _hard_selection_bound(
-    H: np.ndarray, y: np.ndarray, T: int, method: str, time_limit: float, progress: bool,
-    start: float, *, max_nodes: int | None = None, incumbents: list | None = None,
-    first: SelectionSVM | None = None, X: np.ndarray | None = None,
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    method: str,
+    time_limit: float,
+    progress: bool,
+    start: float,
+    *,
+    max_nodes: int | None = None,
+    incumbents: list | None = None,
+    first: SelectionSVM | None = None,
+    X: np.ndarray | None = None,
 ) -> LowerBoundResult:
     """LB by enumeration or branch-and-bound (``method``, ``"auto"`` by the size of T^n);
     ``X``, the tokens behind H, lets exactly equal tokens prove a selection infeasible
     (:func:`margin_solver.svm.selection.selection_svm`)."""
     if method == "auto":
-        method = "enumerate" if T**len(y) <= ENUMERATION_LIMIT else "bnb"
+        method = "enumerate" if T ** len(y) <= ENUMERATION_LIMIT else "bnb"
     if method == "enumerate":
-        with ProgressBar(progress, total=T**len(y), desc="lower bound (enumeration)",
-                         unit="SVM") as bar:
+        with ProgressBar(
+            progress, total=T ** len(y), desc="lower bound (enumeration)", unit="SVM"
+        ) as bar:
             best, nodes, failed, floor = _enumerate(H, y, T, bar, incumbents, X)
         return _finish(best, floor, OPTIMAL, "enumerate", nodes, start, failed, floor)
     total = time_limit if math.isfinite(time_limit) else None
-    with ProgressBar(progress, total=total, desc="lower bound (branch-and-bound)",
-                     unit="s", bar_format=_BNB_BAR) as bar:
-        return _branch_and_bound(H, y, T, time_limit, start, bar, max_nodes=max_nodes,
-                                 incumbents=incumbents, first=first, X=X)
+    with ProgressBar(
+        progress, total=total, desc="lower bound (branch-and-bound)", unit="s", bar_format=_BNB_BAR
+    ) as bar:
+        return _branch_and_bound(
+            H,
+            y,
+            T,
+            time_limit,
+            start,
+            bar,
+            max_nodes=max_nodes,
+            incumbents=incumbents,
+            first=first,
+            X=X,
+        )
 
 
 def first_selection(H: np.ndarray, y: np.ndarray, T: int) -> SelectionSVM:
@@ -425,8 +481,9 @@ def _finite_r(
         if first is None:
             first = first_selection(H, y, T)
         budget = (time_limit - (time.perf_counter() - start)) / 4
-        hard_bound = _hard_selection_bound(H, y, T, method, budget, False, time.perf_counter(),
-                                           first=first, X=X)
+        hard_bound = _hard_selection_bound(
+            H, y, T, method, budget, False, time.perf_counter(), first=first, X=X
+        )
     if incumbent is None:
         # solve_min_norm's deterministic starts: without the first step's selection the
         # incumbent of a cancer-feature instance (T = 3, R sqrt(d) = 1e4) stayed 8 % above the
@@ -436,12 +493,13 @@ def _finite_r(
         # n = 8 instance whose optimum is this start's point)
         if first is None:
             first = first_selection(H, y, T)
-        selections = [best_tokens(first_step_margins(H, y, T)),
-                      first.tokens if first.feasible else None,
-                      None if hard_bound.status == FAILED else hard_bound.selection]
+        selections = [
+            best_tokens(first_step_margins(H, y, T)),
+            first.tokens if first.feasible else None,
+            None if hard_bound.status == FAILED else hard_bound.selection,
+        ]
         incumbent = _descent_incumbent(X, H, y, R, selections)
-    return _finite_r_stages(H, y, T, R, hard_bound, incumbent, time_limit, gap_tol, start,
-                            progress)
+    return _finite_r_stages(H, y, T, R, hard_bound, incumbent, time_limit, gap_tol, start, progress)
 
 
 def _finite_r_stages(
@@ -467,34 +525,57 @@ def _finite_r_stages(
     nodes = hard_bound.nodes
     if hard_bound.status == FAILED:  # the v-step engines broke down: report it as LB does
         return LowerBoundResult(
-            0.0, incumbent, None, FAILED,
+            0.0,
+            incumbent,
+            None,
+            FAILED,
             "every v-step engine broke down on some selection SVM; nothing beyond the "
-            "trivial bound 0 is proven", HARD_SELECTION, nodes, time.perf_counter() - start,
-            bound_kind=FINITE_R, R=R)
+            "trivial bound 0 is proven",
+            HARD_SELECTION,
+            nodes,
+            time.perf_counter() - start,
+            bound_kind=FINITE_R,
+            R=R,
+        )
     if hard_bound.value == math.inf:
         return LowerBoundResult(
-            math.inf, math.inf, None, INFEASIBLE,
+            math.inf,
+            math.inf,
+            None,
+            INFEASIBLE,
             "infeasible: no token selection can be separated, so no (v, p) interpolates "
-            "the data for any R", HARD_SELECTION, nodes, time.perf_counter() - start,
-            certified=True, bound_kind=FINITE_R, R=R)
+            "the data for any R",
+            HARD_SELECTION,
+            nodes,
+            time.perf_counter() - start,
+            certified=True,
+            bound_kind=FINITE_R,
+            R=R,
+        )
     if hard_bound.selection is not None:
         selection = hard_bound.selection
     methods = [HARD_SELECTION]
     total = time_limit if math.isfinite(time_limit) else None
-    with ProgressBar(progress, total=total, desc="lower bound (finite R)", unit="s",
-                     bar_format=_BNB_BAR) as bar:
+    with ProgressBar(
+        progress, total=total, desc="lower bound (finite R)", unit="s", bar_format=_BNB_BAR
+    ) as bar:
 
         def show(bound: float) -> None:
             gap = (incumbent - bound) / incumbent if math.isfinite(incumbent) else math.nan
-            bar.set_to(min(time.perf_counter() - start, time_limit), bound=f"{bound:.6g}",
-                       best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
+            bar.set_to(
+                min(time.perf_counter() - start, time_limit),
+                bound=f"{bound:.6g}",
+                best=f"{incumbent:.6g}",
+                gap=f"{gap:.2e}",
+            )
 
         proven = min(hard_bound.value, incumbent)
         show(proven)
         if n * T <= LINEARISED_MAX_TOKENS and proven < incumbent * (1 - gap_tol):
             left = time_limit - (time.perf_counter() - start)
-            value = _linearised(H, y, T, R, incumbent * (1 - gap_tol), proven,
-                                time.perf_counter() + left / 2)
+            value = _linearised(
+                H, y, T, R, incumbent * (1 - gap_tol), proven, time.perf_counter() + left / 2
+            )
             proven = max(proven, min(value, incumbent))
             methods.append("linearised")
             show(proven)
@@ -508,13 +589,42 @@ def _finite_r_stages(
         found, point = None, None
         searches = []
         if proven < incumbent * (1 - gap_tol) and score_rank(H, n, T) <= LOW_RANK_MAX:
-            searches.append(("p-boxes", lambda: low_rank_bound(
-                H, y, T, R, incumbent=incumbent, gap_tol=gap_tol, start=start, bar=bar,
-                floor=proven, time_limit=(time.perf_counter() - start + time_limit) / 2,
-                stall_nodes=_STALL_NODES)))
-        searches.append(("bnb", lambda: finite_r_bound(
-            H, y, T, R, incumbent=incumbent, time_limit=time_limit, gap_tol=gap_tol,
-            start=start, bar=bar, floor=proven, stall_nodes=_STALL_NODES)))
+            searches.append(
+                (
+                    "p-boxes",
+                    lambda: low_rank_bound(
+                        H,
+                        y,
+                        T,
+                        R,
+                        incumbent=incumbent,
+                        gap_tol=gap_tol,
+                        start=start,
+                        bar=bar,
+                        floor=proven,
+                        time_limit=(time.perf_counter() - start + time_limit) / 2,
+                        stall_nodes=_STALL_NODES,
+                    ),
+                )
+            )
+        searches.append(
+            (
+                "bnb",
+                lambda: finite_r_bound(
+                    H,
+                    y,
+                    T,
+                    R,
+                    incumbent=incumbent,
+                    time_limit=time_limit,
+                    gap_tol=gap_tol,
+                    start=start,
+                    bar=bar,
+                    floor=proven,
+                    stall_nodes=_STALL_NODES,
+                ),
+            )
+        )
         for name, search in searches:
             if proven >= incumbent * (1 - gap_tol):
                 break
@@ -523,11 +633,19 @@ def _finite_r_stages(
             nodes += found.nodes
             if found.status == INFEASIBLE:
                 return LowerBoundResult(
-                    math.inf, math.inf, None, INFEASIBLE,
+                    math.inf,
+                    math.inf,
+                    None,
+                    INFEASIBLE,
                     f"proven infeasible at R = {R:.6g}: every node of the finite-R "
-                    f"branch-and-bound ({name}) was certified infeasible", "+".join(methods),
-                    nodes, time.perf_counter() - start, certified=True, bound_kind=FINITE_R,
-                    R=R)
+                    f"branch-and-bound ({name}) was certified infeasible",
+                    "+".join(methods),
+                    nodes,
+                    time.perf_counter() - start,
+                    certified=True,
+                    bound_kind=FINITE_R,
+                    R=R,
+                )
             if found.incumbent < incumbent and found.scores is not None:
                 point = realising_coefficients(H, n, T, found.scores)
             incumbent = min(incumbent, found.incumbent)
@@ -536,22 +654,41 @@ def _finite_r_stages(
     gap = (incumbent - proven) / incumbent if math.isfinite(incumbent) else math.inf
     if gap <= gap_tol:
         status = OPTIMAL
-        message = (f"finite-R bound ({method}) within relative gap {gap:.3g} <= {gap_tol:.3g} "
-                   f"of the best point found: bound {proven:.6g}, best {incumbent:.6g}")
+        message = (
+            f"finite-R bound ({method}) within relative gap {gap:.3g} <= {gap_tol:.3g} "
+            f"of the best point found: bound {proven:.6g}, best {incumbent:.6g}"
+        )
     else:
         # the box search ran whenever the gap was open, so its stop says why it stayed open
         status = found.status if found is not None and found.status == TIME_LIMIT else MAX_ITER
-        why = ("at the time limit" if status == TIME_LIMIT else
-               f"after {_STALL_NODES} SVMs without progress (or no node left to refine)")
-        message = (f"stopped ({method}, {nodes} SVMs) {why}; proven finite-R bound "
-                   f"{proven:.6g}, best point {incumbent:.6g} (relative gap {gap:.3g})")
-    return LowerBoundResult(proven, incumbent, selection, status, message, method, nodes,
-                            time.perf_counter() - start, certified=status == OPTIMAL,
-                            bound_kind=FINITE_R, R=R, point=point)
+        why = (
+            "at the time limit"
+            if status == TIME_LIMIT
+            else f"after {_STALL_NODES} SVMs without progress (or no node left to refine)"
+        )
+        message = (
+            f"stopped ({method}, {nodes} SVMs) {why}; proven finite-R bound "
+            f"{proven:.6g}, best point {incumbent:.6g} (relative gap {gap:.3g})"
+        )
+    return LowerBoundResult(
+        proven,
+        incumbent,
+        selection,
+        status,
+        message,
+        method,
+        nodes,
+        time.perf_counter() - start,
+        certified=status == OPTIMAL,
+        bound_kind=FINITE_R,
+        R=R,
+        point=point,
+    )
 
 
-def _linearised(H: np.ndarray, y: np.ndarray, T: int, R: float, target: float,
-                floor: float, deadline: float) -> float:
+def _linearised(
+    H: np.ndarray, y: np.ndarray, T: int, R: float, target: float, floor: float, deadline: float
+) -> float:
     """The linearised bound (:func:`margin_solver.bounds.linbound.linearised_bound`, with its
     ``target``, ``floor`` and ``deadline``; at most half the time left) from the v-step's
     duals at uniform attention (p = 0, where the attention is linearised); 0 when that SVM
@@ -564,12 +701,16 @@ def _linearised(H: np.ndarray, y: np.ndarray, T: int, R: float, target: float,
     uniform = solve_trusted_vstep((K + K.T) / 2, y)
     if uniform.alpha is None:
         return 0.0
-    return linearised_bound(H, y, T, R, uniform.alpha, target=target, floor=floor,
-                            deadline=deadline)
+    return linearised_bound(
+        H, y, T, R, uniform.alpha, target=target, floor=floor, deadline=deadline
+    )
 
 
 def _descent_incumbent(
-    X: np.ndarray, H: np.ndarray, y: np.ndarray, R: float,
+    X: np.ndarray,
+    H: np.ndarray,
+    y: np.ndarray,
+    R: float,
     selections: Sequence[np.ndarray | None],
 ) -> tuple[float, np.ndarray | None]:
     """The smallest ``||v||`` the alternating descent reaches from p = 0 and from each token
@@ -594,7 +735,11 @@ def _descent_incumbent(
 
 
 def _enumerate(
-    H: np.ndarray, y: np.ndarray, T: int, bar: ProgressBar, incumbents: list | None = None,
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    bar: ProgressBar,
+    incumbents: list | None = None,
     X: np.ndarray | None = None,
 ) -> tuple[SelectionSVM, int, bool, float]:
     """Every selection's SVM: the best one, the count, whether an engine broke down, and LB
@@ -635,8 +780,15 @@ class _SelectionSearch:
     the samples left with one; its bound combines the SVM over the fixed samples with the
     lifted and aggregated bounds of the free ones."""
 
-    def __init__(self, H: np.ndarray, y: np.ndarray, T: int, incumbents: list | None = None,
-                 first: SelectionSVM | None = None, X: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        H: np.ndarray,
+        y: np.ndarray,
+        T: int,
+        incumbents: list | None = None,
+        first: SelectionSVM | None = None,
+        X: np.ndarray | None = None,
+    ) -> None:
         self.H, self.y, self.T, self.X = H, y, T, X
         self.n = len(y)
         self.sq_norms = np.diag(H).reshape(self.n, T)
@@ -685,8 +837,9 @@ class _SelectionSearch:
                 if self.incumbents is not None:
                     self.incumbents.append(completed.tokens)
             return
-        lifted = np.where(allowed[free],
-                          lifted_bounds(svm.norm, margins[free], self.sq_norms[free]), math.inf)
+        lifted = np.where(
+            allowed[free], lifted_bounds(svm.norm, margins[free], self.sq_norms[free]), math.inf
+        )
         per_sample = lifted.min(axis=1)
         hardest = int(np.argmax(per_sample))
         bound = max(parent_bound, svm.norm, float(per_sample[hardest]))
@@ -697,8 +850,10 @@ class _SelectionSearch:
         bound = max(bound, math.sqrt(svm.norm**2 + shared**2))
         if self.prunes(bound):
             return
-        heapq.heappush(self.heap, _Node(bound, next(self.counter), svm, allowed,
-                                        int(free[hardest]), lifted[hardest]))
+        heapq.heappush(
+            self.heap,
+            _Node(bound, next(self.counter), svm, allowed, int(free[hardest]), lifted[hardest]),
+        )
 
     def branch(self, node: _Node) -> None:
         """Two children: the free sample's most promising token fixed, and its other tokens."""
@@ -713,19 +868,30 @@ class _SelectionSearch:
             allowed[i, group] = True
             child = node.svm
             if group.size == 1:
-                child = self.solve(np.append(node.svm.tokens, group[0]),
-                                   np.append(node.svm.samples, i))
+                child = self.solve(
+                    np.append(node.svm.tokens, group[0]), np.append(node.svm.samples, i)
+                )
             self.evaluate(child, allowed, node.bound)
 
     def proven(self) -> float:
-        return min([self.incumbent.norm, self.closed_floor, self.unresolved_floor]
-                   + [node.bound for node in self.heap])
+        return min(
+            [self.incumbent.norm, self.closed_floor, self.unresolved_floor]
+            + [node.bound for node in self.heap]
+        )
 
 
 def _branch_and_bound(
-    H: np.ndarray, y: np.ndarray, T: int, time_limit: float, start: float, bar: ProgressBar,
-    *, max_nodes: int | None = None, incumbents: list | None = None,
-    first: SelectionSVM | None = None, X: np.ndarray | None = None,
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    time_limit: float,
+    start: float,
+    bar: ProgressBar,
+    *,
+    max_nodes: int | None = None,
+    incumbents: list | None = None,
+    first: SelectionSVM | None = None,
+    X: np.ndarray | None = None,
 ) -> LowerBoundResult:
     search = _SelectionSearch(H, y, T, incumbents, first, X)
     n = len(y)
@@ -747,17 +913,29 @@ def _branch_and_bound(
         search.branch(heapq.heappop(heap))
     _show_gap(bar, search, start, time_limit)
     status = OPTIMAL if not heap else stopped_by
-    return _finish(search.incumbent, search.proven(), status, "bnb", search.nodes, start,
-                   search.failed, search.unresolved_floor)
+    return _finish(
+        search.incumbent,
+        search.proven(),
+        status,
+        "bnb",
+        search.nodes,
+        start,
+        search.failed,
+        search.unresolved_floor,
+    )
 
 
-def _show_gap(bar: ProgressBar, search: _SelectionSearch, start: float,
-              time_limit: float) -> None:
+def _show_gap(bar: ProgressBar, search: _SelectionSearch, start: float, time_limit: float) -> None:
     """Elapsed time, nodes, proven bound, best selection and the relative gap between them."""
     bound, best = search.proven(), search.incumbent.norm
     gap = (best - bound) / best if 0 < best < math.inf else math.nan
-    bar.set_to(min(time.perf_counter() - start, time_limit), nodes=search.nodes,
-               bound=f"{bound:.6g}", best=f"{best:.6g}", gap=f"{gap:.2e}")
+    bar.set_to(
+        min(time.perf_counter() - start, time_limit),
+        nodes=search.nodes,
+        bound=f"{bound:.6g}",
+        best=f"{best:.6g}",
+        gap=f"{gap:.2e}",
+    )
 
 
 def _selection(best: SelectionSVM) -> np.ndarray | None:
@@ -830,5 +1008,14 @@ def _finish(
             f"{why} after {nodes} SVMs; proven bound {bound:.6g}, best selection "
             f"{best.norm:.6g} (relative gap {(best.norm - bound) / best.norm:.3g})"
         )
-    return LowerBoundResult(bound, best.norm, selection, status, message, method, nodes, elapsed,
-                            certified=status == OPTIMAL)
+    return LowerBoundResult(
+        bound,
+        best.norm,
+        selection,
+        status,
+        message,
+        method,
+        nodes,
+        elapsed,
+        certified=status == OPTIMAL,
+    )

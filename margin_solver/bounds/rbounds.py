@@ -39,8 +39,16 @@ from margin_solver.core.results import FAILED, INFEASIBLE, MAX_ITER, OPTIMAL, TI
 from margin_solver.svm.selection import lifted_bounds
 from margin_solver.svm.vstep import solve_vstep_from_support
 
-__all__ = ["LOW_RANK_MAX", "FiniteRBound", "finite_r_bound", "low_rank_bound",
-           "realising_coefficients", "score_difference_gram", "score_rank", "vertex_attention"]
+__all__ = [
+    "LOW_RANK_MAX",
+    "FiniteRBound",
+    "finite_r_bound",
+    "low_rank_bound",
+    "realising_coefficients",
+    "score_difference_gram",
+    "score_rank",
+    "vertex_attention",
+]
 
 # A node is pruned when its bound is within this relative tolerance of the incumbent.
 _PRUNE_RTOL = 1e-12
@@ -189,7 +197,7 @@ class _Problem:
         weights = solved[1]
         beta = np.zeros(len(lo))
         np.add.at(beta, lower, weights[: lower.size])
-        np.add.at(beta, upper, -weights[lower.size:])
+        np.add.at(beta, upper, -weights[lower.size :])
         linear = float(weights @ h)
         quad = float(beta @ self.G @ beta)
         if linear <= 0:
@@ -303,9 +311,9 @@ def finite_r_bound(
     bar : ProgressBar, optional
         Shows elapsed time, nodes, proven bound and gap.
     floor : float, default=0.0
-        A bound on P_R proven otherwise (e.g. :func:`margin_solver.bounds.sdpbound.lagrangian_bound`):
-        the search stops once it is within ``gap_tol`` of the incumbent, and the progress
-        bar shows the larger of the two.
+        A bound on P_R proven otherwise (e.g.
+        :func:`margin_solver.bounds.sdpbound.lagrangian_bound`): the search stops once it is within
+        ``gap_tol`` of the incumbent, and the progress bar shows the larger of the two.
     stall_nodes : int, optional
         Stop when the proven bound (the larger of the tree's and ``floor``) has not risen
         (relatively by 1e-9) over this many SVMs (counted, not timed, so that the answer
@@ -317,10 +325,16 @@ def finite_r_bound(
     """
     problem, root = _unit_problem(H, y, T, R)
     search = _Search(problem, incumbent * root, gap_tol, floor * root)
-    found = search.run(time.perf_counter() if start is None else start, time_limit,
-                       bar if bar is not None else ProgressBar(False), stall_nodes, root)
-    return FiniteRBound(found.value / root, found.incumbent / root, found.status, found.nodes,
-                        found.scores)
+    found = search.run(
+        time.perf_counter() if start is None else start,
+        time_limit,
+        bar if bar is not None else ProgressBar(False),
+        stall_nodes,
+        root,
+    )
+    return FiniteRBound(
+        found.value / root, found.incumbent / root, found.status, found.nodes, found.scores
+    )
 
 
 def _unit_problem(H: np.ndarray, y: np.ndarray, T: int, R: float) -> tuple[_Problem, float]:
@@ -335,8 +349,7 @@ def _unit_problem(H: np.ndarray, y: np.ndarray, T: int, R: float) -> tuple[_Prob
 class _Search:
     """State of one branch-and-bound run (heap, incumbent, closed-node floors)."""
 
-    def __init__(self, problem: _Problem, incumbent: float, gap_tol: float,
-                 known: float) -> None:
+    def __init__(self, problem: _Problem, incumbent: float, gap_tol: float, known: float) -> None:
         self.problem, self.incumbent, self.gap_tol = problem, incumbent, gap_tol
         self.known = known  # a bound proven by other means
         self.best_scores = None
@@ -366,8 +379,20 @@ class _Search:
 
     def reuse(self, node: _Node, lo: np.ndarray, hi: np.ndarray) -> None:
         """The node's pins and SVM on a smaller box."""
-        self.push(_Node(node.bound, -next(self.counter), lo, hi, node.pin_samples,
-                        node.pin_corners, node.pin_attention, node.coef, node.alpha, node.norm))
+        self.push(
+            _Node(
+                node.bound,
+                -next(self.counter),
+                lo,
+                hi,
+                node.pin_samples,
+                node.pin_corners,
+                node.pin_attention,
+                node.coef,
+                node.alpha,
+                node.norm,
+            )
+        )
 
     def pin(self, node: _Node, lo, hi, i: int, corner, attention) -> None:
         """Child of ``node`` on box (lo, hi) with sample i's feature at ``attention`` pinned."""
@@ -382,19 +407,48 @@ class _Search:
         if status == FAILED:
             self.stuck = min(self.stuck, node.bound)
             return
-        self.push(_Node(max(norm, node.bound), -next(self.counter), lo, hi, samples, corners,
-                        attentions, coef, alpha, norm))
+        self.push(
+            _Node(
+                max(norm, node.bound),
+                -next(self.counter),
+                lo,
+                hi,
+                samples,
+                corners,
+                attentions,
+                coef,
+                alpha,
+                norm,
+            )
+        )
 
-    def run(self, start: float, time_limit: float, bar: ProgressBar, stall_nodes: int | None,
-            unit: float) -> FiniteRBound:
+    def run(
+        self,
+        start: float,
+        time_limit: float,
+        bar: ProgressBar,
+        stall_nodes: int | None,
+        unit: float,
+    ) -> FiniteRBound:
         """Search until the gap closes, the time limit, or ``stall_nodes`` without progress;
         ``unit`` converts norms back to the caller's scale for the progress bar."""
         problem = self.problem
         n, T = problem.n, problem.T
         empty = np.zeros(0, dtype=np.int64)
-        self.heap = [_Node(0.0, 0, problem.root_lo.copy(), problem.root_hi.copy(), empty,
-                           np.zeros((0, T - 1)), np.zeros((0, T)), np.zeros(0), np.zeros(0),
-                           0.0)]
+        self.heap = [
+            _Node(
+                0.0,
+                0,
+                problem.root_lo.copy(),
+                problem.root_hi.copy(),
+                empty,
+                np.zeros((0, T - 1)),
+                np.zeros((0, T)),
+                np.zeros(0),
+                np.zeros(0),
+                0.0,
+            )
+        ]
         best_proven, rose = 0.0, 0
         while self.heap:
             if self.closes(self.heap[0].bound) or self.closes(self.known):
@@ -406,8 +460,9 @@ class _Search:
                 self.stopped_by = TIME_LIMIT
                 break
             # progress counts only above the bound known from elsewhere
-            proven = max(min([self.incumbent, self.floor, self.stuck, self.heap[0].bound]),
-                         self.known)
+            proven = max(
+                min([self.incumbent, self.floor, self.stuck, self.heap[0].bound]), self.known
+            )
             if proven > best_proven * (1 + 1e-9):
                 best_proven, rose = proven, self.nodes
             elif stall_nodes is not None and self.nodes - rose > stall_nodes:
@@ -415,9 +470,13 @@ class _Search:
             if bar.throttle():
                 proven = self.proven()
                 gap = (self.incumbent - proven) / self.incumbent
-                bar.set_to(min(now - start, time_limit), nodes=self.nodes,
-                           bound=f"{proven / unit:.6g}", best=f"{self.incumbent / unit:.6g}",
-                           gap=f"{gap:.2e}")
+                bar.set_to(
+                    min(now - start, time_limit),
+                    nodes=self.nodes,
+                    bound=f"{proven / unit:.6g}",
+                    best=f"{self.incumbent / unit:.6g}",
+                    gap=f"{gap:.2e}",
+                )
             node = heapq.heappop(self.heap)
             margins = problem.token_margins(node)
             pinned = np.zeros(n, dtype=bool)
@@ -429,16 +488,18 @@ class _Search:
                 corner_margins = attention @ margins[i]
                 if corner_margins.max() >= 1 - 1e-9:
                     continue
-                lift = float(lifted_bounds(node.norm, corner_margins,
-                                     problem.feature_sq_norms(i, attention)).min())
+                lift = float(
+                    lifted_bounds(
+                        node.norm, corner_margins, problem.feature_sq_norms(i, attention)
+                    ).min()
+                )
                 if lift > worst_lift:
                     worst_lift, worst_sample = lift, int(i)
             if worst_sample >= 0:
                 if self.closes(worst_lift):
                     self.floor = min(self.floor, worst_lift)
                     continue
-                corners, attention = vertex_attention(node.lo[worst_sample],
-                                                      node.hi[worst_sample])
+                corners, attention = vertex_attention(node.lo[worst_sample], node.hi[worst_sample])
                 for corner, att in zip(corners, attention, strict=True):
                     self.pin(node, node.lo, node.hi, worst_sample, corner, att)
                 continue
@@ -454,12 +515,16 @@ class _Search:
             if not self.split(node, margins):
                 self.stuck = min(self.stuck, node.bound)
 
-        if not math.isfinite(self.incumbent) and not self.heap and not math.isfinite(
-            min(self.floor, self.stuck)
+        if (
+            not math.isfinite(self.incumbent)
+            and not self.heap
+            and not math.isfinite(min(self.floor, self.stuck))
         ):
             return FiniteRBound(math.inf, math.inf, INFEASIBLE, self.nodes, None)
         value = min([self.incumbent, self.floor, self.stuck] + [nd.bound for nd in self.heap])
-        gap = (self.incumbent - value) / self.incumbent if math.isfinite(self.incumbent) else math.inf
+        gap = (
+            (self.incumbent - value) / self.incumbent if math.isfinite(self.incumbent) else math.inf
+        )
         status = OPTIMAL if gap <= self.gap_tol else self.stopped_by
         return FiniteRBound(value, self.incumbent, status, self.nodes, self.best_scores)
 
@@ -590,11 +655,17 @@ def low_rank_bound(
     """
     problem, root = _unit_problem(H, y, T, R)
     search = _BoxSearch(problem, incumbent * root, gap_tol, floor * root)
-    found = search.run(time.perf_counter() if start is None else start, time_limit,
-                       bar if bar is not None else ProgressBar(False), max_nodes, root,
-                       stall_nodes)
-    return FiniteRBound(found.value / root, found.incumbent / root, found.status, found.nodes,
-                        found.scores)
+    found = search.run(
+        time.perf_counter() if start is None else start,
+        time_limit,
+        bar if bar is not None else ProgressBar(False),
+        max_nodes,
+        root,
+        stall_nodes,
+    )
+    return FiniteRBound(
+        found.value / root, found.incumbent / root, found.status, found.nodes, found.scores
+    )
 
 
 def realising_coefficients(H: np.ndarray, n: int, T: int, scores: np.ndarray) -> np.ndarray:
@@ -609,10 +680,13 @@ def realising_coefficients(H: np.ndarray, n: int, T: int, scores: np.ndarray) ->
 class _BoxSearch:
     """One run of :func:`low_rank_bound` (on the problem scaled to mean diag H = 1)."""
 
-    def __init__(self, problem: _Problem, incumbent: float, gap_tol: float,
-                 known: float) -> None:
-        self.problem, self.incumbent, self.gap_tol, self.known = (problem, incumbent, gap_tol,
-                                                                   known)
+    def __init__(self, problem: _Problem, incumbent: float, gap_tol: float, known: float) -> None:
+        self.problem, self.incumbent, self.gap_tol, self.known = (
+            problem,
+            incumbent,
+            gap_tol,
+            known,
+        )
         n, T = problem.n, problem.T
         self.B = problem.B  # (n (T-1), r)
         self.absB = np.abs(self.B)
@@ -630,8 +704,9 @@ class _BoxSearch:
     def closes(self, bound: float) -> bool:
         return bound >= self.incumbent * (1 - self.gap_tol)
 
-    def evaluate(self, lo: np.ndarray, hi: np.ndarray, parent: float,
-                 support: np.ndarray | None) -> _Box | None:
+    def evaluate(
+        self, lo: np.ndarray, hi: np.ndarray, parent: float, support: np.ndarray | None
+    ) -> _Box | None:
         """The box's node (its bound, at least ``parent``), or None when it is pruned (it
         misses the ball, no v can separate it, or its bound reaches the incumbent)."""
         problem = self.problem
@@ -645,11 +720,11 @@ class _BoxSearch:
         attention = softmax(np.hstack([np.zeros((n, 1)), mid]))
         # every corner of each sample's box of score differences, and its attention
         corners = (mid - spread)[:, None, :] + self.choices[None] * (2 * spread)[:, None, :]
-        vertices = softmax(np.concatenate([np.zeros(corners.shape[:2] + (1,)), corners],
-                                                axis=2))
+        vertices = softmax(np.concatenate([np.zeros(corners.shape[:2] + (1,)), corners], axis=2))
         moved = vertices - attention[:, None, :]
-        rho = np.sqrt(np.maximum(np.einsum("ikt,itu,iku->ik", moved, self.blocks,
-                                           moved).max(axis=1), 0.0))
+        rho = np.sqrt(
+            np.maximum(np.einsum("ikt,itu,iku->ik", moved, self.blocks, moved).max(axis=1), 0.0)
+        )
         self.nodes += 1
         K = problem.gram(np.arange(n), attention)
         norm, coef, alpha, status = problem.solve(K, problem.y, support)
@@ -677,9 +752,16 @@ class _BoxSearch:
             return None
         return _Box(bound, next(self.counter), lo, hi, guess)
 
-    def second_order(self, K: np.ndarray, attention: np.ndarray, weights: np.ndarray,
-                     rho: np.ndarray, centre: np.ndarray, half: np.ndarray,
-                     spread: np.ndarray) -> float:
+    def second_order(
+        self,
+        K: np.ndarray,
+        attention: np.ndarray,
+        weights: np.ndarray,
+        rho: np.ndarray,
+        centre: np.ndarray,
+        half: np.ndarray,
+        spread: np.ndarray,
+    ) -> float:
         """An upper bound on ``max ||sum_i w_i y_i z_i(w')||`` over the w' of the box in the
         ball (``weights`` w of the simplex; docs/theory.md, "Finite-R bound over boxes of
         p"): with m the value at the centre and f_i = <u_i, s_i> (u_i the token values of
@@ -696,14 +778,22 @@ class _BoxSearch:
         mean = np.sum(attention * values, axis=1, keepdims=True)
         slope = (attention * (values - mean))[:, 1:]  # d f_i / d delta_it at the centre
         g = np.einsum("i,it,itk->k", signed, slope, self.B.reshape(n, T - 1, -1))
-        linear = min(float(np.abs(g) @ half),
-                     problem.R * float(np.linalg.norm(g)) - float(g @ centre))
+        linear = min(
+            float(np.abs(g) @ half), problem.R * float(np.linalg.norm(g)) - float(g @ centre)
+        )
         curvature = 1.5 * np.ptp(values, axis=1)
-        rest = float(weights @ (curvature * np.sum(spread**2, axis=1))) + float(weights @ rho)**2
+        rest = float(weights @ (curvature * np.sum(spread**2, axis=1))) + float(weights @ rho) ** 2
         return math.sqrt(max(m_sq + 2 * max(linear, 0.0) + rest, 0.0))
 
-    def run(self, start: float, time_limit: float, bar: ProgressBar, max_nodes: int,
-            unit: float, stall_nodes: int | None = None) -> FiniteRBound:
+    def run(
+        self,
+        start: float,
+        time_limit: float,
+        bar: ProgressBar,
+        max_nodes: int,
+        unit: float,
+        stall_nodes: int | None = None,
+    ) -> FiniteRBound:
         problem = self.problem
         r = self.B.shape[1]
         heap: list[_Box] = []
@@ -730,11 +820,14 @@ class _BoxSearch:
             if self.nodes >= max_nodes:
                 break
             if bar.throttle():
-                proven = max(min(self.incumbent, self.floor, self.stuck, heap[0].bound),
-                             self.known)
-                bar.set_to(min(now - start, time_limit), nodes=self.nodes,
-                           bound=f"{proven / unit:.6g}", best=f"{self.incumbent / unit:.6g}",
-                           gap=f"{(self.incumbent - proven) / self.incumbent:.2e}")
+                proven = max(min(self.incumbent, self.floor, self.stuck, heap[0].bound), self.known)
+                bar.set_to(
+                    min(now - start, time_limit),
+                    nodes=self.nodes,
+                    bound=f"{proven / unit:.6g}",
+                    best=f"{self.incumbent / unit:.6g}",
+                    gap=f"{(self.incumbent - proven) / self.incumbent:.2e}",
+                )
             box = heapq.heappop(heap)
             if self.closes(box.bound):  # the incumbent fell since it was pushed
                 self.floor = min(self.floor, box.bound)
@@ -749,16 +842,20 @@ class _BoxSearch:
                     heapq.heappush(heap, child)
         if not heap and not math.isfinite(min(self.incumbent, self.floor, self.stuck)):
             return FiniteRBound(math.inf, math.inf, INFEASIBLE, self.nodes, None)
-        value = max(min([self.incumbent, self.floor, self.stuck] + [b.bound for b in heap[:1]]),
-                    min(self.known, self.incumbent))
-        gap = (self.incumbent - value) / self.incumbent if math.isfinite(self.incumbent) \
-            else math.inf
+        value = max(
+            min([self.incumbent, self.floor, self.stuck] + [b.bound for b in heap[:1]]),
+            min(self.known, self.incumbent),
+        )
+        gap = (
+            (self.incumbent - value) / self.incumbent if math.isfinite(self.incumbent) else math.inf
+        )
         status = OPTIMAL if gap <= self.gap_tol else stopped
         return FiniteRBound(value, self.incumbent, status, self.nodes, self.best_scores)
 
 
-def _robust_margin_bound(K: np.ndarray, y: np.ndarray, rho: np.ndarray,
-                         weights: np.ndarray) -> float:
+def _robust_margin_bound(
+    K: np.ndarray, y: np.ndarray, rho: np.ndarray, weights: np.ndarray
+) -> float:
     """An upper bound on ``max_{||u|| <= 1} min_i (y_i z_i^T u + rho_i)`` (K the Gram matrix
     of the z_i): ``||sum_i w_i y_i z_i|| + sum_i w_i rho_i`` at ``weights`` w of the simplex,
     which weak duality makes valid for any w of the simplex (docs/theory.md, "Finite-R

@@ -98,16 +98,21 @@ class Realiser:
         self.Z = np.zeros((len(H), rank))
         self.Z[pivots - 1] = np.tril(factor)[:, :rank]
         self.T = T
-        self.threshold = _SAME_TOKEN_RTOL * max(float(np.mean(np.diag(H))),
-                                                np.finfo(np.float64).tiny)
+        self.threshold = _SAME_TOKEN_RTOL * max(
+            float(np.mean(np.diag(H))), np.finfo(np.float64).tiny
+        )
         self.checks = 0
         self.lps = 0
 
     def _differences(self, samples, tokens) -> np.ndarray:
         """Unit token differences ``u_k`` of the selection (identical tokens dropped)."""
         T = self.T
-        rows = [self.Z[i * T + s] - self.Z[i * T + t]
-                for i, s in zip(samples, tokens) for t in range(T) if t != s]
+        rows = [
+            self.Z[i * T + s] - self.Z[i * T + t]
+            for i, s in zip(samples, tokens)
+            for t in range(T)
+            if t != s
+        ]
         if not rows:
             return np.zeros((0, self.Z.shape[1]))
         D = np.array(rows)
@@ -159,8 +164,9 @@ class Realiser:
         A = np.hstack([-U, np.ones((len(U), 1))])
         bounds = [(-1.0, 1.0)] * r + [(None, 1.0)]
         self.lps += 1
-        result = scipy.optimize.linprog(objective, A_ub=A, b_ub=np.zeros(len(U)),
-                                        bounds=bounds, method="highs")
+        result = scipy.optimize.linprog(
+            objective, A_ub=A, b_ub=np.zeros(len(U)), bounds=bounds, method="highs"
+        )
         if result.status != 0:  # the LP is bounded and feasible (p = 0, t = 0)
             raise RuntimeError(f"realisability LP failed: {result.message}")
         p = result.x[:r]

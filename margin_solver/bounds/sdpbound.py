@@ -152,8 +152,13 @@ class _Data:
 
 
 def lagrangian_bound(
-    H: np.ndarray, y: np.ndarray, R: float, *, tangents: int = TANGENTS,
-    time_limit: float = math.inf, solver: str = "auto",
+    H: np.ndarray,
+    y: np.ndarray,
+    R: float,
+    *,
+    tangents: int = TANGENTS,
+    time_limit: float = math.inf,
+    solver: str = "auto",
 ) -> LagrangianBound:
     """Certified lower bound on P_R for T = 2 by the S-lemma (module docstring).
 
@@ -193,8 +198,13 @@ def lagrangian_bound(
     start = time.perf_counter()
     needed = setup_seconds(len(y))
     if 2 * needed > time_limit:
-        return LagrangianBound(0.0, f"skipped: its set-up takes about {needed:.2g} s, more "
-                               f"than half the {time_limit:.2g} s given", 0.0, skipped=True)
+        return LagrangianBound(
+            0.0,
+            f"skipped: its set-up takes about {needed:.2g} s, more "
+            f"than half the {time_limit:.2g} s given",
+            0.0,
+            skipped=True,
+        )
     import cvxpy as cp  # imported only here: half a second
 
     data = _Data(H, y, R, tangents)
@@ -213,18 +223,25 @@ def lagrangian_bound(
     ay = cp.multiply(alpha, y)
     c0 = Fm.T @ ay  # w_0 = sum_i alpha_i y_i m_i in factor coordinates
     C = Fd.T @ cp.diag(ay)  # columns alpha_i y_i d_i
-    top = (tau - mu0 * data.R**2 - data.box @ mu
-           - cp.sum(cp.multiply(data.offset, lam_t)))
+    top = tau - mu0 * data.R**2 - data.box @ mu - cp.sum(cp.multiply(data.offset, lam_t))
     quadratic = cp.sum(lam_t, axis=1) + mu
     slopes = cp.sum(cp.multiply(data.slope, lam_t), axis=1)
-    lmi = cp.bmat([
-        [cp.reshape(top, (1, 1), order="C"), np.zeros((1, n)), cp.reshape(c0, (1, r), order="C")],
-        [np.zeros((n, 1)), cp.diag(quadratic), C.T],
-        [cp.reshape(c0, (r, 1), order="C"), C, np.eye(r)],
-    ])
+    lmi = cp.bmat(
+        [
+            [
+                cp.reshape(top, (1, 1), order="C"),
+                np.zeros((1, n)),
+                cp.reshape(c0, (1, r), order="C"),
+            ],
+            [np.zeros((n, 1)), cp.diag(quadratic), C.T],
+            [cp.reshape(c0, (r, 1), order="C"), C, np.eye(r)],
+        ]
+    )
     ellipsoid = mu0 * np.eye(n) - data.G_half @ cp.diag(slopes) @ data.G_half
-    problem = cp.Problem(cp.Maximize(cp.sum(alpha) - tau / 2),
-                         [(lmi + lmi.T) / 2 >> 0, (ellipsoid + ellipsoid.T) / 2 >> 0])
+    problem = cp.Problem(
+        cp.Maximize(cp.sum(alpha) - tau / 2),
+        [(lmi + lmi.T) / 2 >> 0, (ellipsoid + ellipsoid.T) / 2 >> 0],
+    )
     seconds = max(time_limit - (time.perf_counter() - start), 0.1)
     if solver == "auto":
         solver = "CLARABEL" if n <= CLARABEL_MAX_SAMPLES else "SCS"
@@ -244,13 +261,12 @@ def lagrangian_bound(
     if alpha.value is None or lam_t.value is None:
         return LagrangianBound(0.0, str(problem.status), time.perf_counter() - start)
     value = _certified_value(data, alpha.value, lam_t.value, mu.value)
-    return LagrangianBound(value / math.sqrt(data.scale), str(problem.status),
-                           time.perf_counter() - start)
+    return LagrangianBound(
+        value / math.sqrt(data.scale), str(problem.status), time.perf_counter() - start
+    )
 
 
-def _certified_value(
-    data: _Data, alpha: np.ndarray, lam_t: np.ndarray, mu: np.ndarray
-) -> float:
+def _certified_value(data: _Data, alpha: np.ndarray, lam_t: np.ndarray, mu: np.ndarray) -> float:
     """``sqrt(2 sum(alpha) - tau)`` with the smallest tau these multipliers certify.
 
     The ellipsoid multiplier is raised to ``lambda_max(G'^(1/2) diag(nu) G'^(1/2))`` (the
@@ -275,6 +291,11 @@ def _certified_value(
     if low < floor:
         mu = mu + (floor - low)
         N = N + (floor - low) * np.eye(len(mu))
-    tau = (mu0 * data.R**2 + float(data.box @ mu) + float((data.offset * lam_t).sum())
-           + w0_sq + float(b @ np.linalg.solve(N, b)))
+    tau = (
+        mu0 * data.R**2
+        + float(data.box @ mu)
+        + float((data.offset * lam_t).sum())
+        + w0_sq
+        + float(b @ np.linalg.solve(N, b))
+    )
     return math.sqrt(max(2 * float(alpha.sum()) - tau, 0.0))

@@ -43,7 +43,8 @@ EXIT_BROKEN_PIPE = 141
 
 def exit_status(result: object) -> int:
     """The exit status for a solver result: 0 on success, 4 when a usable solution with a
-    caveat is attached, 3 when there is none (see :data:`margin_solver.core.results.STATUS_TABLE`)."""
+    caveat is attached, 3 when there is none (see
+    :data:`margin_solver.core.results.STATUS_TABLE`)."""
     if result.success:  # type: ignore[attr-defined]
         return EXIT_OK
     return EXIT_CAVEAT if result.solution_present else EXIT_NO_ANSWER  # type: ignore[attr-defined]
@@ -87,15 +88,15 @@ class _VerbParser(_Parser):
             add, self._add_arguments = self._add_arguments, None
             add(self)
 
-    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 -- argparse's
+    def parse_known_args(self, args=None, namespace=None):
         self._ensure_arguments()
         return super().parse_known_args(args, namespace)
 
-    def format_help(self) -> str:  # noqa: D102 -- argparse's
+    def format_help(self) -> str:
         self._ensure_arguments()
         return super().format_help()
 
-    def format_usage(self) -> str:  # noqa: D102 -- argparse's
+    def format_usage(self) -> str:
         self._ensure_arguments()
         return super().format_usage()
 
@@ -129,8 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.set_defaults(_run=module.run)
         # -v also after the verb; SUPPRESS keeps a -v given before the verb when absent here
-        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                       help="log diagnostics to stderr (as before the verb)")
+        p.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="log diagnostics to stderr (as before the verb)",
+        )
     return parser
 
 
@@ -171,8 +177,10 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_INPUT_ERROR
     except MemoryError as exc:
         # An allocation no memory check foresaw: still one line, and the input is too large.
-        print(f"margin-solver {args.verb}: error: out of memory ({exc}); use a smaller input",
-              file=sys.stderr)
+        print(
+            f"margin-solver {args.verb}: error: out of memory ({exc}); use a smaller input",
+            file=sys.stderr,
+        )
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt:
         print(f"margin-solver {args.verb}: interrupted", file=sys.stderr)

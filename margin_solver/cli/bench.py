@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mnist",
         metavar="PATH",
         default=None,
-        help="also run the MNIST study on this local copy (idx directory or .npz; never downloaded)",
+        help="also run the MNIST study on this local copy (idx directory or .npz; "
+        "never downloaded)",
     )
     parser.add_argument(
         "--format",
@@ -90,9 +91,7 @@ def run(args: argparse.Namespace) -> int:
         if res.sweep is not None and not res.sweep.success:
             failed.append(res.name)
         figure = f"{res.png}, " if res.png is not None else ""
-        print(
-            f"{res.name}: {res.message} ({res.seconds:.1f} s) -> {figure}{res.table}", flush=True
-        )
+        print(f"{res.name}: {res.message} ({res.seconds:.1f} s) -> {figure}{res.table}", flush=True)
 
     path = run_bench(
         args.out,
@@ -109,4 +108,3 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"report: {path}")
     return EXIT_CAVEAT if failed else EXIT_OK  # some cells failed: the rows say which
-

@@ -36,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--solution, else min-norm)",
     )
     parser.add_argument(
-        "--R", metavar="R", help="min-norm's attention radius (default: the solution's, else large R)"
+        "--R",
+        metavar="R",
+        help="min-norm's attention radius (default: the solution's, else large R)",
     )
     parser.add_argument(
         "--steps",
@@ -44,7 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="two-step GD's step sizes (default: the solution's, else the package defaults)",
     )
     parser.add_argument(
-        "--heads", type=int, default=1,
+        "--heads",
+        type=int,
+        default=1,
         help="attention heads H of the model (default 1); the theorems cover one head, so "
         "H > 1 predicts 'outside the theory' and states the rows per head",
     )
@@ -115,7 +119,11 @@ def run(args: argparse.Namespace) -> int:
     train = load_dataset(args.data)
     test = None if args.test is None else load_dataset(args.test)
     report = check_conditions(
-        train, solution=args.solution, test=test, constants=constants, heads=args.heads,
+        train,
+        solution=args.solution,
+        test=test,
+        constants=constants,
+        heads=args.heads,
         **method,
     )
     print(report)

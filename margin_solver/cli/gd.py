@@ -44,10 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--form", choices=("auto", "dense", "kernel"), default="auto")
     parser.add_argument("--record-every", type=int, help="trajectory spacing in steps")
     parser.add_argument(
-        "--heads", type=int, default=1,
+        "--heads",
+        type=int,
+        default=1,
         help="attention heads H (default 1; H > 1 wants --init random, else the heads stay equal)",
     )
-    parser.add_argument("--json", metavar="OUT", help="write the result as JSON (updated as it runs)")
+    parser.add_argument(
+        "--json", metavar="OUT", help="write the result as JSON (updated as it runs)"
+    )
     parser.add_argument(
         "--plot", metavar="OUT.pdf", help="write a trajectory figure (.pdf, .svg or .png)"
     )

@@ -11,7 +11,10 @@ from typing import Any
 from margin_solver.cli import EXIT_OK, CLIError
 
 NAME = "make-data"
-HELP = "write a dataset (.npz, or a directory for tokens larger than memory): the paper's model or images as patch tokens"
+HELP = (
+    "write a dataset (.npz, or a directory for tokens larger than memory): the paper's model "
+    "or images as patch tokens"
+)
 EXAMPLE = (
     "margin-solver make-data paper --n 40 --d 2000 --kappa 4 --eta 0.15 --train train.npz "
     "--test test.npz --n-test 1000; margin-solver make-data digits --n 100 --train digits.npz"
@@ -19,8 +22,18 @@ EXAMPLE = (
 
 SOURCES = ("paper", "digits", "mnist")
 #: Options of each source beyond the shared ones (flag destinations).
-_PAPER = ("d", "T", "snr", "kappa", "rho", "sigma", "signal", "signal_position", "noise",
-          "signal_seed")
+_PAPER = (
+    "d",
+    "T",
+    "snr",
+    "kappa",
+    "rho",
+    "sigma",
+    "signal",
+    "signal_position",
+    "noise",
+    "signal_seed",
+)
 _IMAGES = ("classes", "patch", "no_position", "lift", "lift_seed")
 _OWN = {"paper": _PAPER, "digits": _IMAGES, "mnist": (*_IMAGES, "mnist")}
 
@@ -29,21 +42,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the verb's arguments (source options default to None: given = used)."""
     from margin_solver.core.data import NOISE_KINDS, SIGNAL_KINDS, SIGNAL_POSITIONS
 
-    parser.add_argument("source", choices=SOURCES, help="paper: the paper's model; digits: "
-                        "scikit-learn's bundled 8x8 digits; mnist: a local MNIST copy (--mnist)")
-    parser.add_argument("--train", required=True, metavar="TRAIN.npz",
-                        help="training set to write (.npz; another name: a dataset directory)")
+    parser.add_argument(
+        "source",
+        choices=SOURCES,
+        help="paper: the paper's model; digits: "
+        "scikit-learn's bundled 8x8 digits; mnist: a local MNIST copy (--mnist)",
+    )
+    parser.add_argument(
+        "--train",
+        required=True,
+        metavar="TRAIN.npz",
+        help="training set to write (.npz; another name: a dataset directory)",
+    )
     parser.add_argument("--test", metavar="TEST.npz", help="test set to write (same formats)")
     parser.add_argument("--n", type=int, required=True, help="training samples")
-    parser.add_argument("--n-test", type=int, help="test samples (paper: default 1000; images: "
-                        "default every image not in the training set)")
+    parser.add_argument(
+        "--n-test",
+        type=int,
+        help="test samples (paper: default 1000; images: "
+        "default every image not in the training set)",
+    )
     parser.add_argument("--eta", type=float, default=0.1, help="label-flip rate (default 0.1)")
-    parser.add_argument("--seed", type=int, default=0, help="data seed (default 0); train and "
-                        "test come from separate streams of it")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="data seed (default 0); train and test come from separate streams of it",
+    )
     paper = parser.add_argument_group("paper's model (PaperDistribution)")
     paper.add_argument("--d", type=int, help="token dimension (required)")
     paper.add_argument("--T", type=int, help="tokens per sample (default 2)")
-    paper.add_argument("--snr", type=float, help="rho / (sigma sqrt(d)); give one of --snr, --kappa, --rho")
+    paper.add_argument(
+        "--snr", type=float, help="rho / (sigma sqrt(d)); give one of --snr, --kappa, --rho"
+    )
     paper.add_argument("--kappa", type=float, help="n SNR^2, i.e. SNR = sqrt(kappa / n)")
     paper.add_argument("--rho", type=float, help="signal norm")
     paper.add_argument("--sigma", type=float, help="noise scale per coordinate (default 1)")
@@ -52,12 +83,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     paper.add_argument("--noise", choices=NOISE_KINDS, help="default projected")
     paper.add_argument("--signal-seed", type=int, help="seed of --signal random (default 0)")
     images = parser.add_argument_group("images (digits, mnist): two classes, patches as tokens")
-    images.add_argument("--classes", type=int, nargs=2, metavar=("NEG", "POS"),
-                        help="the two digits, labelled -1 and +1 (default 3 8)")
+    images.add_argument(
+        "--classes",
+        type=int,
+        nargs=2,
+        metavar=("NEG", "POS"),
+        help="the two digits, labelled -1 and +1 (default 3 8)",
+    )
     images.add_argument("--patch", type=int, help="patch side (default 4 for digits, 7 for mnist)")
-    images.add_argument("--no-position", action="store_const", const=True,
-                        help="no one-hot patch position in the tokens")
-    images.add_argument("--lift", type=int, metavar="D", help="random ReLU lift of each token to D dims")
+    images.add_argument(
+        "--no-position",
+        action="store_const",
+        const=True,
+        help="no one-hot patch position in the tokens",
+    )
+    images.add_argument(
+        "--lift", type=int, metavar="D", help="random ReLU lift of each token to D dims"
+    )
     images.add_argument("--lift-seed", type=int, help="seed of the lift (default 0)")
     images.add_argument("--mnist", metavar="PATH", help="local MNIST: idx directory or .npz")
 
@@ -88,8 +130,9 @@ def _check_outputs(train: str, test: str | None) -> list[Path]:
     for path in paths:
         if path.exists() or path.is_symlink():
             check_output_path(path)  # a link, device, ... gets its own message
-            raise CLIError(f"{path} exists; make-data never overwrites a file (give a new name "
-                           "or remove it).")
+            raise CLIError(
+                f"{path} exists; make-data never overwrites a file (give a new name or remove it)."
+            )
         if not path.parent.is_dir():
             raise CLIError(f"{path.parent} is not a directory; create it first.")
     return paths

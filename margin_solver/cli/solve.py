@@ -1,4 +1,5 @@
-"""``margin-solver solve``: the min-norm interpolator P_R of a dataset file, optionally certified."""
+"""``margin-solver solve``: the min-norm interpolator P_R of a dataset file, optionally
+certified."""
 
 from __future__ import annotations
 
@@ -171,8 +172,10 @@ def _summary(result: MinNormResult, data) -> str:
     if result.v is None:
         return "\n".join(lines)
     if not result.solution_present:
-        lines.append(f"  best attempt: ||p|| {result.p_norm:.6g}, min margin "
-                     f"{result.min_margin:.9f} (start {result.start})")
+        lines.append(
+            f"  best attempt: ||p|| {result.p_norm:.6g}, min margin "
+            f"{result.min_margin:.9f} (start {result.start})"
+        )
         return "\n".join(lines)
     from margin_solver.analysis.heads import head_metrics
 

@@ -34,8 +34,10 @@ def single_threaded_blas() -> AbstractContextManager:
 
 def blas_threads() -> int:
     """The most threads a loaded BLAS library may use now (0 when none is loaded)."""
-    return max((pool["num_threads"] for pool in _controller().info()
-                if pool["user_api"] == "blas"), default=0)
+    return max(
+        (pool["num_threads"] for pool in _controller().info() if pool["user_api"] == "blas"),
+        default=0,
+    )
 
 
 def _controller() -> ThreadpoolController:

@@ -183,13 +183,14 @@ class PaperDistribution:
         check_memory(
             9 * n * self.T * self.d,  # float64 tokens and Dataset's boolean finiteness mask
             f"the tokens of {n} samples (n x T x d = {n} x {self.T} x {self.d} float64)",
-            "write them to disk in blocks with margin_solver.core.generate.write_paper_dataset(path, "
-            "dist, n, seed), the same samples, and load that directory",
+            "write them to disk in blocks with margin_solver.core.generate.write_paper_dataset("
+            "path, dist, n, seed), the same samples, and load that directory",
         )
         draw = self.draw_labels(n, seed)
         X = self.tokens(draw.noise_rng, draw.clean_y, draw.signal_index)
-        return Dataset(X=X, y=draw.y, clean_y=draw.clean_y, signal_index=draw.signal_index,
-                       params=draw.params)
+        return Dataset(
+            X=X, y=draw.y, clean_y=draw.clean_y, signal_index=draw.signal_index, params=draw.params
+        )
 
     def draw_labels(self, n: int, seed: SeedLike = None) -> LabelDraw:
         """Labels, flips and signal positions of ``n`` samples, and the stream of their noise.
@@ -212,8 +213,11 @@ class PaperDistribution:
         params.update(n=n, kappa=self.kappa(n), seed=_seed_repr(ss))
         return LabelDraw(y, clean, pos, r_noise, params)
 
-    def tokens(self, rng: np.random.Generator, clean_y: np.ndarray, signal_index: np.ndarray) -> np.ndarray:
-        """Tokens (k, T, d) of the next ``k = len(clean_y)`` samples, drawing their noise from ``rng``."""
+    def tokens(
+        self, rng: np.random.Generator, clean_y: np.ndarray, signal_index: np.ndarray
+    ) -> np.ndarray:
+        """Tokens (k, T, d) of the next ``k = len(clean_y)`` samples, drawing their noise from
+        ``rng``."""
         k = len(clean_y)
         X = rng.standard_normal((k, self.T, self.d))
         X *= self.sigma
@@ -227,7 +231,9 @@ class PaperDistribution:
         X[np.arange(k), signal_index] = mu[(clean_y < 0).astype(int)]
         return X
 
-    def sample_train_test(self, n_train: int, n_test: int, seed: SeedLike = None) -> tuple[Dataset, Dataset]:
+    def sample_train_test(
+        self, n_train: int, n_test: int, seed: SeedLike = None
+    ) -> tuple[Dataset, Dataset]:
         """Draw a training and a test set from separate random streams of one seed."""
         s_train, s_test = _seed_sequence(seed).spawn(2)
         return self.sample(n_train, s_train), self.sample(n_test, s_test)
@@ -281,8 +287,13 @@ class SampleStream:
         for start, stop in zip(starts, starts[1:] + [self.n]):
             part = slice(start, stop)
             X = self.dist.tokens(rng, self.clean_y[part], self.signal_index[part])
-            yield Dataset(X, self.y[part], self.clean_y[part], self.signal_index[part],
-                          {**self.params, "n": stop - start})
+            yield Dataset(
+                X,
+                self.y[part],
+                self.clean_y[part],
+                self.signal_index[part],
+                {**self.params, "n": stop - start},
+            )
 
 
 @dataclass(frozen=True)
@@ -333,7 +344,9 @@ class Dataset:
         n, T, _ = self.X.shape
         check_min_samples(n)
         self.y = check_labels(y, n).astype(np.int64)
-        self.clean_y = None if clean_y is None else check_labels(clean_y, n, "clean_y").astype(np.int64)
+        self.clean_y = (
+            None if clean_y is None else check_labels(clean_y, n, "clean_y").astype(np.int64)
+        )
         self.signal_index = None if signal_index is None else _check_index(signal_index, n, T)
         if params is not None and not isinstance(params, Mapping):
             raise InvalidInputError(f"params must be a dict, got {type(params).__name__}.")
@@ -431,8 +444,11 @@ class Dataset:
             raise InvalidInputError(f"No dataset file at {str(path)!r}.")
         if not (zipfile.is_zipfile(path) or _starts_with(path, NPY_MAGIC)):
             # np.load would fall back to unpickling and answer with advice to allow it
-            what = ("a damaged or truncated .npz archive" if _starts_with(path, ZIP_MAGIC)
-                    else "not an .npz archive")
+            what = (
+                "a damaged or truncated .npz archive"
+                if _starts_with(path, ZIP_MAGIC)
+                else "not an .npz archive"
+            )
             raise InvalidInputError(
                 f"{path.name} is {what}; a dataset file is a zip of .npy arrays "
                 "'X' and 'y', as written by numpy.savez or Dataset.save."
@@ -449,12 +465,21 @@ class Dataset:
             raise
         # NotImplementedError: zipfile on a damaged header naming an unknown zip version;
         # zlib.error: a damaged compressed member; RuntimeError: a member flagged encrypted.
-        except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError, NotImplementedError,
-                zlib.error, RuntimeError) as exc:
+        except (
+            ValueError,
+            OSError,
+            zipfile.BadZipFile,
+            EOFError,
+            KeyError,
+            NotImplementedError,
+            zlib.error,
+            RuntimeError,
+        ) as exc:
             raise InvalidInputError(f"Cannot read {path.name} as a dataset (.npz): {exc}") from None
         except MemoryError:  # a header declaring a shape far beyond the file's content
             raise InvalidInputError(
-                f"Cannot read {path.name}: an array's header declares more data than fits in memory."
+                f"Cannot read {path.name}: an array's header declares more data than fits in "
+                "memory."
             ) from None
         params = _parse_params(arrays.pop("params_json", None), path.name)
         try:
@@ -571,7 +596,9 @@ def _check_index(signal_index: Any, n: int, T: int) -> np.ndarray:
         raise InvalidInputError("signal_index must hold whole numbers.")
     # Range first, in the given dtype: a cast of 1e300 to int64 would wrap around.
     if arr.size and (arr.min() < 0 or arr.max() >= T):
-        raise InvalidInputError(f"signal_index must lie in [0, T) = [0, {T}), got range [{arr.min()}, {arr.max()}].")
+        raise InvalidInputError(
+            f"signal_index must lie in [0, T) = [0, {T}), got range [{arr.min()}, {arr.max()}]."
+        )
     return arr.astype(np.int64)
 
 

@@ -52,10 +52,11 @@ def check_output_path(path: str | os.PathLike) -> Path:
 
     Examples
     --------
-    >>> check_output_path("/dev/null")
+    >>> check_output_path("/dev/null")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    margin_solver.core.validation.InvalidInputError: /dev/null is a character device, not a regular file; outputs are written to regular files only (give a new file name).
+    margin_solver.core.validation.InvalidInputError: /dev/null is a character device, not a
+    regular file; outputs are written to regular files only (give a new file name).
     """
     path = Path(path)
     try:

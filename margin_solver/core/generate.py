@@ -72,12 +72,16 @@ def write_paper_dataset(
         raise InvalidInputError(f"dist must be a PaperDistribution, got {type(dist).__name__}.")
     check_int(n, "n", 1)
     row_bytes = dist.T * dist.d * np.dtype(np.float64).itemsize
-    block = max(1, DEFAULT_BLOCK_BYTES // row_bytes) if block is None else check_int(block, "block", 1)
+    block = (
+        max(1, DEFAULT_BLOCK_BYTES // row_bytes) if block is None else check_int(block, "block", 1)
+    )
     draw = dist.draw_labels(n, seed)
     with TokenDirWriter(path, (n, dist.T, dist.d)) as writer:
         for lo in range(0, n, block):
             rows = slice(lo, min(lo + block, n))
-            writer.write_rows(dist.tokens(draw.noise_rng, draw.clean_y[rows], draw.signal_index[rows]))
+            writer.write_rows(
+                dist.tokens(draw.noise_rng, draw.clean_y[rows], draw.signal_index[rows])
+            )
         return writer.finish(_labels(draw.y, draw.clean_y, draw.signal_index, draw.params))
 
 
@@ -93,7 +97,9 @@ def save_on_disk(data: Dataset, path: str | os.PathLike, *, block: int | None = 
     if not isinstance(data, Dataset):
         raise InvalidInputError(f"data must be a Dataset, got {type(data).__name__}.")
     row_bytes = data.T * data.d * np.dtype(np.float64).itemsize
-    block = max(1, DEFAULT_BLOCK_BYTES // row_bytes) if block is None else check_int(block, "block", 1)
+    block = (
+        max(1, DEFAULT_BLOCK_BYTES // row_bytes) if block is None else check_int(block, "block", 1)
+    )
     with TokenDirWriter(path, data.X.shape) as writer:
         for lo in range(0, data.n, block):
             writer.write_rows(data.X[lo : lo + block])

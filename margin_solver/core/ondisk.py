@@ -10,7 +10,8 @@ A dataset directory holds two files::
 out-of-core passes (:mod:`margin_solver.core.ooc`) read it block by block. The single ``.npz`` file
 stays the default format; the directory is for tokens larger than memory. Datasets are read
 with :meth:`margin_solver.core.data.Dataset.load` (a directory path) and written by
-:func:`margin_solver.core.generate.write_paper_dataset` or :func:`margin_solver.core.generate.save_on_disk`.
+:func:`margin_solver.core.generate.write_paper_dataset` or
+:func:`margin_solver.core.generate.save_on_disk`.
 """
 
 from __future__ import annotations
@@ -59,13 +60,17 @@ def read_on_disk(path: str | os.PathLike) -> dict[str, Any]:
     try:
         X = np.load(tokens, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        raise InvalidInputError(f"Cannot read {path.name}/{TOKENS_FILE} as a .npy array: {exc}") from None
+        raise InvalidInputError(
+            f"Cannot read {path.name}/{TOKENS_FILE} as a .npy array: {exc}"
+        ) from None
     if not isinstance(X, np.memmap):
         raise InvalidInputError(f"{path.name}/{TOKENS_FILE} is not a plain .npy array.")
     try:
         check_disk_tokens(X, f"{path.name}/{TOKENS_FILE}")
         if not X.flags.c_contiguous:
-            raise InvalidInputError(f"{path.name}/{TOKENS_FILE} must be in C order, not Fortran order.")
+            raise InvalidInputError(
+                f"{path.name}/{TOKENS_FILE} must be in C order, not Fortran order."
+            )
         with np.load(labels, allow_pickle=False) as npz:
             if "y" not in npz.files:
                 raise InvalidInputError(f"{path.name}/{LABELS_FILE} lacks the array 'y'.")
@@ -73,7 +78,9 @@ def read_on_disk(path: str | os.PathLike) -> dict[str, Any]:
     except InvalidInputError:
         raise
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        raise InvalidInputError(f"Cannot read {path.name}/{LABELS_FILE} as an .npz archive: {exc}") from None
+        raise InvalidInputError(
+            f"Cannot read {path.name}/{LABELS_FILE} as an .npz archive: {exc}"
+        ) from None
     return {"X": X, **arrays}
 
 
@@ -106,9 +113,12 @@ class TokenDirWriter:
         self._tmp = self.path.parent / f".{self.path.name}.{os.getpid()}.tmp"
         self._tmp.mkdir()
         self._rows = 0
-        self._fh = open(self._tmp / TOKENS_FILE, "wb")
-        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float64)),
-                  "fortran_order": False, "shape": self.shape}
+        self._fh = open(self._tmp / TOKENS_FILE, "wb")  # noqa: SIM115 -- closed by __exit__
+        header = {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(np.float64)),
+            "fortran_order": False,
+            "shape": self.shape,
+        }
         np.lib.format.write_array_header_2_0(self._fh, header)
 
     def __enter__(self) -> TokenDirWriter:

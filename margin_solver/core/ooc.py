@@ -63,7 +63,8 @@ class _Execution:
 
 
 _EXECUTION: contextvars.ContextVar[_Execution] = contextvars.ContextVar(
-    "margin_solver_ooc_execution", default=_Execution()
+    "margin_solver_ooc_execution",
+    default=_Execution(),  # noqa: B039 -- frozen dataclass, immutable
 )
 
 
@@ -100,9 +101,12 @@ def execution(scheduler: Any = None, block_bytes: int | None = None) -> Iterator
     True
     """
     current = _EXECUTION.get()
-    if block_bytes is not None:
-        if isinstance(block_bytes, bool) or not isinstance(block_bytes, (int, np.integer)) or block_bytes < 1:
-            raise InvalidInputError(f"block_bytes must be a positive integer, got {block_bytes!r}.")
+    if block_bytes is not None and (
+        isinstance(block_bytes, bool)
+        or not isinstance(block_bytes, (int, np.integer))
+        or block_bytes < 1
+    ):
+        raise InvalidInputError(f"block_bytes must be a positive integer, got {block_bytes!r}.")
     with contextlib.ExitStack() as stack:
         client = current.client
         if scheduler is not None:
@@ -258,8 +262,9 @@ def token_gram(X: np.ndarray) -> tuple[np.ndarray, float]:
     n, T, d = X.shape
     m = n * T
     check_memory(
-        2 * m * m * _ITEM, f"the token Gram matrix of {n} x {T} tokens",
-        "no out-of-core way stores it: use fewer samples"
+        2 * m * m * _ITEM,
+        f"the token Gram matrix of {n} x {T} tokens",
+        "no out-of-core way stores it: use fewer samples",
     )
     settings = _EXECUTION.get()
     step = max(1, settings.block_bytes // (m * _ITEM))
@@ -283,8 +288,11 @@ def materialize(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
     for ``coef`` (k, n, T). Column by column the same products as in memory."""
     n, T, d = X.shape
     flat = np.asarray(coef, dtype=np.float64).reshape(-1, n, T)
-    check_memory(flat.shape[0] * d * _ITEM, f"{flat.shape[0]} dense vector(s) of length {d}",
-                   "no out-of-core way stores them")
+    check_memory(
+        flat.shape[0] * d * _ITEM,
+        f"{flat.shape[0]} dense vector(s) of length {d}",
+        "no out-of-core way stores them",
+    )
     settings = _EXECUTION.get()
     step = max(1, settings.block_bytes // (n * T * _ITEM))
     with _timed("X^T coef", X, "columns", step):
@@ -330,8 +338,15 @@ def _timed(what: str, X: np.ndarray, axis: str, step: int) -> Iterator[None]:
     where = "dask" if _EXECUTION.get().client is not None else "local"
     start = time.perf_counter()
     yield
-    logger.info("ooc pass %s over X %s in blocks of %d %s (%s): %.3f s", what, X.shape, step,
-                axis, where, time.perf_counter() - start)
+    logger.info(
+        "ooc pass %s over X %s in blocks of %d %s (%s): %.3f s",
+        what,
+        X.shape,
+        step,
+        axis,
+        where,
+        time.perf_counter() - start,
+    )
 
 
 # -- the same on a Dask cluster -----------------------------------------------------------------
@@ -346,14 +361,21 @@ def _dask_tokens(X: np.ndarray, chunks: tuple[int, int, int]) -> Any:
     n, T, d = X.shape
     read = dask.delayed(source.read, pure=True)
     rows_list, cols_list = _spans(n, chunks[0]), _spans(d, chunks[2])
-    return da.block([
-        [[
-            da.from_delayed(read(rows, cols), (rows.stop - rows.start, T, cols.stop - cols.start),
-                            dtype=np.float64)
-            for cols in cols_list
-        ]]
-        for rows in rows_list
-    ])
+    return da.block(
+        [
+            [
+                [
+                    da.from_delayed(
+                        read(rows, cols),
+                        (rows.stop - rows.start, T, cols.stop - cols.start),
+                        dtype=np.float64,
+                    )
+                    for cols in cols_list
+                ]
+            ]
+            for rows in rows_list
+        ]
+    )
 
 
 def _dask_gram(X: np.ndarray, step: int, client: Any) -> tuple[np.ndarray, float]:
@@ -362,10 +384,12 @@ def _dask_gram(X: np.ndarray, step: int, client: Any) -> tuple[np.ndarray, float
     tokens = _dask_tokens(X, (n, T, step))
     # One task per chunk makes its (m, m) product and extremes, so each chunk of tokens has a
     # single consumer and is freed at once (see _dask_project).
-    parts = tokens.map_blocks(_gram_part, chunks=((m,), (m + 2,), (1,) * tokens.numblocks[2]),
-                              dtype=np.float64)
-    H, extremes = client.compute([parts[:, :m, :].sum(axis=2), parts[0, m:, :].max(axis=1)],
-                                 sync=True)
+    parts = tokens.map_blocks(
+        _gram_part, chunks=((m,), (m + 2,), (1,) * tokens.numblocks[2]), dtype=np.float64
+    )
+    H, extremes = client.compute(
+        [parts[:, :m, :].sum(axis=2), parts[0, m:, :].max(axis=1)], sync=True
+    )
     return H, _checked_extremes(extremes[0], extremes[1])
 
 
@@ -395,19 +419,31 @@ def _dask_materialize(X: np.ndarray, flat: np.ndarray, step: int, client: Any) -
     return client.compute(product, sync=True)
 
 
-def _dask_project(X: np.ndarray, vectors: Sequence[np.ndarray], step: int, client: Any) -> list[np.ndarray]:
+def _dask_project(
+    X: np.ndarray, vectors: Sequence[np.ndarray], step: int, client: Any
+) -> list[np.ndarray]:
     import dask.array as da
 
     n, T, d = X.shape
     k = len(vectors)
     tokens = _dask_tokens(X, (step, T, d))
-    W = da.from_array(np.stack([np.asarray(w, dtype=np.float64) for w in vectors], axis=1),
-                      chunks=-1)
+    W = da.from_array(
+        np.stack([np.asarray(w, dtype=np.float64) for w in vectors], axis=1), chunks=-1
+    )
     # One task per chunk makes all its products and extremes: with one graph per product
     # and for max and min, every chunk waited for four consumers and the workers held most
     # of the tokens (1 GB each for 1.6 GB of tokens in 32 MiB chunks).
-    parts = da.blockwise(_project_part, "itj", tokens, "itk", W, "kj", dtype=np.float64,
-                         concatenate=True, adjust_chunks={"j": k + 2})
+    parts = da.blockwise(
+        _project_part,
+        "itj",
+        tokens,
+        "itk",
+        W,
+        "kj",
+        dtype=np.float64,
+        concatenate=True,
+        adjust_chunks={"j": k + 2},
+    )
     out = client.compute(parts, sync=True)
     _checked_extremes(out[:, :, k].max(), out[:, :, k + 1].max())
     return [np.ascontiguousarray(out[:, :, j]) for j in range(k)]

@@ -79,8 +79,12 @@ def verbose_switch(func: Callable[..., Any]) -> Callable[..., Any]:
     has_bars = "progress" in signature.parameters
     params = list(signature.parameters.values())
     at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
-    params.insert(at, inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, default=False,
-                                        annotation="bool"))
+    params.insert(
+        at,
+        inspect.Parameter(
+            "verbose", inspect.Parameter.KEYWORD_ONLY, default=False, annotation="bool"
+        ),
+    )
 
     @functools.wraps(func)
     def wrapper(*args: Any, verbose: bool = False, **kwargs: Any) -> Any:

@@ -55,6 +55,7 @@ STATUS_TABLE: dict[str, tuple[bool, bool]] = {
     FAILED: (False, False),  # a numerical engine broke down: nothing said about the problem
 }
 
+
 class ConvergenceWarning(UserWarning):
     """A method did not do what it set out to do (its status has ``success`` False).
 
@@ -107,8 +108,10 @@ def format_cell(value: Any) -> str:
 
 def _short(value: Any) -> str:
     if isinstance(value, np.ndarray):
-        return f"array{value.shape} {value.dtype}" if value.size > 6 else np.array2string(
-            value, precision=6, separator=", "
+        return (
+            f"array{value.shape} {value.dtype}"
+            if value.size > 6
+            else np.array2string(value, precision=6, separator=", ")
         )
     if isinstance(value, float):
         return f"{value:.6g}"

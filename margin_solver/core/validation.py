@@ -80,7 +80,9 @@ def check_tokens(X: Any, name: str = "X") -> np.ndarray:
         )
     n, T, d = arr.shape
     if T < 1:
-        raise InvalidInputError(f"{name} must have at least one token per sample (T >= 1), got T={T}.")
+        raise InvalidInputError(
+            f"{name} must have at least one token per sample (T >= 1), got T={T}."
+        )
     if d < 1:
         raise InvalidInputError(f"{name} must have at least one feature (d >= 1), got d={d}.")
     if n < 1:
@@ -202,7 +204,9 @@ def check_labels(y: Any, n_samples: int | None = None, name: str = "y") -> np.nd
     if arr.ndim == 2 and 1 in arr.shape:
         arr = arr.reshape(-1)
     if arr.ndim != 1:
-        raise InvalidInputError(f"Expected {name} of shape (n_samples,), got array of shape {arr.shape}.")
+        raise InvalidInputError(
+            f"Expected {name} of shape (n_samples,), got array of shape {arr.shape}."
+        )
     if n_samples is not None and arr.shape[0] != n_samples:
         raise InvalidInputError(
             f"{name} has {arr.shape[0]} labels but X has {n_samples} samples; they must match."
@@ -265,10 +269,12 @@ def check_radius(value: Any, name: str = "R") -> float:
 
     Examples
     --------
-    >>> check_radius(1e300)
+    >>> check_radius(1e300)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    margin_solver.core.validation.InvalidInputError: R = 1e+300 is outside [1e-150, 1e+150], where R**2 stays a float64; rescale the tokens (X / c with radius R * c) to bring R into range.
+    margin_solver.core.validation.InvalidInputError: R = 1e+300 is outside [1e-150, 1e+150],
+    where R**2 stays a float64; rescale the tokens (X / c with radius R * c) to bring R into
+    range.
     """
     out = check_positive(value, name)
     if not MIN_RADIUS <= out <= MAX_RADIUS:
@@ -289,10 +295,11 @@ def parse_json(text: str, what: str) -> Any:
 
     Examples
     --------
-    >>> parse_json("[" * 100000, "--options")
+    >>> parse_json("[" * 100000, "--options")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    margin_solver.core.validation.InvalidInputError: --options is not valid JSON: nested too deeply (maximum recursion depth exceeded while decoding a JSON array from a unicode string).
+    margin_solver.core.validation.InvalidInputError: --options is not valid JSON: nested too
+    deeply (maximum recursion depth exceeded while decoding a JSON array from a unicode string).
     """
     try:
         return json.loads(text)
@@ -408,12 +415,16 @@ def check_vector(v: Any, d: int, name: str) -> np.ndarray:
     """Validate a parameter vector of length ``d`` and return it as float64."""
     arr = _as_float_array(v, name).reshape(-1) if np.ndim(v) <= 1 else _as_float_array(v, name)
     if arr.shape != (d,):
-        raise InvalidInputError(f"Expected {name} of shape ({d},), got array of shape {np.shape(v)}.")
+        raise InvalidInputError(
+            f"Expected {name} of shape ({d},), got array of shape {np.shape(v)}."
+        )
     _check_finite(arr, name)
     return check_magnitude(arr, name, low=0.0, high=MAX_VECTOR_MAGNITUDE)
 
 
-def check_options(options: Any, defaults: Mapping[str, Any], name: str = "options") -> dict[str, Any]:
+def check_options(
+    options: Any, defaults: Mapping[str, Any], name: str = "options"
+) -> dict[str, Any]:
     """Merge a solver's ``options`` mapping into its ``defaults``; reject unknown keys.
 
     Only the names are checked here: each solver validates the values of its own options.
@@ -466,8 +477,15 @@ def check_seed(seed: Any, name: str = "seed") -> int | np.random.SeedSequence | 
 
 
 # dtype kinds that are not real numbers: complex, strings, objects, dates, raw bytes.
-_NON_REAL_KINDS = {"c": "complex", "U": "string", "S": "bytes", "O": "object", "M": "datetime",
-                   "m": "timedelta", "V": "void (raw or structured)"}
+_NON_REAL_KINDS = {
+    "c": "complex",
+    "U": "string",
+    "S": "bytes",
+    "O": "object",
+    "M": "datetime",
+    "m": "timedelta",
+    "V": "void (raw or structured)",
+}
 
 
 def _as_float_array(value: Any, name: str) -> np.ndarray:

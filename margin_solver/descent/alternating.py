@@ -87,11 +87,11 @@ from margin_solver.svm.vstep import VStepResult, solve_vstep_from_support
 
 __all__ = [
     "DESCENT_OPTIONS",
+    "STOPPED",
     "DenseForm",
     "DescentRun",
     "KernelForm",
     "PhiPoint",
-    "STOPPED",
     "check_descent_options",
     "descend",
     "evaluate_phi",
@@ -109,8 +109,13 @@ __all__ = [
 #: study's cells, docs/benchmarks.md, "Support-aware SQP step"); :func:`descend` called
 #: directly is the quasi-Newton descent unless asked (``sqp=True``).
 DESCENT_OPTIONS: dict[str, Any] = {
-    "memory": 30, "use_bb": True, "window": 10, "vstep_solver": "ldp", "newton": False,
-    "sqp": True, "sqp_after": 250,
+    "memory": 30,
+    "use_bb": True,
+    "window": 10,
+    "vstep_solver": "ldp",
+    "newton": False,
+    "sqp": True,
+    "sqp_after": 250,
 }
 
 #: Status of a descent that its caller's test (``until`` of :func:`descend`) stopped; the
@@ -491,13 +496,13 @@ def _quasi_newton(form: Form, pairs: list, pg: np.ndarray) -> np.ndarray | None:
     None when it is not a descent direction (``<pg, H pg> <= 0``)."""
     q = pg.copy()
     coefs = []
-    for s, r, s_m, r_m, rho in reversed(pairs):
+    for _s, r, s_m, _r_m, rho in reversed(pairs):
         a = rho * float(np.vdot(s_m, q))
         q = q - a * r
         coefs.append(a)
     s, r, s_m, r_m, rho = pairs[-1]
     q = q / (rho * float(np.vdot(r, r_m)))
-    for (s, r, s_m, r_m, rho), a in zip(pairs, reversed(coefs)):
+    for (s, _r, _s_m, r_m, rho), a in zip(pairs, reversed(coefs)):
         b = rho * float(np.vdot(r_m, q))
         q = q + (a - b) * s
     return q if form.inner(pg, q) > 0 else None
@@ -576,8 +581,9 @@ class DescentRun:
         self.pg_history.append(pg_norm)
         return pg_norm
 
-    def stops_at(self, point: PhiPoint, pg_norm: float, R: float, gtol: float,
-                 deadline: float) -> bool:
+    def stops_at(
+        self, point: PhiPoint, pg_norm: float, R: float, gtol: float, deadline: float
+    ) -> bool:
         """The tests every descent applies at an iterate before its next step: the time
         limit (status ``"time_limit"``) and stationarity, ``||pg|| R / phi <= gtol``
         (``"local_optimal"``). True, with the status and reason set, when the run stops."""
@@ -590,8 +596,7 @@ class DescentRun:
             return False
         return True
 
-    def stopped_by(self, until: Callable[[PhiPoint], str | None] | None,
-                   point: PhiPoint) -> bool:
+    def stopped_by(self, until: Callable[[PhiPoint], str | None] | None, point: PhiPoint) -> bool:
         """The caller's test ``until`` at an accepted iterate: True, with status
         ``"stopped"`` and its reason, when it returns one."""
         reason = None if until is None else until(point)
@@ -665,17 +670,41 @@ def descend(
     point = with_gradient(form, point)
     if sqp and type(form) in (DenseForm, KernelForm):
         if sqp_after > 0:
-            run = descend(form, y, p0, R, max_iter=min(sqp_after, max_iter), gtol=gtol,
-                          rtol=rtol, window=window, vstep_solver=vstep_solver, use_bb=use_bb,
-                          memory=memory, newton=newton, deadline=deadline, until=until)
+            run = descend(
+                form,
+                y,
+                p0,
+                R,
+                max_iter=min(sqp_after, max_iter),
+                gtol=gtol,
+                rtol=rtol,
+                window=window,
+                vstep_solver=vstep_solver,
+                use_bb=use_bb,
+                memory=memory,
+                newton=newton,
+                deadline=deadline,
+                until=until,
+            )
             if run.status != MAX_ITER or run.n_iter >= max_iter:
                 return run
             point = run.point
             run.reason = f"reached max_iter={max_iter}"
             del run.norm_history[-1], run.pg_history[-1]  # recorded again below
-        return _sqp_descent(form, y, point, R, run, max_iter=max_iter, gtol=gtol, rtol=rtol,
-                            window=window, vstep_solver=vstep_solver, deadline=deadline,
-                            until=until)
+        return _sqp_descent(
+            form,
+            y,
+            point,
+            R,
+            run,
+            max_iter=max_iter,
+            gtol=gtol,
+            rtol=rtol,
+            window=window,
+            vstep_solver=vstep_solver,
+            deadline=deadline,
+            until=until,
+        )
     step = R
     radius = 2 * R  # longest Newton step tried
     stable, cooldown = 0, 0
@@ -692,14 +721,19 @@ def descend(
         if last_move is not None:
             _remember(form, pairs, last_move, pg - last_pg, memory)
         trial, first_trial = None, False
-        try_newton = newton and memory > 0 and stable >= _NEWTON_STABLE and \
-            it >= max(cooldown, _NEWTON_AFTER)
+        try_newton = (
+            newton
+            and memory > 0
+            and stable >= _NEWTON_STABLE
+            and it >= max(cooldown, _NEWTON_AFTER)
+        )
         newton_step = _newton_step(form, point, R) if try_newton else None
         length = 0.0 if newton_step is None else norm(form, newton_step)
         if length > _MIN_STEP * R:
             step0 = min(length, radius)
-            trial, taken, at_once = _line_search(form, y, point, -newton_step / length, step0,
-                                                 0.1 * step0, R, run, vstep_solver)
+            trial, taken, at_once = _line_search(
+                form, y, point, -newton_step / length, step0, 0.1 * step0, R, run, vstep_solver
+            )
             run.n_newton += trial is not None
             # trust radius: doubled after a step accepted at once, else the length that passed
             radius = 2 * step0 if at_once else taken if trial is not None else 0.1 * step0
@@ -710,14 +744,16 @@ def descend(
             length = norm(form, quasi)
             # a quasi-Newton step that must shrink 10-fold is a bad model: restart instead
             step0 = min(length, 2 * R)
-            trial, _, _ = _line_search(form, y, point, quasi / length, step0, 0.1 * step0, R,
-                                       run, vstep_solver)
+            trial, _, _ = _line_search(
+                form, y, point, quasi / length, step0, 0.1 * step0, R, run, vstep_solver
+            )
         if trial is None:  # no quasi-Newton step: a projected-gradient step, memory restarted
             pairs.clear()
             if bb_lambda is not None:
                 step = min(max(bb_lambda * pg_norm, _MIN_STEP * R), 2 * R)
-            trial, step, first_trial = _line_search(form, y, point, pg / pg_norm, step,
-                                                    _MIN_STEP * R, R, run, vstep_solver)
+            trial, step, first_trial = _line_search(
+                form, y, point, pg / pg_norm, step, _MIN_STEP * R, R, run, vstep_solver
+            )
         if trial is None:
             run.status = LOCAL_OPTIMAL
             run.reason = "no step passes the Armijo test (a kink of phi or a stationary point)"
@@ -761,8 +797,16 @@ def _sqp_model(form: Form, point: PhiPoint, R: float) -> SQPModel | None:
     mu = 0.0
     if pp >= (R * (1 - 1e-6)) ** 2:
         mu = max(0.0, -form.inner(point.gradient, point.p) / pp)
-    return SQPModel(form.token_gram_matrix(), point.y, point.attention,
-                    point.value_coefficients, point.vstep.alpha, c, R, mu)
+    return SQPModel(
+        form.token_gram_matrix(),
+        point.y,
+        point.attention,
+        point.value_coefficients,
+        point.vstep.alpha,
+        c,
+        R,
+        mu,
+    )
 
 
 def _sqp_descent(
@@ -794,13 +838,17 @@ def _sqp_descent(
     t = math.inf
     phis = [point.phi]
     for it in range(run.n_iter, max_iter):
-        pg_norm = run.record(point, norm(form, projected_gradient(form, point.p,
-                                                                  point.gradient, R)))
+        pg_norm = run.record(
+            point, norm(form, projected_gradient(form, point.p, point.gradient, R))
+        )
         if run.stops_at(point, pg_norm, R, gtol, deadline):
             break
         model = _sqp_model(form, point, R)
-        trial = None if model is None else _sqp_trial(form, y, point, model, R, run,
-                                                      min(t, R / pg_norm), vstep_solver)
+        trial = (
+            None
+            if model is None
+            else _sqp_trial(form, y, point, model, R, run, min(t, R / pg_norm), vstep_solver)
+        )
         if trial is None:
             run.status = LOCAL_OPTIMAL
             run.reason = "no SQP step decreases phi (a kink of phi or a stationary point)"

@@ -1,11 +1,11 @@
 """The support-aware step of the P_R descent: one sequential-QP model of phi around p.
 
 phi(p) = 1/2 ||v*(p)||^2 is the value of an SVM whose features z_i(p) = X_i^T softmax(X_i p)
-depend on p. A Newton step at a fixed support (:func:`margin_solver.descent.alternating.score_hessian`)
-is wrong as soon as a sample enters or leaves the support, which on lifted digit patches
-happens at nearly every step. The model here keeps all n margin constraints, linearised in
-(v, p) around the current pair, and the exact second derivatives of the Lagrangian
-(docs/theory.md, "Support-aware SQP step"):
+depend on p. A Newton step at a fixed support
+(:func:`margin_solver.descent.alternating.score_hessian`) is wrong as soon as a sample enters or
+leaves the support, which on lifted digit patches happens at nearly every step. The model here keeps
+all n margin constraints, linearised in (v, p) around the current pair, and the exact second
+derivatives of the Lagrangian (docs/theory.md, "Support-aware SQP step"):
 
     minimise over (v, dp)   1/2 ||v||^2 + (v - v0)^T C dp + 1/2 dp^T P dp
                             + mu/2 (||p + dp||^2 - ||p||^2) + 1/(2t) ||dp||^2
@@ -84,8 +84,17 @@ class SQPModel:
         Multiplier of the ball constraint (0 inside the ball).
     """
 
-    def __init__(self, H: np.ndarray, y: np.ndarray, attention: np.ndarray, a: np.ndarray,
-                 alpha: np.ndarray, c: np.ndarray, R: float, mu: float):
+    def __init__(
+        self,
+        H: np.ndarray,
+        y: np.ndarray,
+        attention: np.ndarray,
+        a: np.ndarray,
+        alpha: np.ndarray,
+        c: np.ndarray,
+        R: float,
+        mu: float,
+    ):
         n, T = attention.shape
         self.H, self.n, self.T, self.mu = H, n, T, mu
         s = attention
@@ -109,8 +118,13 @@ class SQPModel:
         # Z - mu I = L_S^T W L_S (H = L L^T), W = P_s - N H_SS N on the support tokens; its
         # negative eigenvalues are dropped, so the QP is convex for every t > 0 and t is set
         # by the ratio test alone (docs/theory.md, "Support-aware SQP step", measured)
-        NHN = np.einsum("itu,iujv,jvw->itjw", self.N_blocks, H_ss.reshape(k, T, k, T),
-                        self.N_blocks, optimize=True).reshape(k * T, k * T)
+        NHN = np.einsum(
+            "itu,iujv,jvw->itjw",
+            self.N_blocks,
+            H_ss.reshape(k, T, k, T),
+            self.N_blocks,
+            optimize=True,
+        ).reshape(k * T, k * T)
         self.W = _psd_part(block_diagonal(self.Ps_blocks) - NHN)
         # constraint rows (coefficient vectors, block i for sample i): w-part y_i s_i and
         # dp-part y_i D_i u_i; the last row is the ball's, -c in the dp-part
@@ -173,8 +187,10 @@ class SQPModel:
             return xw - self._apply_N(H @ zq), zq
 
         k = self.n + 1
-        both_w, both_q = m_inv(np.hstack([self.Gw, np.zeros((len(self.c), 1))]),
-                               np.hstack([self.Gq, self.m_q[:, None]]))
+        both_w, both_q = m_inv(
+            np.hstack([self.Gw, np.zeros((len(self.c), 1))]),
+            np.hstack([self.Gq, self.m_q[:, None]]),
+        )
         Iw, Iq, mw, mq = both_w[:, :k], both_q[:, :k], both_w[:, k], both_q[:, k]
         K = self.HGw.T @ Iw + self.HGq.T @ Iq
         K = (K + K.T) / 2
@@ -187,8 +203,12 @@ class SQPModel:
         Hq = H @ q
         cross = (w - self.a) @ (H @ self._apply_N(Hq))
         Pq = self._apply_blocks(self.Ps_blocks, Hq)
-        value = (0.5 * float(w @ (H @ w)) + cross + 0.5 * float(Hq @ Pq)
-                 + 0.5 * self.mu * float(2 * q @ self.Hc + q @ Hq))
+        value = (
+            0.5 * float(w @ (H @ w))
+            + cross
+            + 0.5 * float(Hq @ Pq)
+            + 0.5 * self.mu * float(2 * q @ self.Hc + q @ Hq)
+        )
         return w, q, value
 
 

@@ -19,9 +19,9 @@ Schedules
 
 The paper's exact step sizes are not in the text available to this project; the defaults
 of :func:`default_step_sizes` are our own scaling (derived in ``docs/theory.md`` and
-checked by ``python -m margin_solver.bench.measure.gd_defaults``), not the authors' constants. The scaling assumes
-nearly orthogonal tokens; on correlated tokens with label imbalance the first step aligns
-with the mean token and the scaled steps raise the loss, so a default step is halved while
+checked by ``python -m margin_solver.bench.measure.gd_defaults``), not the authors' constants. The
+scaling assumes nearly orthogonal tokens; on correlated tokens with label imbalance the first step
+aligns with the mean token and the scaled steps raise the loss, so a default step is halved while
 it would raise the objective. Steps the caller gives are taken as given; a run whose
 objective ends above its start has status ``"diverged"``.
 
@@ -129,9 +129,7 @@ TRAJECTORY_COLUMNS = (
 )
 
 
-@renamed(
-    Renamed("margin", "min_margin"), Renamed("norm_p", "p_norm"), Renamed("steps", "nit")
-)
+@renamed(Renamed("margin", "min_margin"), Renamed("norm_p", "p_norm"), Renamed("steps", "nit"))
 @dataclass(repr=False)
 class GDResult(ResultMixin):
     """Endpoint and trajectory of :func:`gradient_descent`.
@@ -144,8 +142,8 @@ class GDResult(ResultMixin):
         One array per name in :data:`TRAJECTORY_COLUMNS`, one entry per recorded step.
         ``loss`` is the mean logistic loss, ``objective`` adds the weight decay term;
         errors and attention come from :func:`margin_solver.analysis.metrics.output_metrics` on the
-        step's own evaluation (training set) and :func:`~margin_solver.analysis.metrics.trusted_metrics`
-        (test set);
+        step's own evaluation (training set) and
+        :func:`~margin_solver.analysis.metrics.trusted_metrics` (test set);
         ``normalized_margin = min_i y_i f_i / ||v||`` (f is 1-homogeneous in ``v``; ``p``
         enters only through the attention, bounded by ``R`` when a cap is set).
     status : str
@@ -271,7 +269,8 @@ def _row_products(
 ) -> np.ndarray:
     """``W @ M`` for the two rows of ``W``, as matrix-vector products: with OpenBLAS,
     single-threaded, these measured 1.5-1.8x faster than one thin (2 x m) @ (m x k)
-    product at m = k = 1000 and equal at (400 x 50 000) (python -m margin_solver.bench.measure.gd_speed).
+    product at m = k = 1000 and equal at (400 x 50 000) (python -m
+    margin_solver.bench.measure.gd_speed).
 
     Only the rows where ``live`` is True are multiplied; the others are zero rows of ``W``
     (``v`` and ``p`` at zero initialisation, ``p`` after the first step from it, the
@@ -337,8 +336,10 @@ class _DenseGDState:
             parts.append(LossGrads(share * lg.loss, gv, gp, lg.margins, lg.attention))
         lg = LossGrads(
             sum(part.loss for part in parts),
-            *(np.concatenate([getattr(part, f) for part in parts])
-              for f in ("grad_v", "grad_p", "margins", "attention")),
+            *(
+                np.concatenate([getattr(part, f) for part in parts])
+                for f in ("grad_v", "grad_p", "margins", "attention")
+            ),
         )
         return _Evaluation(lg, grads, peak)
 
@@ -646,8 +647,18 @@ def gradient_descent(
                 break
             k = t if schedule == "two-step" else 0  # a constant step is settled at step 0
             W, ev, size, halved = _step(
-                state, W, ev, grads, yf, schedule, taken[k], lam, R,
-                guard=guarded[k] and k == t, last=t + 1 == steps, heads=heads,
+                state,
+                W,
+                ev,
+                grads,
+                yf,
+                schedule,
+                taken[k],
+                lam,
+                R,
+                guard=guarded[k] and k == t,
+                last=t + 1 == steps,
+                heads=heads,
             )
             if halved:
                 halvings[k] += halved
@@ -684,7 +695,9 @@ def gradient_descent(
         logger.info("gradient_descent: %s", message)
     else:
         warnings.warn(
-            f"gradient_descent ended with status {status!r}: {message}", ConvergenceWarning, stacklevel=3  # 3: past verbose_switch
+            f"gradient_descent ended with status {status!r}: {message}",
+            ConvergenceWarning,
+            stacklevel=3,  # 3: past verbose_switch
         )
     return GDResult(
         v=v,
@@ -752,7 +765,9 @@ def _step(
         if R is not None:
             _cap(state, W_new, R, heads)
         ev_new = state.evaluate(W_new, y, with_grads=not last)
-        if not guard or (_finite(ev_new, W_new) and _objective(state, W_new, ev_new.lg, lam) <= before):
+        if not guard or (
+            _finite(ev_new, W_new) and _objective(state, W_new, ev_new.lg, lam) <= before
+        ):
             return W_new, ev_new, size, halved
         size /= 2
     return W_new, ev_new, size * 2, MAX_HALVINGS
@@ -903,7 +918,9 @@ def _check_v0(v0: Any, d: int, heads: int) -> np.ndarray:
     v0 = np.asarray(v0, dtype=np.float64)
     shape = (d,) if heads == 1 else (heads, d)
     if v0.shape != shape or not np.all(np.isfinite(v0)):
-        raise InvalidInputError(f"v0 must be a finite array of shape {shape}, got shape {v0.shape}.")
+        raise InvalidInputError(
+            f"v0 must be a finite array of shape {shape}, got shape {v0.shape}."
+        )
     return v0.reshape(heads, d)
 
 
@@ -951,7 +968,9 @@ def _step_sizes(
         b1 = d1 if beta1 is None else check_positive(beta1, "beta1")
         return (b0, b1)
     if beta0 is not None or beta1 is not None:
-        raise InvalidInputError(f"beta0/beta1 belong to the two-step schedule; use step_size for {schedule!r}.")
+        raise InvalidInputError(
+            f"beta0/beta1 belong to the two-step schedule; use step_size for {schedule!r}."
+        )
     if step_size is not None:
         return (check_positive(step_size, "step_size"),)
     if schedule == "constant":

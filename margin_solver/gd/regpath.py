@@ -185,7 +185,9 @@ class RegularizationPath(ResultMixin):
 def default_lambdas(num: int = 9, largest: float = 1e-1, smallest: float = 1e-5) -> np.ndarray:
     """``num`` values from ``largest`` down to ``smallest``, evenly spaced on a log scale."""
     check_int(num, "num", 1)
-    return np.geomspace(check_positive(largest, "largest"), check_positive(smallest, "smallest"), num)
+    return np.geomspace(
+        check_positive(largest, "largest"), check_positive(smallest, "smallest"), num
+    )
 
 
 def regularization_path(
@@ -251,8 +253,13 @@ def regularization_path(
     ('converged', ['converged', 'converged'])
     """
     start = time.perf_counter()
-    lams = _grid(default_lambdas() if lambdas is None else lambdas, "lambdas", "lambda",
-                 check_positive, descending=True)
+    lams = _grid(
+        default_lambdas() if lambdas is None else lambdas,
+        "lambdas",
+        "lambda",
+        check_positive,
+        descending=True,
+    )
     settings = [(lam, math.inf) for lam in lams]
     return _run(X, y, R, train, p0, tol, max_iter, settings, "weight-decay", start)
 

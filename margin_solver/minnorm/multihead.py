@@ -215,8 +215,16 @@ def solve_min_norm_heads(
     ((2, 60), 'local_optimal', True)
     """
     heads = check_int(heads, "heads", 1)
-    common = dict(form=form, n_random_starts=n_random_starts, seed=seed, max_iter=max_iter,
-                  gtol=gtol, rtol=rtol, time_limit=time_limit, options=options)
+    common = {
+        "form": form,
+        "n_random_starts": n_random_starts,
+        "seed": seed,
+        "max_iter": max_iter,
+        "gtol": gtol,
+        "rtol": rtol,
+        "time_limit": time_limit,
+        "options": options,
+    }
     if heads == 1:
         return solve_min_norm(X, y, R, **common, **single_head)
     start_time = time.perf_counter()
@@ -234,8 +242,11 @@ def solve_min_norm_heads(
     if single.status == INFEASIBLE and "same tokens" in single.message:
         # order-blind outputs: the proof covers any number of heads
         single.message += f" (holds for any number of heads, here {heads})"
-        warnings.warn(f"solve_min_norm_heads returned status {single.status!r}: "
-                      f"{single.message}", ConvergenceWarning, stacklevel=2)
+        warnings.warn(
+            f"solve_min_norm_heads returned status {single.status!r}: {single.message}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
         return _as_heads(single, heads)
     gram = TokenGram(Xd)
     base = KernelForm(Xd, gram) if single.form == "kernel" else DenseForm(Xd)
@@ -259,24 +270,34 @@ def solve_min_norm_heads(
         result.status = NO_FEASIBLE_POINT_FOUND
         result.v = result.p = result.attention = result.selected_token = None
         result.norm, result.lower_bound, result.certified = math.inf, None, False
-        result.message = (f"no feasible point found for {heads} heads: the v-step is infeasible "
-                          f"at the final p of every start ({len(runs)} run); infeasibility is "
-                          "not proven")
+        result.message = (
+            f"no feasible point found for {heads} heads: the v-step is infeasible "
+            f"at the final p of every start ({len(runs)} run); infeasibility is "
+            "not proven"
+        )
         result.start_norms = start_norms
         result.solve_time = time.perf_counter() - start_time
-        warnings.warn(f"solve_min_norm_heads returned status {result.status!r}: "
-                      f"{result.message}", ConvergenceWarning, stacklevel=2)
+        warnings.warn(
+            f"solve_min_norm_heads returned status {result.status!r}: {result.message}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
         return result
     name = min(feasible, key=lambda k: feasible[k].norm)
     run = feasible[name]
     point = run.point
-    V = TokenGram.materialize(Xd, point.value_coefficients) if base.name == "kernel" else \
-        np.stack([TokenGram.materialize(Xd, a) for a in point.value_coefficients])
+    V = (
+        TokenGram.materialize(Xd, point.value_coefficients)
+        if base.name == "kernel"
+        else np.stack([TokenGram.materialize(Xd, a) for a in point.value_coefficients])
+    )
     P = mform.dense(point.p)
     result_norm = run.norm
     min_margin = float(np.min(yf * multihead_outputs(Xd, V, P)))
-    message = (f"{heads} heads: best of {len(runs)} starts: {name!r}, ||v|| = {result_norm:.6g} "
-               f"({run.reason}); single-head ||v|| = {single.norm:.6g}")
+    message = (
+        f"{heads} heads: best of {len(runs)} starts: {name!r}, ||v|| = {result_norm:.6g} "
+        f"({run.reason}); single-head ||v|| = {single.norm:.6g}"
+    )
     repaired = False
     if 0 < min_margin < 1 - FEAS_TOL:
         V, repaired = V / min_margin, True
@@ -289,8 +310,10 @@ def solve_min_norm_heads(
         message += f"; the point violates the constraints: min margin {min_margin:.9g}"
     else:
         status = TIME_LIMIT if timed_out else MAX_ITER if run.status == MAX_ITER else LOCAL_OPTIMAL
-        message += ("; not certified: no lower bound covers H > 1 heads (docs/theory.md, "
-                    "'Multi-head attention')")
+        message += (
+            "; not certified: no lower bound covers H > 1 heads (docs/theory.md, "
+            "'Multi-head attention')"
+        )
     result = MultiHeadMinNormResult(
         v=V,
         p=P,
@@ -317,8 +340,11 @@ def solve_min_norm_heads(
         single_head_norm=single.norm,
     )
     if not result.success:
-        warnings.warn(f"solve_min_norm_heads returned status {result.status!r}: {message}",
-                      ConvergenceWarning, stacklevel=2)
+        warnings.warn(
+            f"solve_min_norm_heads returned status {result.status!r}: {message}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
     return result
 
 

@@ -116,19 +116,38 @@ from margin_solver.svm.selection import (
 )
 from margin_solver.svm.vstep import solve_vstep_from_support
 
-__all__ = ["FAMILIES", "HARD_LEAK", "HARD_RTOL", "IDEAS", "NEVER_RETIRED", "POLISH_MAX_FAILS",
-           "REALISABLE_MAX_SAMPLES", "REALISABLE_WORK", "RETIRE_RTOL", "SCREEN_ITER",
-           "SCREEN_MAX_SAMPLES", "SCREEN_RANDOM", "SCREEN_SELECTIONS", "SCREEN_TOP", "SCREEN_WORK",
-           "PenalisedForm",
-           "hard_descend", "hard_polish", "hard_samples", "hard_value", "nearly_hard",
-           "search_starts",
-           "settled_run", "settled_value"]
+__all__ = [
+    "FAMILIES",
+    "HARD_LEAK",
+    "HARD_RTOL",
+    "IDEAS",
+    "NEVER_RETIRED",
+    "POLISH_MAX_FAILS",
+    "REALISABLE_MAX_SAMPLES",
+    "REALISABLE_WORK",
+    "RETIRE_RTOL",
+    "SCREEN_ITER",
+    "SCREEN_MAX_SAMPLES",
+    "SCREEN_RANDOM",
+    "SCREEN_SELECTIONS",
+    "SCREEN_TOP",
+    "SCREEN_WORK",
+    "PenalisedForm",
+    "hard_descend",
+    "hard_polish",
+    "hard_samples",
+    "hard_value",
+    "nearly_hard",
+    "search_starts",
+    "settled_run",
+    "settled_value",
+]
 
 #: Every family of starts :func:`search_starts` knows (``"random"``: more random starts,
 #: alternately on the sphere and inside the ball; ``"screen"``: a final stage, not a turn).
 FAMILIES = ("selection", "realisable", "continuation", "hop", "random", "screen")
-#: The families used, taken in turn, then the screen (python -m margin_solver.bench.measure.search_quality measures
-#: the others).
+#: The families used, taken in turn, then the screen (python -m
+#: margin_solver.bench.measure.search_quality measures the others).
 IDEAS = ("selection", "realisable", "continuation", "random", "screen")
 #: Best realisable selections (by SVM norm) whose realisations the screen tries. 24 rather
 #: than 12 closed the two misses of the 400 instances of two search-quality sets that both of
@@ -252,8 +271,16 @@ def settled_value(H: np.ndarray, y: np.ndarray, T: int, point: PhiPoint) -> floa
     return value
 
 
-def settled_run(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: float,
-                vstep_solver: str = "ldp", **options) -> DescentRun | None:
+def settled_run(
+    form,
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    p0: np.ndarray,
+    R: float,
+    vstep_solver: str = "ldp",
+    **options,
+) -> DescentRun | None:
     """The start p0 finished without the descent when its attention is nearly hard, else None.
 
     Nearly hard (every sample leaves at most :data:`HARD_LEAK` of its attention off one
@@ -276,9 +303,20 @@ def settled_run(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: f
     return run
 
 
-def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int = 500,
-                gtol: float = 1e-6, rtol: float = 1e-7, window: int = 10,
-                vstep_solver: str = "ldp", deadline: float = math.inf, **_) -> DescentRun:
+def hard_polish(
+    form,
+    y: np.ndarray,
+    point: PhiPoint,
+    R: float,
+    *,
+    max_iter: int = 500,
+    gtol: float = 1e-6,
+    rtol: float = 1e-7,
+    window: int = 10,
+    vstep_solver: str = "ldp",
+    deadline: float = math.inf,
+    **_,
+) -> DescentRun:
     """Descent on phi by linearised-attention SVM steps, for nearly hard attention.
 
     Each step linearises every margin in p at the current (v, p),
@@ -315,16 +353,22 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
     phis = [point.phi]
     guess = None
     while True:
-        pg_norm = run.record(point, norm(form, projected_gradient(form, point.p,
-                                                                  point.gradient, R)))
-        if (run.stops_at(point, pg_norm, R, gtol, deadline) or run.stalls(phis, rtol, window)
-                or run.n_iter >= max_iter):
+        pg_norm = run.record(
+            point, norm(form, projected_gradient(form, point.p, point.gradient, R))
+        )
+        if (
+            run.stops_at(point, pg_norm, R, gtol, deadline)
+            or run.stalls(phis, rtol, window)
+            or run.n_iter >= max_iter
+        ):
             break
         trial, lam, guess = _polish_step(form, y, point, R, lam, run, vstep_solver, guess)
         if trial is None:
             run.status = LOCAL_OPTIMAL
-            run.reason = (f"no linearised step decreases phi ({POLISH_MAX_FAILS} trust-region "
-                          "contractions in a row)")
+            run.reason = (
+                f"no linearised step decreases phi ({POLISH_MAX_FAILS} trust-region "
+                "contractions in a row)"
+            )
             break
         point = with_gradient(form, trial)
         run.point, run.n_iter = point, run.n_iter + 1
@@ -333,9 +377,16 @@ def hard_polish(form, y: np.ndarray, point: PhiPoint, R: float, *, max_iter: int
     return run
 
 
-def _polish_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float, run: DescentRun,
-                 vstep_solver: str, guess: np.ndarray | None
-                 ) -> tuple[PhiPoint | None, float, np.ndarray | None]:
+def _polish_step(
+    form,
+    y: np.ndarray,
+    point: PhiPoint,
+    R: float,
+    lam: float,
+    run: DescentRun,
+    vstep_solver: str,
+    guess: np.ndarray | None,
+) -> tuple[PhiPoint | None, float, np.ndarray | None]:
     """The next accepted point of :func:`hard_polish` (None after :data:`POLISH_MAX_FAILS`
     rejections in a row), the updated ``lam`` and the support of the last linearised SVM
     (``guess``: the previous one's, None when unknown); every v-step is counted in ``run``."""
@@ -352,9 +403,15 @@ def _polish_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float, run
     return None, lam, guess
 
 
-def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
-                     vstep_solver: str, guess: np.ndarray | None = None
-                     ) -> tuple[np.ndarray | None, float, np.ndarray | None]:
+def _linearised_step(
+    form,
+    y: np.ndarray,
+    point: PhiPoint,
+    R: float,
+    lam: float,
+    vstep_solver: str,
+    guess: np.ndarray | None = None,
+) -> tuple[np.ndarray | None, float, np.ndarray | None]:
     """The p of one step of :func:`hard_polish` with weight ``lam``, the model's phi there
     and its SVM's support; ``(None, nan, None)`` when the SVM has no solution.
 
@@ -389,8 +446,16 @@ def _linearised_step(form, y: np.ndarray, point: PhiPoint, R: float, lam: float,
     return project(form, q, R), predicted, svm.alpha > 0
 
 
-def hard_descend(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: float,
-                 best_norm: float = math.inf, **options) -> DescentRun:
+def hard_descend(
+    form,
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    p0: np.ndarray,
+    R: float,
+    best_norm: float = math.inf,
+    **options,
+) -> DescentRun:
     """:func:`descend` with a test at every accepted step, for nearly hard regimes.
 
     The test (:class:`_HardTest`): the run stops if the SVM norm of the selection its nearly
@@ -413,8 +478,9 @@ def hard_descend(form, H: np.ndarray, y: np.ndarray, T: int, p0: np.ndarray, R: 
     test = _HardTest(H, y, T, best_norm)
     run = descend(form, y, p0, R, **options, max_iter=max_iter, until=test)
     if run.status == STOPPED and test.polish:
-        return _joined(run, hard_polish(form, y, run.point, R, **options,
-                                        max_iter=max_iter - run.n_iter))
+        return _joined(
+            run, hard_polish(form, y, run.point, R, **options, max_iter=max_iter - run.n_iter)
+        )
     return run
 
 
@@ -443,8 +509,9 @@ class _HardTest:
         samples = np.flatnonzero(hard)
         tokens = np.argmax(attention[samples], axis=1)
         which = "" if every else " of its nearly hard samples"
-        bound = _dual_norm_bound(self.H, self.y, self.T, samples, tokens,
-                                 point.vstep.alpha[samples])
+        bound = _dual_norm_bound(
+            self.H, self.y, self.T, samples, tokens, point.vstep.alpha[samples]
+        )
         if min(bound, own) >= self.best_norm:
             return self._dominated(which, f"at least {bound:.9g}")
         if not every and bound < _HARD_SVM_RATIO * self.best_norm:
@@ -458,12 +525,15 @@ class _HardTest:
         return "every sample nearly hard" if every else None
 
     def _dominated(self, which: str, norm: str) -> str:
-        return (f"stopped: nearly hard attention on a selection{which} of SVM norm {norm}, "
-                f"no better than another start's {self.best_norm:.9g}")
+        return (
+            f"stopped: nearly hard attention on a selection{which} of SVM norm {norm}, "
+            f"no better than another start's {self.best_norm:.9g}"
+        )
 
 
-def _dual_norm_bound(H: np.ndarray, y: np.ndarray, T: int, samples: np.ndarray,
-                     tokens: np.ndarray, alpha: np.ndarray) -> float:
+def _dual_norm_bound(
+    H: np.ndarray, y: np.ndarray, T: int, samples: np.ndarray, tokens: np.ndarray, alpha: np.ndarray
+) -> float:
     """A lower bound on the SVM norm of a selection from any dual ``alpha >= 0``.
 
     Weak duality: for every v meeting the selection's constraints and every ``t >= 0``,
@@ -483,7 +553,10 @@ def _dual_norm_bound(H: np.ndarray, y: np.ndarray, T: int, samples: np.ndarray,
 def _joined(first: DescentRun, second: DescentRun) -> DescentRun:
     """One run of two consecutive descents (``second`` starts at ``first``'s last point)."""
     return DescentRun(
-        second.point, second.status, second.reason, first.n_iter + second.n_iter,
+        second.point,
+        second.status,
+        second.reason,
+        first.n_iter + second.n_iter,
         n_eval=first.n_eval + second.n_eval - 1,  # the joint point is solved twice
         n_on_support=first.n_on_support + second.n_on_support,
         norm_history=first.norm_history + second.norm_history[1:],
@@ -653,8 +726,11 @@ def search_starts(
     done = 0
 
     def closed(rtol: float = gap_rtol) -> bool:
-        return best is not None and lower_bound is not None and \
-            best.norm - lower_bound <= rtol * best.norm
+        return (
+            best is not None
+            and lower_bound is not None
+            and best.norm - lower_bound <= rtol * best.norm
+        )
 
     while active and done < max_starts:
         if closed():
@@ -734,13 +810,15 @@ class _Context:
     def descend(self, p0: np.ndarray) -> DescentRun:
         """The exact descent from p0 (none when :func:`settled_run` says it needs none);
         when phi = inf there, first penalised descents."""
-        settled = settled_run(self.form, self.H, self.y, self.T, p0, self.R,
-                              self.options.get("vstep_solver", "ldp"))
+        settled = settled_run(
+            self.form, self.H, self.y, self.T, p0, self.R, self.options.get("vstep_solver", "ldp")
+        )
         if settled is not None:
             return settled
         if self.hard:
-            run = hard_descend(self.form, self.H, self.y, self.T, p0, self.R, self.best_norm(),
-                               **self.options)
+            run = hard_descend(
+                self.form, self.H, self.y, self.T, p0, self.R, self.best_norm(), **self.options
+            )
         else:
             run = descend(self.form, self.y, p0, self.R, **self.options)
         p = run.point.p
@@ -762,7 +840,7 @@ class _Context:
         stages = max(1, math.ceil(math.log(self.R / radius, _R_FACTOR)) + 1)
         eps_list = np.geomspace(_EPS_START, _EPS_END, stages)
         p = project(self.form, p0 * radius, radius)
-        for k, eps in enumerate(eps_list):
+        for eps in eps_list:
             p = self._penalised(p, radius, float(eps), _STAGE_ITER)
             if radius >= self.R:
                 break
@@ -834,9 +912,16 @@ def _realisable_starts(context: _Context, deadline: float) -> Iterator:
     # time limit it takes half the time left, so that its selections can still be descended.
     now = time.perf_counter()
     own = now + (deadline - now) / 2
-    found = list(realisable_selections(context.H, context.y, context.T,
-                                       max_work=REALISABLE_WORK, realiser=realiser,
-                                       deadline=own))
+    found = list(
+        realisable_selections(
+            context.H,
+            context.y,
+            context.T,
+            max_work=REALISABLE_WORK,
+            realiser=realiser,
+            deadline=own,
+        )
+    )
     # it checks the clock before each node: past its deadline now, it was (or may have
     # been) stopped by it
     context.past(own)
@@ -903,8 +988,11 @@ def _screen_starts(context: _Context, deadline: float, scale: float) -> Iterator
         return
     H, T, R, form = context.H, context.T, context.R, context.form
     keep = round(SCREEN_SELECTIONS * scale)
-    found = list(realisable_selections(H, context.y, T, max_work=round(SCREEN_WORK * scale),
-                                       keep=keep, deadline=deadline))
+    found = list(
+        realisable_selections(
+            H, context.y, T, max_work=round(SCREEN_WORK * scale), keep=keep, deadline=deadline
+        )
+    )
     if context.past(deadline):
         return
     pool = []
@@ -923,7 +1011,7 @@ def _screen_starts(context: _Context, deadline: float, scale: float) -> Iterator
         run = descend(form, context.y, p0, R, **short)
         if run.point.feasible:
             screened.append((run.norm, len(screened), run.point.p))
-    for k, (_, _, p) in enumerate(sorted(screened)[:round(SCREEN_TOP * math.sqrt(scale))]):
+    for k, (_, _, p) in enumerate(sorted(screened)[: round(SCREEN_TOP * math.sqrt(scale))]):
         if context.past(deadline):
             return
         yield f"screen_{k}", context.descend(p)

@@ -442,8 +442,8 @@ def solve_min_norm(
         apart, or a start where no v interpolates), else none; when they disagree only in
         norm, n > ``SCREEN_MIN_SAMPLES`` and the best is nearly hard at its selection's SVM
         norm, a screen of selections by SVM norm. Up to
-        :data:`margin_solver.minnorm.search.SCREEN_MAX_SAMPLES` samples (48), when these leave the gap
-        to the bound open, :data:`margin_solver.minnorm.search.SCREEN_TOP` more: the best of a
+        :data:`margin_solver.minnorm.search.SCREEN_MAX_SAMPLES` samples (48), when these leave the
+        gap to the bound open, :data:`margin_solver.minnorm.search.SCREEN_TOP` more: the best of a
         screen of many starts by a few descent steps each (:mod:`margin_solver.minnorm.search`,
         ``screen_k``). 0 turns the search off. A larger number is a more patient search:
         more turns of the families, and a screen ``search_starts / AUTO_SEARCH_STARTS`` times
@@ -518,8 +518,9 @@ def solve_min_norm(
     def bound_now(share: float = 1.0) -> LowerBoundResult:
         """LB with ``share`` of the bound's time (a quarter when the finite-R stages follow)."""
         limit = max(min(bound_time_limit, deadline - time.perf_counter()), 0.0) * share
-        return trusted_lower_bound(gram.H, y, T, bound_method, limit, progress,
-                                   time.perf_counter(), first=first, X=X)
+        return trusted_lower_bound(
+            gram.H, y, T, bound_method, limit, progress, time.perf_counter(), first=first, X=X
+        )
 
     with single_threaded_blas():
         first = first_selection(gram.H, y, T)
@@ -527,10 +528,18 @@ def solve_min_norm(
         # to stop the search); the finite-R stages after the search, against its best point
         bound = bound_now(0.25 if T > 1 else 1.0) if certify else None
         if bound is not None and bound.status == INFEASIBLE:
-            return _warn(_no_point(R, solver_form.name, INFEASIBLE,
-                                   _infeasibility_proof(bound), bound, start_time, tol))
-        starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound,
-                              first))
+            return _warn(
+                _no_point(
+                    R,
+                    solver_form.name,
+                    INFEASIBLE,
+                    _infeasibility_proof(bound),
+                    bound,
+                    start_time,
+                    tol,
+                )
+            )
+        starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound, first))
         if p0 is not None:
             starts.insert(0, ("p0", _warm_start(solver_form, gram, X, p0, R), None))
         with ProgressBar(progress, total=len(starts), desc="P_R starts", unit="start") as bar:
@@ -543,55 +552,136 @@ def solve_min_norm(
             # try to prove infeasibility; a feasible LB selection gives one more start
             bound = bound_now()
             if bound.status == INFEASIBLE:
-                return _warn(_no_point(R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE,
-                                       bound, start_time, tol))
+                return _warn(
+                    _no_point(
+                        R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE, bound, start_time, tol
+                    )
+                )
             if bound.selection is not None and time.perf_counter() <= deadline:
-                feasible = _more_starts(solver_form, gram.H, y, T, R,
-                                        [("lb_selection", None, bound.selection)],
-                                        {**descent, "deadline": deadline}, runs, start_norms)
+                feasible = _more_starts(
+                    solver_form,
+                    gram.H,
+                    y,
+                    T,
+                    R,
+                    [("lb_selection", None, bound.selection)],
+                    {**descent, "deadline": deadline},
+                    runs,
+                    start_norms,
+                )
         budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
-        if not budget and search_starts is None and bound is None and feasible and \
-                n <= SCREEN_MIN_SAMPLES and time.perf_counter() <= deadline:
-            selection = _agreeing_starts_selection(gram.H, y, T, runs, feasible, first,
-                                                   deadline)
+        if (
+            not budget
+            and search_starts is None
+            and bound is None
+            and feasible
+            and n <= SCREEN_MIN_SAMPLES
+            and time.perf_counter() <= deadline
+        ):
+            selection = _agreeing_starts_selection(gram.H, y, T, runs, feasible, first, deadline)
             if selection is not None:
-                feasible = _more_starts(solver_form, gram.H, y, T, R,
-                                        [("lb_selection", None, selection)],
-                                        {**descent, "deadline": deadline}, runs, start_norms)
+                feasible = _more_starts(
+                    solver_form,
+                    gram.H,
+                    y,
+                    T,
+                    R,
+                    [("lb_selection", None, selection)],
+                    {**descent, "deadline": deadline},
+                    runs,
+                    start_norms,
+                )
         # a search with turns to run that the deadline left out, or stopped
         search_cut = bool(budget) and time.perf_counter() > deadline
         if budget and not search_cut:
             # run, or ended where an earlier start's polish ended (not its nearest realisable)
-            realised = [s for name, _, s in starts if s is not None and
-                        math.isfinite(start_norms.get(name, math.inf))]
-            hard = _hard_spread(search_starts, start_norms, bound, d <= n * T, gram.H, y, T,
-                                feasible)
-            search_cut = _search(solver_form, gram.H, y, T, R, runs, start_norms, bound,
-                                 realised, {**descent, "deadline": deadline}, budget, seed,
-                                 deadline, first, hard, gap_tol)
+            realised = [
+                s
+                for name, _, s in starts
+                if s is not None and math.isfinite(start_norms.get(name, math.inf))
+            ]
+            hard = _hard_spread(
+                search_starts, start_norms, bound, d <= n * T, gram.H, y, T, feasible
+            )
+            search_cut = _search(
+                solver_form,
+                gram.H,
+                y,
+                T,
+                R,
+                runs,
+                start_norms,
+                bound,
+                realised,
+                {**descent, "deadline": deadline},
+                budget,
+                seed,
+                deadline,
+                first,
+                hard,
+                gap_tol,
+            )
             feasible = {k: r for k, r in runs.items() if r.point.feasible}
         if certify:
-            bound = _finite_r_bound(gram.H, y, T, R, bound, feasible, bound_method,
-                                    bound_time_limit, deadline, gap_tol, progress)
+            bound = _finite_r_bound(
+                gram.H,
+                y,
+                T,
+                R,
+                bound,
+                feasible,
+                bound_method,
+                bound_time_limit,
+                deadline,
+                gap_tol,
+                progress,
+            )
             if bound.status == INFEASIBLE:
-                return _warn(_no_point(R, solver_form.name, INFEASIBLE,
-                                       _infeasibility_proof(bound), bound, start_time, tol))
+                return _warn(
+                    _no_point(
+                        R,
+                        solver_form.name,
+                        INFEASIBLE,
+                        _infeasibility_proof(bound),
+                        bound,
+                        start_time,
+                        tol,
+                    )
+                )
             if bound.point is not None:
                 # the bound's branch-and-bound found a better p than every start: descend
                 # from it (its norm can only fall), so that the answer is that point
                 more = [("bound_point", _bound_point(solver_form, X, bound.point), None)]
-                feasible = _more_starts(solver_form, gram.H, y, T, R, more,
-                                        {**descent, "deadline": deadline}, runs, start_norms)
+                feasible = _more_starts(
+                    solver_form,
+                    gram.H,
+                    y,
+                    T,
+                    R,
+                    more,
+                    {**descent, "deadline": deadline},
+                    runs,
+                    start_norms,
+                )
                 starts += more
     skipped = [name for name, *_ in starts if name not in start_norms]
-    timed_out = bool(skipped) or search_cut or \
-        any(r.status == TIME_LIMIT for r in runs.values())
-    timed_out |= bound is not None and bound.status == TIME_LIMIT and \
-        time.perf_counter() > deadline
+    timed_out = bool(skipped) or search_cut or any(r.status == TIME_LIMIT for r in runs.values())
+    timed_out |= bound is not None and bound.status == TIME_LIMIT and time.perf_counter() > deadline
     if feasible:
         name = min(feasible, key=lambda k: feasible[k].norm)
-        result = _result(X, y, R, solver_form, name, feasible[name], start_norms, bound,
-                         start_time, tol, timed_out)
+        result = _result(
+            X,
+            y,
+            R,
+            solver_form,
+            name,
+            feasible[name],
+            start_norms,
+            bound,
+            start_time,
+            tol,
+            timed_out,
+        )
     else:
         if failed:  # every v-step engine broke down: that says nothing about feasibility
             why = f"the v-step failed at a start point; {failed[0].reason}"
@@ -618,8 +708,9 @@ def solve_min_norm(
     return _warn(result)
 
 
-def _finite_r_bound(H, y, T, R, hard_bound, feasible, method, bound_time_limit, deadline,
-                    gap_tol, progress) -> LowerBoundResult:
+def _finite_r_bound(
+    H, y, T, R, hard_bound, feasible, method, bound_time_limit, deadline, gap_tol, progress
+) -> LowerBoundResult:
     """The finite-R bound's stages after LB (``hard_bound``, computed before the starts)
     against the best of the ``feasible`` runs, for what is left of ``bound_time_limit``
     after LB (at most the time left before ``deadline``); LB itself when T = 1."""
@@ -629,12 +720,23 @@ def _finite_r_bound(H, y, T, R, hard_bound, feasible, method, bound_time_limit, 
     else:
         incumbent = math.inf, None
     now = time.perf_counter()
-    limit = max(min(bound_time_limit, hard_bound.solve_time + deadline - now),
-                hard_bound.solve_time)
+    limit = max(
+        min(bound_time_limit, hard_bound.solve_time + deadline - now), hard_bound.solve_time
+    )
     # the clock moved back by LB's seconds: they count in the bound's time, the starts' do not
-    return trusted_lower_bound(H, y, T, method, limit, progress, now - hard_bound.solve_time,
-                               R=R, gap_tol=gap_tol, hard_bound=hard_bound,
-                               incumbent=incumbent)
+    return trusted_lower_bound(
+        H,
+        y,
+        T,
+        method,
+        limit,
+        progress,
+        now - hard_bound.solve_time,
+        R=R,
+        gap_tol=gap_tol,
+        hard_bound=hard_bound,
+        incumbent=incumbent,
+    )
 
 
 def _infeasibility_proof(bound: LowerBoundResult) -> str:
@@ -653,8 +755,11 @@ def _infeasibility_proof(bound: LowerBoundResult) -> str:
 def _warn(result: MinNormResult) -> MinNormResult:
     """Warn (at solve_min_norm's caller) when the status is a failure."""
     if not result.success:
-        warnings.warn(f"solve_min_norm returned status {result.status!r}: {result.message}",
-                      ConvergenceWarning, stacklevel=4)  # 4: past the verbose_switch wrapper
+        warnings.warn(
+            f"solve_min_norm returned status {result.status!r}: {result.message}",
+            ConvergenceWarning,
+            stacklevel=4,
+        )  # 4: past the verbose_switch wrapper
     return result
 
 
@@ -715,13 +820,15 @@ def _run_starts(
     def realise(key, selection):
         if key not in realised:
             p0 = _realise(form, H, T, selection, R)
-            realised[key] = p0, None if p0 is None else settled_run(
-                form, H, y, T, p0, R, **descent)
+            realised[key] = p0, None if p0 is None else settled_run(form, H, y, T, p0, R, **descent)
         return realised[key]
 
     first = next((s for _, _, s in starts if s is not None), None)
-    hard = first is not None and time.perf_counter() <= descent["deadline"] and \
-        realise(_key(first), first)[1] is not None
+    hard = (
+        first is not None
+        and time.perf_counter() <= descent["deadline"]
+        and realise(_key(first), first)[1] is not None
+    )
     if hard:  # their polished norms let the other starts stop early (hard_descend)
         starts = sorted(starts, key=lambda start: start[2] is None)
     for name, p0, selection in starts:
@@ -740,14 +847,17 @@ def _run_starts(
             else:
                 best = min(start_norms.values(), default=math.inf)
                 run = runs[name] = settled or (
-                    hard_descend(form, H, y, T, p0, R, best, **descent) if hard
-                    else descend(form, y, p0, R, **descent))
+                    hard_descend(form, H, y, T, p0, R, best, **descent)
+                    if hard
+                    else descend(form, y, p0, R, **descent)
+                )
                 start_norms[name] = run.norm
                 if settled is not None and nearly_hard(run.point.attention):
                     # a later start on the selection this polish ended on ends here too
                     seen.setdefault(_key(np.argmax(run.point.attention, axis=1)), name)
-                logger.info("start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
-                            run.reason, run.n_iter)
+                logger.info(
+                    "start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm, run.reason, run.n_iter
+                )
         bar.update(1, start=name, best=f"{min(start_norms.values(), default=math.inf):.6g}")
     return runs, start_norms
 
@@ -778,21 +888,40 @@ def _hard_spread(search_starts, start_norms, bound, dependent, H, y, T, feasible
     (``hard=True``, selection family only) instead of computing LB's branch-and-bound and
     descending continuation and random starts.
     """
-    if search_starts is not None or bound is not None or dependent or \
-            len(y) <= SCREEN_MIN_SAMPLES or \
-            not all(math.isfinite(v) for v in start_norms.values()) or not feasible:
+    if (
+        search_starts is not None
+        or bound is not None
+        or dependent
+        or len(y) <= SCREEN_MIN_SAMPLES
+        or not all(math.isfinite(v) for v in start_norms.values())
+        or not feasible
+    ):
         return False
     best = min(feasible.values(), key=lambda r: r.norm)
     return settled_value(H, y, T, best.point) is not None
 
 
 def _search(
-    form, H, y, T, R, runs, start_norms, bound, realised, options, budget, seed, deadline,
-    first, hard=False, gap_tol=DEFAULT_GAP_TOL,
+    form,
+    H,
+    y,
+    T,
+    R,
+    runs,
+    start_norms,
+    bound,
+    realised,
+    options,
+    budget,
+    seed,
+    deadline,
+    first,
+    hard=False,
+    gap_tol=DEFAULT_GAP_TOL,
 ) -> bool:
-    """Add the runs of :func:`margin_solver.minnorm.search.search_starts` to ``runs``/``start_norms``
-    (no new start after ``deadline``, a :func:`time.perf_counter` reading); True when the
-    deadline stopped the search.
+    """Add the runs of :func:`margin_solver.minnorm.search.search_starts` to
+    ``runs``/``start_norms`` (no new start after ``deadline``, a :func:`time.perf_counter` reading);
+    True when the deadline stopped the search.
 
     ``bound``: the lower bound computed already (``certify``, or LB when no first start was
     feasible), else None and the search's guide is computed here (:func:`_search_guide`);
@@ -812,18 +941,34 @@ def _search(
         realised = [*realised, bound.selection]
     lower = None if bound is None else bound.value
     selections = incumbents[::-1]
-    if bound is not None and bound.selection is not None and not any(
-            np.array_equal(bound.selection, s) for s in selections):
+    if (
+        bound is not None
+        and bound.selection is not None
+        and not any(np.array_equal(bound.selection, s) for s in selections)
+    ):
         selections.insert(0, bound.selection)
     rng = np.random.default_rng(_search_seed(seed))
-    search = _search_starts(form, H, y, T, R, best, lower_bound=lower, selections=selections,
-                            realised=realised, max_starts=budget, rng=rng,
-                            gap_rtol=_SEARCH_GAP_RTOL, screen_gap_rtol=gap_tol,
-                            options=options, hard=hard,
-                            ideas=("selection",) if hard else None,
-                            retired=_retired_families(runs, best),
-                            screen_scale=budget / AUTO_SEARCH_STARTS,
-                            time_limit=deadline - time.perf_counter())
+    search = _search_starts(
+        form,
+        H,
+        y,
+        T,
+        R,
+        best,
+        lower_bound=lower,
+        selections=selections,
+        realised=realised,
+        max_starts=budget,
+        rng=rng,
+        gap_rtol=_SEARCH_GAP_RTOL,
+        screen_gap_rtol=gap_tol,
+        options=options,
+        hard=hard,
+        ideas=("selection",) if hard else None,
+        retired=_retired_families(runs, best),
+        screen_scale=budget / AUTO_SEARCH_STARTS,
+        time_limit=deadline - time.perf_counter(),
+    )
     while True:
         try:
             name, run = next(search)
@@ -831,8 +976,9 @@ def _search(
             return bool(end.value)
         runs[name] = run
         start_norms[name] = run.norm
-        logger.info("search start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm,
-                    run.reason, run.n_iter)
+        logger.info(
+            "search start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm, run.reason, run.n_iter
+        )
 
 
 def _more_starts(form, H, y, T, R, more, options, runs, start_norms) -> dict[str, DescentRun]:
@@ -859,18 +1005,32 @@ def _agreeing_starts_selection(H, y, T, runs, feasible, first, deadline) -> np.n
     and not when some run ended on it already.
     """
     best = min(feasible.values(), key=lambda run: run.norm)
-    guide = trusted_lower_bound(H, y, T, "auto", max(deadline - time.perf_counter(), 0.0),
-                                False, time.perf_counter(), max_nodes=SEARCH_BOUND_NODES,
-                                first=first)
-    if guide.selection is None or not guide.incumbent < best.norm * (1 - DEFAULT_GAP_TOL) or \
-            any(np.array_equal(guide.selection, np.argmax(r.point.attention, axis=1))
-                for r in runs.values()):
+    guide = trusted_lower_bound(
+        H,
+        y,
+        T,
+        "auto",
+        max(deadline - time.perf_counter(), 0.0),
+        False,
+        time.perf_counter(),
+        max_nodes=SEARCH_BOUND_NODES,
+        first=first,
+    )
+    if (
+        guide.selection is None
+        or not guide.incumbent < best.norm * (1 - DEFAULT_GAP_TOL)
+        or any(
+            np.array_equal(guide.selection, np.argmax(r.point.attention, axis=1))
+            for r in runs.values()
+        )
+    ):
         return None
     return guide.selection
 
 
-def _search_guide(H, y, T, runs, best, incumbents, deadline, first,
-                  gap_tol=DEFAULT_GAP_TOL) -> LowerBoundResult:
+def _search_guide(
+    H, y, T, runs, best, incumbents, deadline, first, gap_tol=DEFAULT_GAP_TOL
+) -> LowerBoundResult:
     """LB's branch-and-bound for an uncertified search; ``incumbents`` receives every
     selection that became its best, in order.
 
@@ -895,9 +1055,18 @@ def _search_guide(H, y, T, runs, best, incumbents, deadline, first,
         if not (first.feasible and best.norm <= first.norm * (1 + stop_rtol)):
             spent = sum(run.n_eval for run in runs.values())
             max_nodes = min(max_nodes, math.ceil(SEARCH_BOUND_NODES_PER_EVAL * spent))
-    return trusted_lower_bound(H, y, T, "auto", max(deadline - time.perf_counter(), 0.0),
-                               False, time.perf_counter(), max_nodes=max_nodes,
-                               incumbents=incumbents, first=first)
+    return trusted_lower_bound(
+        H,
+        y,
+        T,
+        "auto",
+        max(deadline - time.perf_counter(), 0.0),
+        False,
+        time.perf_counter(),
+        max_nodes=max_nodes,
+        incumbents=incumbents,
+        first=first,
+    )
 
 
 def _retired_families(runs, best) -> tuple[str, ...]:
@@ -984,9 +1153,11 @@ def _result(
         # v / min_margin meets every constraint with a norm larger by 1 / min_margin
         v, repaired = v / min_margin, True
         new_norm = float(np.linalg.norm(v))
-        message += (f"; v rescaled by 1/min_margin = {1 / min_margin:.9g} to restore "
-                    f"feasibility (min margin was {min_margin:.9g}, ||v|| {norm:.6g} -> "
-                    f"{new_norm:.6g})")
+        message += (
+            f"; v rescaled by 1/min_margin = {1 / min_margin:.9g} to restore "
+            f"feasibility (min margin was {min_margin:.9g}, ||v|| {norm:.6g} -> "
+            f"{new_norm:.6g})"
+        )
         norm, min_margin = new_norm, float(np.min(margins(X, y, v, p)))
     lower = None if bound is None else bound.value
     gap = math.nan if lower is None else (norm - lower) / norm
@@ -996,14 +1167,15 @@ def _result(
         message += f"; lower bound {lower:.6g} ({bound.status}), gap {gap:.3g}"
     if not feasible:
         status = INACCURATE
-        message += (f"; the point violates the constraints: min margin {min_margin:.9g} < "
-                    f"1 - feas_tol = {1 - feas_tol:.9g}")
+        message += (
+            f"; the point violates the constraints: min margin {min_margin:.9g} < "
+            f"1 - feas_tol = {1 - feas_tol:.9g}"
+        )
     elif certified:
         status = OPTIMAL
         message += f" <= gap_tol {gap_tol:g}: certified"
     else:
-        status = TIME_LIMIT if timed_out else MAX_ITER if run.status == MAX_ITER else \
-            LOCAL_OPTIMAL
+        status = TIME_LIMIT if timed_out else MAX_ITER if run.status == MAX_ITER else LOCAL_OPTIMAL
         if bound is None:
             message += "; not certified (certify=False)"
         else:
@@ -1079,8 +1251,10 @@ def _no_feasible_point(X, y, R, form, runs, bound, start_time, tol) -> MinNormRe
         worst = float(np.min(y * (K @ a)))
         if best is None or worst > best[0]:
             best = (worst, name, run, a)
-    why = ("no feasible point found: the v-step is infeasible (or cannot tell, features equal "
-           "to within rounding) at the final p of every start")
+    why = (
+        "no feasible point found: the v-step is infeasible (or cannot tell, features equal "
+        "to within rounding) at the final p of every start"
+    )
     if best is not None:
         _, name, run, a = best
         point = run.point
@@ -1090,14 +1264,18 @@ def _no_feasible_point(X, y, R, form, runs, bound, start_time, tol) -> MinNormRe
         result.p_norm = float(np.linalg.norm(p))
         result.attention = point.attention
         result.selected_token = np.argmax(point.attention, axis=1)
-        why += (f" ({len(runs)} distinct starts run; a statement about those p only); best "
-                f"attempt: start "
-                f"{name!r}, least-squares v with min margin {result.min_margin:.6g}")
+        why += (
+            f" ({len(runs)} distinct starts run; a statement about those p only); best "
+            f"attempt: start "
+            f"{name!r}, least-squares v with min margin {result.min_margin:.6g}"
+        )
     if bound is not None:
         # LB is "no_feasible_point_found" when its selections could not be resolved
         found = "is feasible" if bound.selection is not None else "did not prove it either"
-        why += (f"; infeasibility is not proven: the hard-selection bound {found} "
-                f"(LB >= {bound.value:.6g}, {bound.status})")
+        why += (
+            f"; infeasibility is not proven: the hard-selection bound {found} "
+            f"(LB >= {bound.value:.6g}, {bound.status})"
+        )
     else:
         why += "; infeasibility is not proven"
     result.message = why

@@ -13,8 +13,9 @@ the global lower bound (:mod:`margin_solver.bounds.lower`), all in token-Gram fo
   out: ``minimize ||p|| s.t. <p, x_{i, sel_i} - x_it> >= 1`` for every ``t != sel_i``, rescaled.
 
 All SVMs go through :func:`margin_solver.svm.vstep.solve_trusted_vstep` (the v-step on a Gram
-matrix built here from validated tokens, so not re-validated) with the exact LDP engine, falling back to ECOS and Clarabel if LDP raises (so an engine failure
-is never taken for an infeasible selection, which would make the lower bound invalid).
+matrix built here from validated tokens, so not re-validated) with the exact LDP engine, falling
+back to ECOS and Clarabel if LDP raises (so an engine failure is never taken for an infeasible
+selection, which would make the lower bound invalid).
 """
 
 from __future__ import annotations
@@ -144,8 +145,7 @@ def selection_svm(
     row = None if X is None else (lambda k: X[samples[k], tokens[k]])
     result = solve_trusted_vstep(H[np.ix_(rows, rows)], y[samples], row=row)
     if not result.success:
-        return SelectionSVM(samples, tokens, math.inf, None, result.broke_down,
-                            result.norm_bound)
+        return SelectionSVM(samples, tokens, math.inf, None, result.broke_down, result.norm_bound)
     return SelectionSVM(samples, tokens, result.norm, result.coef)
 
 
@@ -337,7 +337,11 @@ def solve_attention_svm(X: Any, selection: Any, R: float = 1.0) -> np.ndarray | 
     X = check_tokens(X)
     n, T, d = X.shape
     sel = np.asarray(selection)
-    if sel.shape != (n,) or not np.issubdtype(sel.dtype, np.integer) or np.any((sel < 0) | (sel >= T)):
+    if (
+        sel.shape != (n,)
+        or not np.issubdtype(sel.dtype, np.integer)
+        or np.any((sel < 0) | (sel >= T))
+    ):
         raise InvalidInputError(
             f"selection must hold one token index in [0, {T}) per sample ({n}), got {selection!r}."
         )
@@ -381,7 +385,8 @@ def aggregated_lift(
     ``v_F`` must be served by some allowed token ``t_i``, so ``w = v - v_F`` satisfies
     ``<w, a_{i t_i}> >= 1`` with ``a_it = y_i x_it / c_it``. For weights ``beta >= 0`` on the
     simplex, ``<w, sum_i beta_i a_{i t_i}> >= 1``; by Cauchy-Schwarz
-    ``||w|| >= 1 / sqrt(Q(beta))`` for any ``Q(beta) >= max_selection ||sum_i beta_i a_{i t_i}||^2``.
+    ``||w|| >= 1 / sqrt(Q(beta))`` for any
+    ``Q(beta) >= max_selection ||sum_i beta_i a_{i t_i}||^2``.
     Expanding the square row by row, with each row's own token chosen once,
 
         Q(beta) = sum_i beta_i max_t [beta_i ||a_it||^2 + sum_{j != i} beta_j max_u <a_it, a_ju>]
@@ -439,7 +444,9 @@ def aggregated_lift(
         np.maximum(P, A4[:, :, :, u], out=P)
     P[np.arange(m), :, np.arange(m)] = 0.0
     P[~mask] = 0.0
-    if not (own.max(axis=1) > 0).all():  # a sample whose allowed tokens are all zero: left to the lift
+    if not (
+        own.max(axis=1) > 0
+    ).all():  # a sample whose allowed tokens are all zero: left to the lift
         return 0.0
     beta = 1.0 / own.max(axis=1)
     beta /= beta.sum()
@@ -480,12 +487,15 @@ def _principal_block(H: np.ndarray, rows: np.ndarray) -> np.ndarray:
     if breaks.size >= _SLICED_RUNS or rows.size == 0:
         return H[np.ix_(rows, rows)]
     starts = [0, *breaks.tolist()]
-    runs = [(start, stop, int(rows[start])) for start, stop in zip(starts, [*starts[1:], rows.size])]
+    runs = [
+        (start, stop, int(rows[start])) for start, stop in zip(starts, [*starts[1:], rows.size])
+    ]
     out = np.empty((rows.size, rows.size))
     for start, stop, first in runs:
         for start_c, stop_c, first_c in runs:
-            out[start:stop, start_c:stop_c] = H[first:first + stop - start,
-                                                first_c:first_c + stop_c - start_c]
+            out[start:stop, start_c:stop_c] = H[
+                first : first + stop - start, first_c : first_c + stop_c - start_c
+            ]
     return out
 
 

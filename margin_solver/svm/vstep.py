@@ -116,6 +116,7 @@ _NOT_PSD_RTOL = 1e-8
 # root-mean-square feature norm: beyond what float64 can certify.
 _LDP_INFEASIBLE_RNORM = 1e-8
 
+
 @renamed(Renamed("n_iter", "nit"))
 @dataclasses.dataclass(repr=False)
 class VStepResult(ResultMixin):
@@ -237,7 +238,9 @@ class _VStepData:
         self.y = check_labels(y, self.n)
         # A given K is the data itself: only forming a distance from it rounds.
         self.depth: int | None = self.Z.shape[1] if self.Z is not None else 0
-        self.row: Callable[[int], np.ndarray] | None = None if self.Z is None else self.Z.__getitem__
+        self.row: Callable[[int], np.ndarray] | None = (
+            None if self.Z is None else self.Z.__getitem__
+        )
 
     @classmethod
     def trusted(
@@ -479,9 +482,7 @@ def solve_trusted_vstep(
     return _solve(_VStepData.trusted(K, y, row), solver, tol, fallback, time.perf_counter())
 
 
-def _solve(
-    data: _VStepData, solver: str, tol: float, fallback: bool, start: float
-) -> VStepResult:
+def _solve(data: _VStepData, solver: str, tol: float, fallback: bool, start: float) -> VStepResult:
     """The v-step on checked inputs: conflicts, then the engines in turn (see solve_vstep)."""
     zero, pairs = _conflict_candidates(data.K, data.y)
     if zero or pairs:
@@ -742,9 +743,7 @@ def _obvious_conflicts(
     return None
 
 
-def _conflict_candidates(
-    K: np.ndarray, y: np.ndarray
-) -> tuple[list[int], list[tuple[int, int]]]:
+def _conflict_candidates(K: np.ndarray, y: np.ndarray) -> tuple[list[int], list[tuple[int, int]]]:
     """Features K cannot tell from zero, and pairs with opposite labels it cannot tell apart."""
     diag = np.diag(K)
     zero = np.flatnonzero(diag <= np.finfo(np.float64).eps ** 2 * diag.max()).tolist()
@@ -769,8 +768,10 @@ def _near_conflicts(
     what = f"zero features {zero}" if zero else ""
     if pairs:
         what += (" and " if what else "") + f"opposite labels on sample pairs {pairs}"
-    why = (f"cannot tell whether the samples can be separated: {what}, equal to within the "
-           "rounding of the Gram matrix")
+    why = (
+        f"cannot tell whether the samples can be separated: {what}, equal to within the "
+        "rounding of the Gram matrix"
+    )
     if data.depth is None:
         return 0.0, why + " (how far it rounds is unknown, so no bound on ||v|| either)"
     bounds = [1.0 / np.sqrt(diag[i] + data.rounding(diag[i], diag[i])) for i in zero]
@@ -1006,7 +1007,14 @@ def _gap_rounding(data: _VStepData, result: VStepResult) -> float:
     """
     n = len(result.alpha)
     trace = float(np.trace(data.K))
-    return 2 * n * np.finfo(np.float64).eps * trace * float(result.alpha @ result.alpha) / result.norm**2
+    return (
+        2
+        * n
+        * np.finfo(np.float64).eps
+        * trace
+        * float(result.alpha @ result.alpha)
+        / result.norm**2
+    )
 
 
 def _relative_gap(data: _VStepData, sq_norm: float, alpha: np.ndarray) -> float:

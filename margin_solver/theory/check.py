@@ -177,8 +177,9 @@ def data_evidence(dataset: Dataset, constants: Constants | None = None) -> DataE
         constants=c,
         estimates=est,
         intervals=bootstrap_intervals(dataset, est, n_boot=N_BOOT, level=LEVEL, seed=c.seed),
-        noise=noise_geometry(dataset.X, est.signal_index, est.mu, c.max_tokens,
-                             np.random.default_rng(c.seed)),
+        noise=noise_geometry(
+            dataset.X, est.signal_index, est.mu, c.max_tokens, np.random.default_rng(c.seed)
+        ),
         conflicts=conflicting_pairs(dataset.X, dataset.y),
     )
 
@@ -282,8 +283,11 @@ def check_conditions(
         raise InvalidInputError(f"test must be a Dataset, got {type(test).__name__}.")
     if test is not None and test.d != dataset.d:
         raise InvalidInputError(f"test set has d={test.d} but the training set has d={dataset.d}.")
-    c = _constants(constants) if evidence is None else _evidence_constants(evidence, dataset,
-                                                                            constants)
+    c = (
+        _constants(constants)
+        if evidence is None
+        else _evidence_constants(evidence, dataset, constants)
+    )
     heads = check_int(heads, "heads", 1)
     if heads > 1 and solution is not None:
         raise InvalidInputError(
@@ -294,19 +298,28 @@ def check_conditions(
     setting = _setting(dataset, sol, method, R, steps)
 
     evidence = evidence or data_evidence(dataset, c)
-    est, ci, geo, conflicts = (evidence.estimates, evidence.intervals, evidence.noise,
-                               evidence.conflicts)
+    est, ci, geo, conflicts = (
+        evidence.estimates,
+        evidence.intervals,
+        evidence.noise,
+        evidence.conflicts,
+    )
     rows = _conditions(dataset, est, ci, geo, c, setting)
     regime, reason, snr_regime, _ = predict(rows, conflicts, c, setting.method)
     if heads > 1 and not conflicts:  # identical samples with both labels: no heads can help
-        regime, reason = Regime.OUTSIDE, (
-            f"the theorems cover one attention head; with H = {heads} heads every row holds or "
-            f"fails for each head's own single-head problem alike (the rows are properties of "
-            f"the tokens and labels; single-head prediction: {regime}: {reason}), but no "
-            "theorem covers the sum of heads"
+        regime, reason = (
+            Regime.OUTSIDE,
+            (
+                f"the theorems cover one attention head; with H = {heads} heads every row holds or "
+                f"fails for each head's own single-head problem alike (the rows are properties of "
+                f"the tokens and labels; single-head prediction: {regime}: {reason}), but no "
+                "theorem covers the sum of heads"
+            ),
         )
     warnings = [f"{r.name}: {r.note}" for r in rows if r.role == SOFT and r.holds is False]
-    warnings += [f"{r.name}: {r.note}" for r in rows if r.role == SOFT and r.holds is None and r.note]
+    warnings += [
+        f"{r.name}: {r.note}" for r in rows if r.role == SOFT and r.holds is None and r.note
+    ]
     if geo.subsampled:
         warnings.append(
             f"noise Gram computed on {geo.n_gram_tokens} of {geo.n_tokens} noise tokens "
@@ -314,7 +327,9 @@ def check_conditions(
         )
     unreliable = _unreliable(est)
     if unreliable:
-        warnings.append(f"{unreliable}: the estimates may be unreliable; pass signal_index / clean_y.")
+        warnings.append(
+            f"{unreliable}: the estimates may be unreliable; pass signal_index / clean_y."
+        )
     observed = None
     if sol is not None:
         observed = _observe(dataset, est, sol, setting, test, _eta_value(dataset, est)[0], c)
@@ -402,8 +417,10 @@ def _read_solution(solution: Any, d: int) -> _Solution:
         found = "two-step-gd" if schedule == "two-step" else OTHER_GD
         if found == "two-step-gd":
             steps = _steps(sizes, "the solution's step_sizes")
-    elif status is not None and radius is not None and (
-        _get(meta, "lower_bound") is not None or "lower_bound" in _keys(meta)
+    elif (
+        status is not None
+        and radius is not None
+        and (_get(meta, "lower_bound") is not None or "lower_bound" in _keys(meta))
     ):
         found, R_ = "min-norm", _radius(radius, "the solution's R")
     return _Solution(vectors, found, R_, steps, schedule, status, success, certified)
@@ -446,16 +463,16 @@ def _steps(value: Any, name: str) -> tuple[float, float]:
     try:
         items = list(value)
     except TypeError:
-        raise InvalidInputError(f"{name} must be two step sizes (beta0, beta1), got {value!r}.") from None
+        raise InvalidInputError(
+            f"{name} must be two step sizes (beta0, beta1), got {value!r}."
+        ) from None
     if len(items) != 2:
         raise InvalidInputError(f"{name} must be two step sizes (beta0, beta1), got {value!r}.")
     b0, b1 = (_radius(x, name) for x in items)
     return b0, b1
 
 
-def _setting(
-    ds: Dataset, sol: _Solution | None, method: Any, R: Any, steps: Any
-) -> _Setting:
+def _setting(ds: Dataset, sol: _Solution | None, method: Any, R: Any, steps: Any) -> _Setting:
     if method is not None and method not in METHODS:
         raise InvalidInputError(f"method must be one of {METHODS}, got {method!r}.")
     found = None if sol is None else sol.method
@@ -605,95 +622,168 @@ def _conditions(
     # Geometry rows measured at unreliable signal positions decide nothing.
     index_doubt = ""
     if est.estimated_index and est.signal_index_margin is not None and est.signal_index_margin < 2:
-        index_doubt = f"cannot tell: signal positions unreliable (commonality ratio {est.signal_index_margin:.3g} < 2)"
+        index_doubt = (
+            "cannot tell: signal positions unreliable "
+            f"(commonality ratio {est.signal_index_margin:.3g} < 2)"
+        )
     norm_holds = None if index_doubt else _at_most(geo.norm_deviation, c.norm_tol)
     sn_holds = None if index_doubt or not sn_binds else _at_most(geo.signal_cosine, sn_bound)
     where = "Thm 3.3" if gd else "min-norm theorem"
     rows = [
         _row(
-            T, 2, name="tokens_per_sample", tag="model, W3",
+            T,
+            2,
+            name="tokens_per_sample",
+            tag="model, W3",
             source="authors' reply, W3 (one signal token and several noise tokens)",
-            formula="T >= 2", constant="-", holds=T >= 2, estimated=False, role=ASSUMPTION,
+            formula="T >= 2",
+            constant="-",
+            holds=T >= 2,
+            estimated=False,
+            role=ASSUMPTION,
             note="" if T >= 2 else "one token per sample: no noise token, no token selection",
         ),
         _row(
-            T, c.T_max, name="T_bounded", tag="Q3.2", source="authors' reply, Q3.2 ('we fix T = Theta(1)')",
-            formula="T <= T_max", constant=f"T_max = {c.T_max}", holds=T <= c.T_max,
-            estimated=False, role=SOFT,
+            T,
+            c.T_max,
+            name="T_bounded",
+            tag="Q3.2",
+            source="authors' reply, Q3.2 ('we fix T = Theta(1)')",
+            formula="T <= T_max",
+            constant=f"T_max = {c.T_max}",
+            holds=c.T_max >= T,
+            estimated=False,
+            role=SOFT,
             note=f"T = {T} is large; the analysis fixes T = Theta(1) and softmax may pick "
             "high-scoring noise tokens",
         ),
         _row(
-            kappa, benign_c, name="snr_benign", tag=where,
+            kappa,
+            benign_c,
+            name="snr_benign",
+            tag=where,
             source=f"the paper ({where}); authors' reply, Q3 (SNR threshold Theta(1/sqrt(n)))",
             formula="kappa = n SNR^2 >= C_benign",
             constant=f"C_benign = {benign_c:g} ({setting.method})",
-            holds=benign_holds, estimated=known_snr is None, role=REGIME,
-            note=_join(snr_note, benign_why), interval=kappa_ci,
+            holds=benign_holds,
+            estimated=known_snr is None,
+            role=REGIME,
+            note=_join(snr_note, benign_why),
+            interval=kappa_ci,
         ),
         _row(
-            kappa, harmful_c, name="snr_harmful", tag="W4",
+            kappa,
+            harmful_c,
+            name="snr_harmful",
+            tag="W4",
             source="authors' reply, W4 (harmful overfitting when SNR = o(1/sqrt(n)))",
             formula="kappa = n SNR^2 <= c_harmful",
             constant=f"c_harmful = {harmful_c:g} ({setting.method})",
-            holds=harmful_holds, estimated=known_snr is None, role=REGIME,
-            note=_join(snr_note, harmful_why), interval=kappa_ci,
+            holds=harmful_holds,
+            estimated=known_snr is None,
+            role=REGIME,
+            note=_join(snr_note, harmful_why),
+            interval=kappa_ci,
         ),
         _row(
-            eta, 1 / c.eta_C, name="label_noise_rate", tag="Asm 3.1/4.1 (4), Q2",
+            eta,
+            1 / c.eta_C,
+            name="label_noise_rate",
+            tag="Asm 3.1/4.1 (4), Q2",
             source="the paper (Assumptions 3.1 and 4.1, item 4); authors' reply, Q2",
-            formula="eta <= 1/C", constant=f"C = {c.eta_C:g}", holds=eta_holds,
-            estimated=eta_est, role=ASSUMPTION,
-            note=_join("share of labels differing from the carried signal" if eta_est else "", eta_why),
+            formula="eta <= 1/C",
+            constant=f"C = {c.eta_C:g}",
+            holds=eta_holds,
+            estimated=eta_est,
+            role=ASSUMPTION,
+            note=_join(
+                "share of labels differing from the carried signal" if eta_est else "", eta_why
+            ),
             interval=eta_ci,
         ),
         _row(
-            noisy_count, 1, name="noisy_samples", tag="Q1",
+            noisy_count,
+            1,
+            name="noisy_samples",
+            tag="Q1",
             source="authors' reply, Q1 (at least one noisy sample)",
-            formula="#{i : y_i != y~_i} >= 1", constant="-", holds=noisy_holds,
-            estimated=ds.flipped is None, role=ASSUMPTION,
-            note=_join(f"n eta = {n * eta:.3g} (Q1: noisy samples exist whp when eta >> 1/n)", noisy_why),
+            formula="#{i : y_i != y~_i} >= 1",
+            constant="-",
+            holds=noisy_holds,
+            estimated=ds.flipped is None,
+            role=ASSUMPTION,
+            note=_join(
+                f"n eta = {n * eta:.3g} (Q1: noisy samples exist whp when eta >> 1/n)", noisy_why
+            ),
         ),
         _row(
-            d, dim_bound, name="dimension_theorem", tag="Q3.1",
+            d,
+            dim_bound,
+            name="dimension_theorem",
+            tag="Q3.1",
             source="authors' reply, Q3.1 (Omega(n^2) dimension requirement; log factors: "
             "docs/theory.md, Theorem conditions)",
-            formula="d >= C_d n^2 log(n/delta)", constant=f"C_d = {c.dim_C:g}, delta = {c.delta:g}",
-            holds=d >= dim_bound, estimated=False, role=SOFT,
+            formula="d >= C_d n^2 log(n/delta)",
+            constant=f"C_d = {c.dim_C:g}, delta = {c.delta:g}",
+            holds=d >= dim_bound,
+            estimated=False,
+            role=SOFT,
             note="d below the theorems' sufficient dimension; the authors call it loose (Q3.1)",
         ),
         _row(
-            d, c.dim_experiment * n, name="dimension_experiment", tag="Q3.1 (Fig. 4)",
+            d,
+            c.dim_experiment * n,
+            name="dimension_experiment",
+            tag="Q3.1 (Fig. 4)",
             source="authors' reply, Q3.1 (benign overfitting observed for d = 2n)",
-            formula="d >= C_exp n", constant=f"C_exp = {c.dim_experiment:g}",
-            holds=d >= c.dim_experiment * n, estimated=False, role=SOFT,
+            formula="d >= C_exp n",
+            constant=f"C_exp = {c.dim_experiment:g}",
+            holds=d >= c.dim_experiment * n,
+            estimated=False,
+            role=SOFT,
             note="d below the smallest dimension where the authors observed benign overfitting",
         ),
         _row(
-            geo.max_overlap, c.orth_C / n, name="noise_orthogonality", tag="Q3.1, proofs",
+            geo.max_overlap,
+            c.orth_C / n,
+            name="noise_orthogonality",
+            tag="Q3.1, proofs",
             source="authors' reply, Q3.1 (sufficient separation between token inner products)",
             formula="max_{a!=b} |<xi_a, xi_b>| / ||xi_a||^2 <= C_orth / n",
-            constant=f"C_orth = {c.orth_C:g}", holds=_at_most(geo.max_overlap, c.orth_C / n),
-            estimated=est.estimated_index, role=SOFT,
+            constant=f"C_orth = {c.orth_C:g}",
+            holds=_at_most(geo.max_overlap, c.orth_C / n),
+            estimated=est.estimated_index,
+            role=SOFT,
             note="noise tokens not near-orthogonal at the n-sample scale the proofs use "
             "(d ~ n^2 log n)",
         ),
         _row(
-            geo.norm_deviation, c.norm_tol, name="noise_norm_concentration", tag="proofs",
+            geo.norm_deviation,
+            c.norm_tol,
+            name="noise_norm_concentration",
+            tag="proofs",
             source="docs/theory.md, Theorem conditions (noise-norm concentration the proofs use)",
             formula="max_a | ||xi_a||^2 / mean ||xi||^2 - 1 | <= C_norm",
-            constant=f"C_norm = {c.norm_tol:g}", holds=norm_holds,
-            estimated=est.estimated_index, role=ASSUMPTION, note=index_doubt,
+            constant=f"C_norm = {c.norm_tol:g}",
+            holds=norm_holds,
+            estimated=est.estimated_index,
+            role=ASSUMPTION,
+            note=index_doubt,
         ),
         _row(
-            geo.signal_cosine, sn_bound, name="signal_noise_orthogonality", tag="model, W3",
+            geo.signal_cosine,
+            sn_bound,
+            name="signal_noise_orthogonality",
+            tag="model, W3",
             source="authors' reply, W3 (the noise tokens are orthogonal to the signal)",
             formula="max |cos(xi, mu_+-)| <= C_sn sqrt(2 log(2 N_pairs) / d)",
             constant=f"C_sn = {c.signal_noise_C:g}",
             holds=sn_holds,
             estimated=est.estimated_index or est.estimated_classes,
             role=ASSUMPTION if sn_binds else SOFT,
-            note=_join("mu_+- are the class means of the signal tokens", index_doubt) if sn_binds else (
+            note=_join("mu_+- are the class means of the signal tokens", index_doubt)
+            if sn_binds
+            else (
                 f"not checked: at d = {d} the bound {sn_bound:.3g} >= 1 >= every |cos|, so the "
                 "row cannot fail (it binds from d > 2 C_sn^2 log(2 N_pairs))"
             ),
@@ -724,17 +814,24 @@ def _method_rows(
             holds = bool(value >= c.R_select)
             note = (
                 f"R nu / sqrt(n) = {value:.3g}: score gaps large enough for token selection"
-                if holds else
-                f"R = {setting.R:.3g} is too small for token selection (R nu / sqrt(n) = "
+                if holds
+                else f"R = {setting.R:.3g} is too small for token selection (R nu / sqrt(n) = "
                 f"{value:.3g} < {c.R_select:g}): attention stays soft and P_R is near the "
                 "uniform-attention SVM, which the theorem does not cover"
             )
         row = _row(
-            value, c.R_select, name="attention_radius", tag="min-norm",
+            value,
+            c.R_select,
+            name="attention_radius",
+            tag="min-norm",
             source="the paper (min-norm theorem: token selection); docs/theory.md, Theorem "
             "conditions",
-            formula="R nu / sqrt(n) >= C_R", constant=f"C_R = {c.R_select:g}",
-            holds=holds, estimated=False, role=COVERAGE, note=note,
+            formula="R nu / sqrt(n) >= C_R",
+            constant=f"C_R = {c.R_select:g}",
+            holds=holds,
+            estimated=False,
+            role=COVERAGE,
+            note=note,
         )
         # _row maps non-finite values to None ("unknown"); without R the value is known to be
         # infinite, and the table shows it so (the JSON, strict, carries null and the note).
@@ -742,10 +839,16 @@ def _method_rows(
     if setting.method == OTHER_GD:
         return [
             _row(
-                None, None, name="method_covered", tag="Thm 3.3",
+                None,
+                None,
+                name="method_covered",
+                tag="Thm 3.3",
                 source="the paper (Theorem 3.3: two GD steps from zero)",
-                formula="method in {two-step GD, min-norm}", constant="-", holds=False,
-                estimated=False, role=COVERAGE,
+                formula="method in {two-step GD, min-norm}",
+                constant="-",
+                holds=False,
+                estimated=False,
+                role=COVERAGE,
                 note=f"no theorem covers GD with the {setting.schedule!r} schedule; the SNR side "
                 "shows the min-norm interpolator's prediction (authors' reply, W2 and Q1: GD with "
                 "small weight decay tends to it)",
@@ -759,44 +862,70 @@ def _method_rows(
     upper_holds, upper_why = _decide(kappa, upper_c, kappa_ci, snr_unreliable, False)
     return [
         _row(
-            c0, c.gd_first_step_max, name="first_step_modest", tag="Thm 3.3",
+            c0,
+            c.gd_first_step_max,
+            name="first_step_modest",
+            tag="Thm 3.3",
             source="the paper (Theorem 3.3: a modest first step); docs/theory.md, Step 2 and the "
             "default step sizes",
-            formula="c0 = beta0 nu^2 / (2 n T) <= C_c0", constant=f"C_c0 = {c.gd_first_step_max:g}",
-            holds=_at_most(c0, c.gd_first_step_max), estimated=False, role=COVERAGE,
+            formula="c0 = beta0 nu^2 / (2 n T) <= C_c0",
+            constant=f"C_c0 = {c.gd_first_step_max:g}",
+            holds=_at_most(c0, c.gd_first_step_max),
+            estimated=False,
+            role=COVERAGE,
             note=f"beta0 = {b0:.4g} gives own-token value c0 = {c0:.3g} after step 1"
-            + ("" if c0 <= c.gd_first_step_max else ": v_1 already fits the clean samples and step "
-               "2 is driven by the noisy ones"),
+            + (
+                ""
+                if c0 <= c.gd_first_step_max
+                else ": v_1 already fits the clean samples and step 2 is driven by the noisy ones"
+            ),
         ),
         _row(
-            gap, c.gd_gap_min, name="second_step_large", tag="Thm 3.3",
+            gap,
+            c.gd_gap_min,
+            name="second_step_large",
+            tag="Thm 3.3",
             source="the paper (Theorem 3.3: a large second step); docs/theory.md, Step 2 and the "
             "default step sizes",
             formula="G / log n = beta1 c0 nu^2 / (2 n T log n) >= C_G",
-            constant=f"C_G = {c.gd_gap_min:g}", holds=_at_least(gap, c.gd_gap_min),
-            estimated=False, role=COVERAGE,
+            constant=f"C_G = {c.gd_gap_min:g}",
+            holds=_at_least(gap, c.gd_gap_min),
+            estimated=False,
+            role=COVERAGE,
             note=f"beta1 = {b1:.4g}: score gaps after step 2 of {gap:.3g} log n"
             + ("" if gap >= c.gd_gap_min else ", too small to select one token per sample"),
         ),
         _row(
-            kappa, upper_c, name="snr_two_step_upper", tag="Thm 3.3",
+            kappa,
+            upper_c,
+            name="snr_two_step_upper",
+            tag="Thm 3.3",
             source="the paper (Theorem 3.3, upper limit on the SNR); docs/theory.md, Step 2 and "
             "the default step sizes",
-            formula="kappa <= C_up kappa_up(eta)", constant=f"C_up = {c.gd_upper_C:g}",
-            holds=upper_holds, estimated=kappa_ci is not None, role=INTERPOLATION,
+            formula="kappa <= C_up kappa_up(eta)",
+            constant=f"C_up = {c.gd_upper_C:g}",
+            holds=upper_holds,
+            estimated=kappa_ci is not None,
+            role=INTERPOLATION,
             note=_join(
                 "SNR above the upper limit of two steps: after step 2 the noisy samples attend to "
-                "the signal, so two steps cannot fit the flipped labels", upper_why,
+                "the signal, so two steps cannot fit the flipped labels",
+                upper_why,
             ),
             interval=kappa_ci,
         ),
         _row(
-            geo.median_crosstalk, c.crosstalk_max, name="noise_crosstalk", tag="heuristic",
-            source="docs/theory.md, Theorem conditions (why the cross-talk rule: a package heuristic for two-step GD)",
+            geo.median_crosstalk,
+            c.crosstalk_max,
+            name="noise_crosstalk",
+            tag="heuristic",
+            source="docs/theory.md, Theorem conditions (why the cross-talk rule: a package "
+            "heuristic for two-step GD)",
             formula="median_a sqrt(sum_b <xi_a, xi_b>^2) / ||xi_a||^2 <= C_xt",
             constant=f"C_xt = {c.crosstalk_max:g}",
             holds=_at_most(geo.median_crosstalk, c.crosstalk_max),
-            estimated=est.estimated_index, role=INTERPOLATION,
+            estimated=est.estimated_index,
+            role=INTERPOLATION,
             note="noise tokens too correlated for two-step GD to memorise the noisy samples "
             "(~ sqrt(n (T-1) / d): a noisy sample's own noise token must outweigh the others)",
         ),
@@ -851,9 +980,19 @@ def _observe(
         trust, why = _trust(sol, setting, None)
         regime = Regime.NO_INTERPOLATION if trust == "proof" else None
         return ObservedBehaviour(
-            interpolates=False, train=None, attention_estimated=False, test=None, eta=eta,
-            clean_error=None, clean_error_estimated=False, regime=regime, reason=why,
-            status=sol.status, success=sol.success, certified=sol.certified, trust=trust,
+            interpolates=False,
+            train=None,
+            attention_estimated=False,
+            test=None,
+            eta=eta,
+            clean_error=None,
+            clean_error_estimated=False,
+            regime=regime,
+            reason=why,
+            status=sol.status,
+            success=sol.success,
+            certified=sol.certified,
+            trust=trust,
         )
     v, p = sol.vectors
     # Attention split by clean/noisy needs signal positions and clean labels: the estimated

@@ -78,8 +78,9 @@ class Constants:
     crosstalk_max : float, default=0.6
         Interpolation heuristic for two-step GD: median
         ``sqrt(sum_b <xi_a, xi_b>^2) / ||xi_a||^2 <= 0.6`` (about ``d >= 2.8 n (T - 1)``).
-        Calibrated on a plain two-step GD over a step-size grid (python -m margin_solver.bench.measure.check_threshold):
-        it fitted every sample in >= 80% of seeds at cross-talk <= 0.58 and in <= 40% at >= 0.7.
+        Calibrated on a plain two-step GD over a step-size grid (python -m
+        margin_solver.bench.measure.check_threshold): it fitted every sample in >= 80% of seeds at
+        cross-talk <= 0.58 and in <= 40% at >= 0.7.
     norm_tol : float, default=0.5
         Norm concentration ``| ||xi||^2 / mean - 1 | <= norm_tol`` (the ``[1/2, 3/2]``
         band common in this literature).

@@ -150,7 +150,9 @@ def format_report(report: ConditionReport) -> str:
     for r in report.conditions:
         value = format_cell(r.value) + ("*" if r.estimated and r.value is not None else "")
         rule = r.formula + ("" if r.constant == "-" else f" ({r.constant})")
-        table.append((r.name, value, format_cell(r.threshold), format_cell(r.holds), r.role, r.tag, rule))
+        table.append(
+            (r.name, value, format_cell(r.threshold), format_cell(r.holds), r.role, r.tag, rule)
+        )
     widths = [max(len(row[i]) for row in [head, *table]) for i in range(len(head))]
 
     def line(row: tuple[str, ...]) -> str:
@@ -161,7 +163,8 @@ def format_report(report: ConditionReport) -> str:
         f"Theorem-condition check: n={report.n}, T={report.T}, d={report.d}; prediction for "
         f"{report.method_label}",
         (
-            f"measured: rho={format_cell(est.rho)} sigma={format_cell(est.sigma)} SNR={format_cell(est.snr)} "
+            f"measured: rho={format_cell(est.rho)} sigma={format_cell(est.sigma)} "
+            f"SNR={format_cell(est.snr)} "
             f"eta={format_cell(est.eta)} (signal index {est.signal_index_source}, classes from "
             f"{est.class_source}); * = estimated from the data"
         ),
@@ -192,8 +195,8 @@ def format_report(report: ConditionReport) -> str:
     elif obs is not None:
         tr = obs.train
         out.append(
-            f"observed: interpolates={format_cell(obs.interpolates)}, train error={format_cell(tr['error'])}, "
-            f"min margin={format_cell(tr['min_margin'])}"
+            f"observed: interpolates={format_cell(obs.interpolates)}, "
+            f"train error={format_cell(tr['error'])}, min margin={format_cell(tr['min_margin'])}"
             + (f", solver status {obs.status}" if obs.status else "")
         )
         out.append(
@@ -204,8 +207,9 @@ def format_report(report: ConditionReport) -> str:
         )
         if obs.test is not None:
             out.append(
-                f"  test error {format_cell(obs.test['error'])} vs eta {format_cell(obs.eta)}; clean test error "
-                f"{format_cell(obs.clean_error)}{' (estimated)' if obs.clean_error_estimated else ''} vs 0"
+                f"  test error {format_cell(obs.test['error'])} vs eta {format_cell(obs.eta)}; "
+                f"clean test error {format_cell(obs.clean_error)}"
+                f"{' (estimated)' if obs.clean_error_estimated else ''} vs 0"
             )
         out.append(f"  observed regime: {obs.regime or '-'} ({obs.reason})")
     out.append(f"verdict: {report.verdict}")

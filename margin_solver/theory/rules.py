@@ -163,7 +163,8 @@ def _not_covered(ev: Evidence) -> str | None:
 
 def _undecided(ev: Evidence) -> str | None:
     rows = [
-        r for r in ev.rows
+        r
+        for r in ev.rows
         if r.role in (ASSUMPTION, INTERPOLATION) and r.holds is None and r.value is not None
     ]
     if not rows:
@@ -171,7 +172,7 @@ def _undecided(ev: Evidence) -> str | None:
     why: dict[str, list[str]] = {}
     for r in rows:
         cut = r.note.find("cannot tell: ")
-        why.setdefault(r.note[cut + 13:] if cut >= 0 else r.note, []).append(r.name)
+        why.setdefault(r.note[cut + 13 :] if cut >= 0 else r.note, []).append(r.name)
     return "cannot tell: " + "; ".join(f"{', '.join(names)}: {w}" for w, names in why.items())
 
 
@@ -222,32 +223,47 @@ RULES: tuple[RegimeRule, ...] = (
     RegimeRule(
         "two samples hold the same tokens (in any order) with opposite labels: every (v, p) "
         "gives them the same output",
-        Regime.NO_INTERPOLATION, False, _conflicts,
+        Regime.NO_INTERPOLATION,
+        False,
+        _conflicts,
     ),
     RegimeRule("an `assumption` row fails", Regime.OUTSIDE, False, _assumption_fails),
     RegimeRule(
         "a `coverage` row fails: the method's setting (two-step GD's step sizes, min-norm's R) "
         "is outside what the theorem covers",
-        Regime.OUTSIDE, False, _not_covered,
+        Regime.OUTSIDE,
+        False,
+        _not_covered,
     ),
     RegimeRule(
         "an `assumption` or `interpolation` row cannot be decided: its estimate's interval "
         "straddles the threshold or the estimator's reliability check failed",
-        Regime.CANNOT_TELL, False, _undecided,
+        Regime.CANNOT_TELL,
+        False,
+        _undecided,
     ),
     RegimeRule(
         "an `interpolation` row fails (two-step GD only): noise cross-talk too large, or "
         "kappa above the upper SNR limit of two steps",
-        Regime.NO_INTERPOLATION, False, _interpolation_fails,
+        Regime.NO_INTERPOLATION,
+        False,
+        _interpolation_fails,
     ),
-    RegimeRule("`kappa = n SNR^2 >= C_benign` (the method's constant)", Regime.BENIGN, True, _benign),
+    RegimeRule(
+        "`kappa = n SNR^2 >= C_benign` (the method's constant)", Regime.BENIGN, True, _benign
+    ),
     RegimeRule("`kappa <= c_harmful` (the method's constant)", Regime.HARMFUL, True, _harmful),
     RegimeRule(
         "the SNR is unknown, or its interval straddles `C_benign` or `c_harmful`",
-        Regime.CANNOT_TELL, True, _snr_undecided,
+        Regime.CANNOT_TELL,
+        True,
+        _snr_undecided,
     ),
     RegimeRule(
-        "otherwise: kappa in the transition band", Regime.OUTSIDE, True, _transition,
+        "otherwise: kappa in the transition band",
+        Regime.OUTSIDE,
+        True,
+        _transition,
     ),
 )
 

@@ -13,8 +13,8 @@ JSON results file (written after every row):
     beyond them {(4, 100), (8, 50), (2, 1000)}, 60 s limit.
 
 Each row: n, T, R sqrt(d), seconds, nodes, proven bound, incumbent, relative gap, status,
-method. Run: ``.venv/bin/python -m margin_solver.bench.measure.certificate_frontier [--study finite_r]
-[--quick] [--out FILE.json]`` (a shim over :func:`main`).
+method. Run: ``.venv/bin/python -m margin_solver.bench.measure.certificate_frontier
+[--study finite_r] [--quick] [--out FILE.json]`` (a shim over :func:`main`).
 
 ``--quick`` keeps n <= 20 and a 10 s limit (a smoke run, not the table).
 """
@@ -49,10 +49,19 @@ def row(study: str, ds, R_scale: float | None, time_limit: float, gap_tol: float
     res = global_lower_bound(ds.X, ds.y, R=R, time_limit=time_limit, gap_tol=gap_tol)
     seconds = time.perf_counter() - t0
     return {
-        "study": study, "n": ds.n, "T": ds.T, "d": ds.d, "R_sqrt_d": R_scale,
-        "seconds": round(seconds, 3), "nodes": res.nodes, "bound": res.value,
-        "incumbent": res.incumbent, "gap": res.gap, "status": res.status,
-        "method": res.method, "bound_kind": res.bound_kind,
+        "study": study,
+        "n": ds.n,
+        "T": ds.T,
+        "d": ds.d,
+        "R_sqrt_d": R_scale,
+        "seconds": round(seconds, 3),
+        "nodes": res.nodes,
+        "bound": res.value,
+        "incumbent": res.incumbent,
+        "gap": res.gap,
+        "status": res.status,
+        "method": res.method,
+        "bound_kind": res.bound_kind,
     }
 
 
@@ -66,14 +75,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     limit = 10.0 if args.quick else args.time_limit
     rows: list[dict] = []
-    meta = {"machine": f"{platform.node()} {platform.processor()} (2 cores, shared)",
-            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                        time.gmtime())}
+    meta = {
+        "machine": f"{platform.node()} {platform.processor()} (2 cores, shared)",
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
 
     def emit(result: dict) -> None:
         rows.append(result)
-        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                       for k, v in result.items()), flush=True)
+        print(
+            " ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.items()
+            ),
+            flush=True,
+        )
         write_json(args.out, {"meta": meta, "rows": rows})
 
     if args.study in ("finite_r", "all"):

@@ -6,8 +6,10 @@ and :func:`margin_solver.minnorm.solve.solve_min_norm` runs with ``certify=True`
 bound's status. The summary gives quantiles of the gaps where the bound was solved exactly
 and lists every run whose gap exceeds the default ``gap_tol`` (docs/statuses.md).
 
-    .venv/bin/python -m margin_solver.bench.measure.certified_gaps            # n in {8, 12, 16}: 72 runs
-    .venv/bin/python -m margin_solver.bench.measure.certified_gaps --large    # n in {40, 100, 200}, d = 2000
+    # n in {8, 12, 16}: 72 runs
+    .venv/bin/python -m margin_solver.bench.measure.certified_gaps
+    # n in {40, 100, 200}, d = 2000
+    .venv/bin/python -m margin_solver.bench.measure.certified_gaps --large
 """
 
 from __future__ import annotations
@@ -34,10 +36,22 @@ def run(sizes, dims, tokens, kappas, seeds, bound_time_limit):
         start = time.perf_counter()
         with warnings.catch_warnings():  # a failure status is recorded in the row
             warnings.simplefilter("ignore", ConvergenceWarning)
-            res = solve_min_norm(data, R=100 / math.sqrt(d), certify=True,
-                                 bound_time_limit=bound_time_limit)
-        rows.append((n, d, T, kappa, seed, res.bound.status, res.gap, res.status,
-                     time.perf_counter() - start))
+            res = solve_min_norm(
+                data, R=100 / math.sqrt(d), certify=True, bound_time_limit=bound_time_limit
+            )
+        rows.append(
+            (
+                n,
+                d,
+                T,
+                kappa,
+                seed,
+                res.bound.status,
+                res.gap,
+                res.status,
+                time.perf_counter() - start,
+            )
+        )
     return rows
 
 
@@ -66,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.large:
         rows = run((40, 100, 200), (2000,), (2,), (0.1, 1.0, 4.0), (0,), args.bound_time_limit)
     else:
-        rows = run((8, 12, 16), (200, 2000), (2, 3), (0.1, 1.0, 4.0), (0, 1),
-                   args.bound_time_limit)
+        rows = run((8, 12, 16), (200, 2000), (2, 3), (0.1, 1.0, 4.0), (0, 1), args.bound_time_limit)
     print(summary(rows))
     return 0
 

@@ -12,8 +12,8 @@ beta1 then beta2 over a grid; a local helper, not the package's GD module) and r
 some step pair fits every training sample. The third times ``check_conditions`` at growing
 n T (the noise Gram matrix is subsampled above ``max_tokens``).
 
-Run: ``.venv/bin/python -m margin_solver.bench.measure.check_threshold --out results/check_threshold`` (a shim
-over :func:`main`)
+Run: ``.venv/bin/python -m margin_solver.bench.measure.check_threshold --out
+results/check_threshold`` (a shim over :func:`main`)
 """
 
 from __future__ import annotations
@@ -188,7 +188,10 @@ def plot(path: Path, rows: list[dict]) -> None:
                 label=f"$n = {key[0]}$, $\\eta = {key[1]}$ ($\\kappa^* = {2 / (1 - key[1]):.2f}$)",
             )
         ax.axvspan(
-            c.kappa_harmful, c.kappa_benign, color="grey", alpha=0.2,
+            c.kappa_harmful,
+            c.kappa_benign,
+            color="grey",
+            alpha=0.2,
             label=f"checker band $({c.kappa_harmful:g}, {c.kappa_benign:g})$",
         )
         ax.set_xscale("log")

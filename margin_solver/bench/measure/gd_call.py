@@ -67,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         has_torch = False
         print("torch is not importable: the torch column is skipped")
-    print("| n | T | d | call steps=1 ms | numpy step ms | torch step ms | call / torch | "
-          "call / numpy step | call steps=200 ms |")
+    print(
+        "| n | T | d | call steps=1 ms | numpy step ms | torch step ms | call / torch | "
+        "call / numpy step | call steps=200 ms |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     with threadpool_limits(limits=1, user_api="blas"):
         for n, T, d in SIZES:
@@ -85,12 +87,24 @@ def main(argv: list[str] | None = None) -> int:
                 fn()  # warm-up (first-call imports and caches)
             t_call, t_torch = [*_best_in_turn(timed, args.repeats), float("nan")][:2]
             t_step = slope(functools.partial(ours, train, "dense", step=step), 2, 12, args.repeats)
-            t_long = _best(functools.partial(
-                gradient_descent, train, schedule="constant", steps=LONG_STEPS, step_size=step,
-                form="dense", record_steps=[LONG_STEPS]), max(1, args.repeats // 3))
-            print(f"| {n} | {T} | {d} | {1e3 * t_call:.2f} | {1e3 * t_step:.2f} | "
-                  f"{1e3 * t_torch:.2f} | {t_call / t_torch:.2f} | {t_call / t_step:.2f} | "
-                  f"{1e3 * t_long:.1f} |", flush=True)
+            t_long = _best(
+                functools.partial(
+                    gradient_descent,
+                    train,
+                    schedule="constant",
+                    steps=LONG_STEPS,
+                    step_size=step,
+                    form="dense",
+                    record_steps=[LONG_STEPS],
+                ),
+                max(1, args.repeats // 3),
+            )
+            print(
+                f"| {n} | {T} | {d} | {1e3 * t_call:.2f} | {1e3 * t_step:.2f} | "
+                f"{1e3 * t_torch:.2f} | {t_call / t_torch:.2f} | {t_call / t_step:.2f} | "
+                f"{1e3 * t_long:.1f} |",
+                flush=True,
+            )
     return 0
 
 

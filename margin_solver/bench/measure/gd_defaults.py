@@ -32,8 +32,19 @@ from margin_solver.gd.endpoints import (
 )
 
 FIELDS = [
-    "n", "d", "kappa", "c0", "g", "seed", "interpolates", "train_error",
-    "test_error_clean", "test_error", "attn_signal_clean", "attn_signal_noisy", "seconds",
+    "n",
+    "d",
+    "kappa",
+    "c0",
+    "g",
+    "seed",
+    "interpolates",
+    "train_error",
+    "test_error_clean",
+    "test_error",
+    "attn_signal_clean",
+    "attn_signal_noisy",
+    "seconds",
 ]
 
 
@@ -56,23 +67,32 @@ def run(sizes, kappas, constants, seeds, eta, n_test, constant_steps):
             last = options.get("steps", 2)
             res = gradient_descent(train, test=test, record_steps=[last], **options)
             tj = res.trajectory
-            rows.append({
-                "n": n, "d": d, "kappa": kappa, "c0": c0, "g": g, "seed": seed,
-                "interpolates": int(res.interpolates),
-                "train_error": tj["train_error"][-1],
-                "test_error_clean": tj["test_error_clean"][-1],
-                "test_error": tj["test_error"][-1],
-                "attn_signal_clean": tj["attn_signal_clean"][-1],
-                "attn_signal_noisy": tj["attn_signal_noisy"][-1],
-                "seconds": time.perf_counter() - t0,
-            })
+            rows.append(
+                {
+                    "n": n,
+                    "d": d,
+                    "kappa": kappa,
+                    "c0": c0,
+                    "g": g,
+                    "seed": seed,
+                    "interpolates": int(res.interpolates),
+                    "train_error": tj["train_error"][-1],
+                    "test_error_clean": tj["test_error_clean"][-1],
+                    "test_error": tj["test_error"][-1],
+                    "attn_signal_clean": tj["attn_signal_clean"][-1],
+                    "attn_signal_noisy": tj["attn_signal_noisy"][-1],
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
     return rows
 
 
 def markdown(rows):
     keys = sorted({(r["n"], r["d"], str(r["c0"]), str(r["g"]), r["kappa"]) for r in rows})
-    header = ("| n | d | c0 | g | kappa | interpolates | train err | clean test err | noisy test err "
-              "| attn signal clean | attn signal noisy |")
+    header = (
+        "| n | d | c0 | g | kappa | interpolates | train err | clean test err | noisy test err "
+        "| attn signal clean | attn signal noisy |"
+    )
     out = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for key in keys:
         grp = [r for r in rows if (r["n"], r["d"], str(r["c0"]), str(r["g"]), r["kappa"]) == key]
@@ -88,14 +108,20 @@ def markdown(rows):
 
 def main(argv: list[str] | None = None) -> int:
     """Command line of the study: the grid into ``--out`` (CSV), its figure and a table."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", default="results/gd_defaults.csv")
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--eta", type=float, default=0.15)
     ap.add_argument("--n-test", type=int, default=300)
     ap.add_argument("--quick", action="store_true", help="one size, three kappas, two seeds")
-    ap.add_argument("--constant-steps", type=int, default=2000,
-                    help="also run constant-step GD this long (0: skip)")
+    ap.add_argument(
+        "--constant-steps",
+        type=int,
+        default=2000,
+        help="also run constant-step GD this long (0: skip)",
+    )
     args = ap.parse_args(argv)
     default = (FIRST_STEP_SCALE, SCORE_GAP_PER_LOG_N)
     if args.quick:

@@ -73,7 +73,9 @@ def slope(fn, s1, s2, repeats):
 
 def main(argv: list[str] | None = None) -> int:
     """Command line of the benchmark: time both forms (and torch if installed), print a table."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", default="results/gd_speed.json")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="BLAS / torch threads (default 1)")
@@ -91,8 +93,10 @@ def _run(args: argparse.Namespace) -> None:
         torch_version = torch.__version__
     except ImportError:
         torch_version = None
-        print("torch is not installed: the torch column is skipped "
-              "(install it in your venv only: .venv/bin/pip install torch==2.13.0)")
+        print(
+            "torch is not installed: the torch column is skipped "
+            "(install it in your venv only: .venv/bin/pip install torch==2.13.0)"
+        )
     rows = []
     for n, T, d in SIZES:
         dist = PaperDistribution(d=d, T=T, snr=float(np.sqrt(4 / n)), eta=0.15)
@@ -118,23 +122,34 @@ def _run(args: argparse.Namespace) -> None:
                 np.linalg.norm(torch_gd(train.X, yf, s1, step)[1] - ref) / np.linalg.norm(ref)
             )
             for form in ("dense", "kernel"):
-                row[f"speedup_{form}_vs_torch"] = row["torch_per_step_s"] / row[f"{form}_per_step_s"]
+                row[f"speedup_{form}_vs_torch"] = (
+                    row["torch_per_step_s"] / row[f"{form}_per_step_s"]
+                )
         rows.append(row)
         print(row, flush=True)
-    meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "torch": torch_version}
+    meta = {
+        "machine": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch_version,
+    }
     write_json(args.out, {"meta": meta, "rows": rows})
-    print("\n| n | T | d | dense ms/step | kernel ms/step (setup s) | torch ms/step | "
-          "dense speedup | kernel speedup | max rel. diff of v |")
+    print(
+        "\n| n | T | d | dense ms/step | kernel ms/step (setup s) | torch ms/step | "
+        "dense speedup | kernel speedup | max rel. diff of v |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         tms = f"{1e3 * r['torch_per_step_s']:.3f}" if "torch_per_step_s" in r else "skipped"
         sd = f"{r['speedup_dense_vs_torch']:.1f}x" if "torch_per_step_s" in r else "-"
         sk = f"{r['speedup_kernel_vs_torch']:.1f}x" if "torch_per_step_s" in r else "-"
         diff = max(r["kernel_max_rel_diff"], r.get("torch_max_rel_diff", 0.0))
-        print(f"| {r['n']} | {r['T']} | {r['d']} | {1e3 * r['dense_per_step_s']:.3f} | "
-              f"{1e3 * r['kernel_per_step_s']:.3f} ({r['kernel_setup_s']:.2f}) | {tms} | {sd} | {sk} | "
-              f"{diff:.1e} |")
+        print(
+            f"| {r['n']} | {r['T']} | {r['d']} | {1e3 * r['dense_per_step_s']:.3f} | "
+            f"{1e3 * r['kernel_per_step_s']:.3f} ({r['kernel_setup_s']:.2f}) | "
+            f"{tms} | {sd} | {sk} | {diff:.1e} |"
+        )
     print(f"\nwrote {args.out}")
 
 

@@ -5,13 +5,14 @@ Measures, on one instance of the paper's distribution, the time of
 * a kernel-form GD evaluation (loss and gradients of all heads from the Gram matrix), and
 * the per-head part of a min-norm phi evaluation in
   :class:`margin_solver.minnorm.multihead.MultiHeadForm` over
-  :class:`margin_solver.descent.alternating.KernelForm`: scores, softmax and the summed feature Gram;
+  :class:`margin_solver.descent.alternating.KernelForm`: scores, softmax and the summed
+  feature Gram;
 * the whole phi evaluation (that plus the v-step, an n x n SVM whose cost depends on the
   Gram matrix it is given, not on H directly),
 
-for each H, as the median of ``repeats`` calls (the H values in turn), and prints each time with its ratio to H = 1:
-linear scaling means ratios near H (the v-step, the same n x n SVM for every H, is a fixed
-part of the phi evaluation). The one-off Gram product is not included (it is shared by every
+for each H, as the median of ``repeats`` calls (the H values in turn), and prints each time with its
+ratio to H = 1: linear scaling means ratios near H (the v-step, the same n x n SVM for every H, is a
+fixed part of the phi evaluation). The one-off Gram product is not included (it is shared by every
 H). Run::
 
     python -m margin_solver.bench.measure.heads_speed --n 100 --T 4 --d 2000 --heads 1 2 4 8
@@ -40,7 +41,9 @@ def _seconds(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def measure(n: int, T: int, d: int, heads: Sequence[int], repeats: int, seed: int = 0) -> list[dict]:
+def measure(
+    n: int, T: int, d: int, heads: Sequence[int], repeats: int, seed: int = 0
+) -> list[dict]:
     """Median seconds per H (kernel form) of a GD evaluation, of the per-head part of a phi
     evaluation and of the whole phi evaluation.
 
@@ -87,8 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = measure(args.n, args.T, args.d, args.heads, args.repeats)
     print(f"n={args.n} T={args.T} d={args.d} (kernel form, median of {args.repeats}, 1 thread)")
     cols = ("gd_eval", "feature_gram", "phi_eval")
-    print("| H | GD evaluation (ms) | ratio | scores + feature Gram (ms) | ratio "
-          "| whole phi evaluation (ms) | ratio |")
+    print(
+        "| H | GD evaluation (ms) | ratio | scores + feature Gram (ms) | ratio "
+        "| whole phi evaluation (ms) | ratio |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         cells = [f"{1e3 * r[c]:.3g} | {r[c] / rows[0][c]:.2f}" for c in cols]

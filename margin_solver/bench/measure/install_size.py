@@ -19,7 +19,9 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _requirements(dist: md.Distribution, extras: tuple[str, ...] = ()) -> list[tuple[str, tuple[str, ...]]]:
+def _requirements(
+    dist: md.Distribution, extras: tuple[str, ...] = ()
+) -> list[tuple[str, tuple[str, ...]]]:
     """``(name, its extras)`` of each requirement of ``dist`` with ``extras`` selected."""
     out = []
     for req in dist.requires or []:
@@ -36,7 +38,9 @@ def main() -> None:
     for dist in md.distributions():
         name = _norm(dist.metadata["Name"])
         dists[name] = dist
-        sizes[name] = sum(os.path.getsize(f.locate()) for f in dist.files or [] if os.path.exists(f.locate()))
+        sizes[name] = sum(
+            os.path.getsize(f.locate()) for f in dist.files or [] if os.path.exists(f.locate())
+        )
 
     def closure(req: tuple[str, tuple[str, ...]], seen: set[str]) -> set[str]:
         name, extras = req
@@ -54,14 +58,19 @@ def main() -> None:
         new = closure(dep, set()) - seen
         seen |= new
         print(f"{dep[0]:16s} {sum(sizes[n] for n in new) / MiB:10.1f}  {', '.join(sorted(new))}")
-    print(f"{'base install':16s} {sum(sizes[n] for n in seen) / MiB:10.1f}  ({len(seen)} distributions)")
+    print(
+        f"{'base install':16s} {sum(sizes[n] for n in seen) / MiB:10.1f}  "
+        f"({len(seen)} distributions)"
+    )
     extras = md.metadata("margin-solver").get_all("Provides-Extra") or []
     for extra in extras:
         wanted = set()
         for dep in set(_requirements(me, (extra,))) - set(_requirements(me)):
             closure(dep, wanted)
         new = wanted - seen
-        print(f"extra {extra:10s} {sum(sizes[n] for n in new) / MiB:10.1f}  {', '.join(sorted(new))}")
+        print(
+            f"extra {extra:10s} {sum(sizes[n] for n in new) / MiB:10.1f}  {', '.join(sorted(new))}"
+        )
 
 
 if __name__ == "__main__":

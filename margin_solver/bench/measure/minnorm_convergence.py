@@ -15,8 +15,8 @@ independently of the descent (:func:`stationarity`), seconds and the winning sta
 
 Usage::
 
-    .venv/bin/python -m margin_solver.bench.measure.minnorm_convergence [--variants quasi-Newton "SQP after 250"]
-        [--n 20 40] [--seeds 0 1] [--no-paper]
+    .venv/bin/python -m margin_solver.bench.measure.minnorm_convergence
+        [--variants quasi-Newton "SQP after 250"] [--n 20 40] [--seeds 0 1] [--no-paper]
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ VARIANTS = {
 _ACTIVE = 1e-6
 
 
-def stationarity(X: np.ndarray, y: np.ndarray, v: np.ndarray, p: np.ndarray, R: float
-                 ) -> tuple[float, float]:
+def stationarity(
+    X: np.ndarray, y: np.ndarray, v: np.ndarray, p: np.ndarray, R: float
+) -> tuple[float, float]:
     """``(||pg|| R / phi, KKT residual)`` at (v, p), computed from the dense tokens alone.
 
     The multipliers are recomputed from v: the non-negative least-squares fit of
@@ -93,14 +94,17 @@ def digits_cells(ns: list[int] | None, seeds: list[int] | None) -> Iterator[Case
             if (ns and cell.n not in ns) or (seeds and cell.seed not in seeds):
                 continue
             streams = cell_seeds(cell, config.sweep_seed)
-            train, _ = DATA_SOURCES["digits"](cell, streams, config.n_test,
-                                              config.data_options)
-            yield (f"digits n={cell.n} seed={cell.seed}", train,
-                   partial(_study_solve, train, streams.init))
+            train, _ = DATA_SOURCES["digits"](cell, streams, config.n_test, config.data_options)
+            yield (
+                f"digits n={cell.n} seed={cell.seed}",
+                train,
+                partial(_study_solve, train, streams.init),
+            )
 
 
-def _study_solve(train: Dataset, init: np.random.SeedSequence, options: dict[str, Any]
-                 ) -> tuple[MinNormResult, float]:
+def _study_solve(
+    train: Dataset, init: np.random.SeedSequence, options: dict[str, Any]
+) -> tuple[MinNormResult, float]:
     return min_norm_solution(train, {"options": options}, init)
 
 
@@ -119,8 +123,9 @@ def _certified_solve(data: Dataset, options: dict[str, Any]) -> tuple[MinNormRes
 def main(argv: list[str] | None = None) -> int:
     """Print the table (markdown) on stdout."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS),
-                        default=["quasi-Newton", "SQP after 250"])
+    parser.add_argument(
+        "--variants", nargs="+", choices=list(VARIANTS), default=["quasi-Newton", "SQP after 250"]
+    )
     parser.add_argument("--n", nargs="+", type=int, help="digits cells with these n only")
     parser.add_argument("--seeds", nargs="+", type=int, help="digits cells with these seeds only")
     parser.add_argument("--no-paper", action="store_true", help="skip the paper's data")
@@ -128,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     cases = list(digits_cells(args.n, args.seeds))
     if not args.no_paper:
         cases += list(paper_cases())
-    print("| case | method | status | steps | norm | lower bound | ||pg|| R / phi | KKT res. "
-          "| s | stopped by |")
+    print(
+        "| case | method | status | steps | norm | lower bound | ||pg|| R / phi | KKT res. "
+        "| s | stopped by |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for label, data, solve in cases:
         for name in args.variants:
@@ -141,8 +148,11 @@ def main(argv: list[str] | None = None) -> int:
             rel, kkt = stationarity(data.X, data.y.astype(float), res.v, res.p, R)
             lb = "-" if res.lower_bound is None else f"{res.lower_bound:.10g}"
             reason = res.message.split(" (", 1)[1].split(")")[0]
-            print(f"| {label} | {name} | {res.status} | {res.nit} | {res.norm:.10g} | {lb} "
-                  f"| {rel:.2g} | {kkt:.1g} | {elapsed:.1f} | {reason} |", flush=True)
+            print(
+                f"| {label} | {name} | {res.status} | {res.nit} | {res.norm:.10g} | {lb} "
+                f"| {rel:.2g} | {kkt:.1g} | {elapsed:.1f} | {reason} |",
+                flush=True,
+            )
     return 0
 
 

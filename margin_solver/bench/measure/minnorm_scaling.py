@@ -22,8 +22,8 @@ Three studies, each row appended to one JSON results file (written atomically af
 
 Usage::
 
-    python -m margin_solver.bench.measure.minnorm_scaling [--quick] [--study whole_solve] [--out FILE.json]
-        [--baseline PYTHON]
+    python -m margin_solver.bench.measure.minnorm_scaling [--quick] [--study whole_solve]
+        [--out FILE.json] [--baseline PYTHON]
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def paper(n: int, T: int, d: int, kappa: float, seed: int = SEED):
 
 
 def per_iteration(d: int, n: int = 50, T: int = 2, steps: int = 20) -> dict:
-    """Seconds per accepted p-step (backtracking included) from p = 0, both forms, R = 10/sqrt(d)."""
+    """Seconds per accepted p-step (backtracking included) from p = 0, both forms,
+    R = 10/sqrt(d)."""
     ds = paper(n, T, d, kappa=1.0)
     y = ds.y.astype(float)
     R = 10 / math.sqrt(d)
@@ -119,16 +120,24 @@ def whole_solve_in(python: str | None, *args) -> dict:
     """:func:`whole_solve` run by the interpreter ``python`` (this one when None) with the
     ``margin_solver`` installed there; the row gains ``code``, the package's path and its
     commit."""
-    code = ("import json, margin_solver; "
-            "from margin_solver.bench.measure.minnorm_scaling import whole_solve; "
-            f"print(json.dumps({{**whole_solve(*{args!r}), 'package': margin_solver.__file__}}))")
+    code = (
+        "import json, margin_solver; "
+        "from margin_solver.bench.measure.minnorm_scaling import whole_solve; "
+        f"print(json.dumps({{**whole_solve(*{args!r}), 'package': margin_solver.__file__}}))"
+    )
     # run outside this checkout: "-c" puts the working directory first on sys.path
-    out = subprocess.run([python or sys.executable, "-c", code], check=True, text=True,
-                         capture_output=True, cwd=tempfile.gettempdir()).stdout
+    out = subprocess.run(
+        [python or sys.executable, "-c", code],
+        check=True,
+        text=True,
+        capture_output=True,
+        cwd=tempfile.gettempdir(),
+    ).stdout
     row = json.loads(out.strip().splitlines()[-1])
     root = str(Path(row["package"]).parent)
-    commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], text=True,
-                            capture_output=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", root, "rev-parse", "--short", "HEAD"], text=True, capture_output=True
+    ).stdout.strip()
     row.update(code="baseline" if python else "current", commit=commit)
     return row
 
@@ -168,9 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
     parser.add_argument("--out", default="results/minnorm_scaling.json")
-    parser.add_argument("--baseline", metavar="PYTHON",
-                        help="also time whole_solve with the package installed for this "
-                             "interpreter, in turn")
+    parser.add_argument(
+        "--baseline",
+        metavar="PYTHON",
+        help="also time whole_solve with the package installed for this interpreter, in turn",
+    )
     parser.add_argument(
         "--study",
         choices=("per_iteration", "whole_solve", "lower_bound"),
@@ -209,8 +220,12 @@ def main(argv: list[str] | None = None) -> int:
         # to nearly hard attention
         n, T, d = solve_sizes[-1]
         cases = [(*size, 1.0, 10.0, 5) for size in solve_sizes]
-        cases += [(n, T, d, kappa, R_scale, 3) for kappa in (0.1, 1.0, 5.0)
-                  for R_scale in (1.0, 10.0, 100.0) if (kappa, R_scale) != (1.0, 10.0)]
+        cases += [
+            (n, T, d, kappa, R_scale, 3)
+            for kappa in (0.1, 1.0, 5.0)
+            for R_scale in (1.0, 10.0, 100.0)
+            if (kappa, R_scale) != (1.0, 10.0)
+        ]
         cases.append((n, T, d, 4.0, 100.0, 3))
         for case in cases:
             if args.baseline:

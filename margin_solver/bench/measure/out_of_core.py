@@ -1,4 +1,4 @@
-"""Tokens larger than memory (issue 17): generate to disk, Gram-reduce, solve, locally and on Dask.
+r"""Tokens larger than memory (issue 17): generate to disk, Gram-reduce, solve, locally and on Dask.
 
 Phases, each in a fresh process so its peak resident memory (``ru_maxrss``) is its own:
 
@@ -23,7 +23,8 @@ The times of the passes over X come from the ``ooc pass`` log records of
 
 Usage::
 
-    python -m margin_solver.bench.measure.out_of_core --n 1000 --T 2 --d 1000000 --workdir /work/tmp --out ooc.json
+    python -m margin_solver.bench.measure.out_of_core --n 1000 --T 2 --d 1000000 \
+        --workdir /work/tmp --out ooc.json
 """
 
 from __future__ import annotations
@@ -104,8 +105,13 @@ def _solve(data, args: argparse.Namespace) -> dict[str, Any]:
     logger.addHandler(log)
     logger.setLevel(logging.INFO)
     start = time.perf_counter()
-    result = solve_min_norm(data, R=args.R_scale / math.sqrt(data.d), max_iter=args.max_iter,
-                            n_random_starts=args.random_starts, seed=0)
+    result = solve_min_norm(
+        data,
+        R=args.R_scale / math.sqrt(data.d),
+        max_iter=args.max_iter,
+        n_random_starts=args.random_starts,
+        seed=0,
+    )
     solve_s = time.perf_counter() - start
     metrics = evaluate(result.v, result.p, data)
     total_s = time.perf_counter() - start
@@ -137,8 +143,9 @@ def _phase_solve_dask(args: argparse.Namespace) -> dict[str, Any]:
     from distributed import Client, LocalCluster
 
     data = load_dataset(args.data)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster:
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
         with ooc.execution(scheduler=cluster.scheduler_address, block_bytes=args.block_mb * 2**20):
             row = _solve(data, args)
         with Client(cluster.scheduler_address) as client:
@@ -159,22 +166,38 @@ def _phase_identical(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         write_paper_dataset(Path(tmp) / "small", dist, n, SEED, block=7)
         disk = load_dataset(Path(tmp) / "small")
-        row: dict[str, Any] = {"n": n, "T": T, "d": d, "tokens_bitwise": bool(np.array_equal(disk.X, mem.X))}
-        opts = {"R": args.R_scale / math.sqrt(d), "max_iter": args.max_iter,
-                "n_random_starts": args.random_starts, "seed": 0}
+        row: dict[str, Any] = {
+            "n": n,
+            "T": T,
+            "d": d,
+            "tokens_bitwise": bool(np.array_equal(disk.X, mem.X)),
+        }
+        opts = {
+            "R": args.R_scale / math.sqrt(d),
+            "max_iter": args.max_iter,
+            "n_random_starts": args.random_starts,
+            "seed": 0,
+        }
         ref = solve_min_norm(mem, **opts)
         runs = {}
         with ooc.execution(block_bytes=block_bytes):
             runs["blocked"] = solve_min_norm(disk, **opts)
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                          dashboard_address=None) as cluster:
+        with LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster:
             with ooc.execution(scheduler=cluster.scheduler_address, block_bytes=block_bytes):
                 runs["dask"] = solve_min_norm(disk, **opts)
         for name, res in runs.items():
             row[name] = {
                 "same_status_start_selection": bool(
-                    res.status == ref.status and res.start == ref.start
-                    and np.array_equal(res.selected_token, ref.selected_token)),
+                    res.status == ref.status
+                    and res.start == ref.start
+                    and np.array_equal(res.selected_token, ref.selected_token)
+                ),
                 "norm_rel_diff": abs(res.norm - ref.norm) / ref.norm,
                 "v_max_rel_diff": float(np.abs(res.v - ref.v).max() / np.abs(ref.v).max()),
                 "v_bitwise": bool(np.array_equal(res.v, ref.v)),
@@ -193,8 +216,11 @@ PHASES = {
 def _run_phase(name: str, args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     """Run one phase in a fresh interpreter; its last stdout line is the JSON row."""
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "margin_solver.bench.measure.out_of_core", "--phase", name, *argv],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "margin_solver.bench.measure.out_of_core", "--phase", name, *argv],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode:
         raise RuntimeError(f"phase {name} failed:\n{proc.stderr[-3000:]}")
     row = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -207,8 +233,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--T", type=int, default=2)
     parser.add_argument("--d", type=int, default=1_000_000)
-    parser.add_argument("--small", type=int, nargs=3, default=[200, 2, 20_000], metavar=("N", "T", "D"),
-                        help="size of the in-memory comparison")
+    parser.add_argument(
+        "--small",
+        type=int,
+        nargs=3,
+        default=[200, 2, 20_000],
+        metavar=("N", "T", "D"),
+        help="size of the in-memory comparison",
+    )
     parser.add_argument("--R-scale", type=float, default=100.0, help="R = R_scale / sqrt(d)")
     parser.add_argument("--max-iter", type=int, default=50, help="p-steps per start")
     parser.add_argument("--random-starts", type=int, default=0)
@@ -234,8 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     data = Path(args.workdir) / f"ooc_bench_n{args.n}_T{args.T}_d{args.d}"
     report = {
         "machine": f"{os.cpu_count()} cores, {platform.python_version()}, {platform.platform()}",
-        "n": args.n, "T": args.T, "d": args.d, "block_mb": args.block_mb,
-        "max_iter": args.max_iter, "random_starts": args.random_starts, "R_scale": args.R_scale,
+        "n": args.n,
+        "T": args.T,
+        "d": args.d,
+        "block_mb": args.block_mb,
+        "max_iter": args.max_iter,
+        "random_starts": args.random_starts,
+        "R_scale": args.R_scale,
         "rows": [],
     }
     try:

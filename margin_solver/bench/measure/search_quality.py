@@ -79,8 +79,7 @@ from margin_solver.svm.selection import attention_svm, selection_svm
 
 KINDS = ("gaussian", "cls", "integer", "scales", "paper")
 #: Real tokens: (T, d) cuts of each bundled data set's features (T d <= its feature count).
-REAL_CUTS = {"wine": ((2, 6), (3, 4)), "cancer": ((3, 10), (5, 6)),
-             "digits": ((4, 16), (8, 8))}
+REAL_CUTS = {"wine": ((2, 6), (3, 4)), "cancer": ((3, 10), (5, 6)), "digits": ((4, 16), (8, 8))}
 #: Every kind of :func:`make_instance`.
 ALL_KINDS = KINDS + tuple(REAL_CUTS)
 METHODS = ("before", "default", "certified", "patient")
@@ -106,10 +105,12 @@ def make_instance(kind: str, n: int, T: int, d: int, seed: int) -> tuple[np.ndar
     if kind in REAL_CUTS:
         features, labels = tabular_two_classes(kind)
         if n > len(labels) or T * d > features.shape[1]:
-            raise ValueError(f"{kind} has {len(labels)} rows of {features.shape[1]} features; "
-                             f"n = {n}, T = {T}, d = {d} do not fit")
+            raise ValueError(
+                f"{kind} has {len(labels)} rows of {features.shape[1]} features; "
+                f"n = {n}, T = {T}, d = {d} do not fit"
+            )
         rows = rng.permutation(len(labels))[:n]
-        return features[rows, :T * d].reshape(n, T, d), labels[rows].copy()
+        return features[rows, : T * d].reshape(n, T, d), labels[rows].copy()
     if kind == "paper":
         kappa = float(rng.choice([0.25, 1.0, 4.0]))
         ds = PaperDistribution(d=max(d, 2), T=T, snr=math.sqrt(kappa / n), eta=0.15).sample(
@@ -127,8 +128,9 @@ def make_instance(kind: str, n: int, T: int, d: int, seed: int) -> tuple[np.ndar
     return X, y
 
 
-def instances(count: int, seed: int = SEED, samples: tuple[int, int] = SAMPLES,
-              kinds: tuple[str, ...] = KINDS) -> list[dict]:
+def instances(
+    count: int, seed: int = SEED, samples: tuple[int, int] = SAMPLES, kinds: tuple[str, ...] = KINDS
+) -> list[dict]:
     """``count`` instance specifications, the ``kinds`` in turn, with n drawn from ``samples``
     (inclusive). A real kind takes its (T, d) from :data:`REAL_CUTS` by the T drawn, so the
     draws, and the generated kinds' instances, are the same whatever the kinds."""
@@ -194,13 +196,25 @@ def patient_search(
 def methods(rows: list[dict]) -> list[str]:
     """The methods of :data:`METHODS` that every row holds, then the further patient
     searches (``patient_2``, ...)."""
-    extra = sorted({key for row in rows for key in row if key.startswith("patient_")
-                    and not key.endswith("_s")}, key=lambda key: int(key.split("_")[1]))
+    extra = sorted(
+        {
+            key
+            for row in rows
+            for key in row
+            if key.startswith("patient_") and not key.endswith("_s")
+        },
+        key=lambda key: int(key.split("_")[1]),
+    )
     return [m for m in METHODS if all(m in row for row in rows)] + extra
 
 
-def run_instance(spec: dict, n_random: int, n_selections: int, patients: int = 1,
-                 solves: tuple[str, ...] = SOLVES) -> dict:
+def run_instance(
+    spec: dict,
+    n_random: int,
+    n_selections: int,
+    patients: int = 1,
+    solves: tuple[str, ...] = SOLVES,
+) -> dict:
     """One instance: the library's ``solves`` (of :data:`SOLVES`), then ``patients`` patient
     searches (the first with the instance's seed, as ``patient``; the others as
     ``patient_2``, ...)."""
@@ -226,8 +240,14 @@ def run_instance(spec: dict, n_random: int, n_selections: int, patients: int = 1
         name = "patient" if j == 0 else f"patient_{j + 1}"
         t0 = time.perf_counter()
         with single_threaded_blas():
-            row[name] = patient_search(X, y, R, n_random=n_random, n_selections=n_selections,
-                                       seed=spec["seed"] + j * PATIENT_SEED_STEP)
+            row[name] = patient_search(
+                X,
+                y,
+                R,
+                n_random=n_random,
+                n_selections=n_selections,
+                seed=spec["seed"] + j * PATIENT_SEED_STEP,
+            )
         row[f"{name}_s"] = time.perf_counter() - t0
     row["best_known"] = min(row[m] for m in methods([row]))
     return row
@@ -245,7 +265,10 @@ def ratio(value: float | None, best: float | None) -> float:
 def summary(rows: list[dict]) -> str:
     """Markdown table: per kind and overall, share within MATCH_RTOL, worst ratio, seconds."""
     lines = [
-        "| kind | instances | method | within 1e-3 of best known | worst ratio | median s | total s |",
+        (
+            "| kind | instances | method | within 1e-3 of best known | worst ratio | median s "
+            "| total s |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     groups = [(kind, [r for r in rows if r["kind"] == kind]) for kind in ALL_KINDS]
@@ -272,8 +295,11 @@ def head_to_head(rows: list[dict]) -> str:
     by more than that (beats), and where the patient's is lower by more than that (the
     patient search wins); instances where neither found a feasible point count as matches.
     """
-    lines = ["| against | default matches or beats | default beats by > 1e-3 | patient beats "
-             "by > 1e-3 | worst default / patient |", "|---|---|---|---|---|"]
+    lines = [
+        "| against | default matches or beats | default beats by > 1e-3 | patient beats "
+        "by > 1e-3 | worst default / patient |",
+        "|---|---|---|---|---|",
+    ]
     for method in methods(rows):
         if not method.startswith("patient"):
             continue
@@ -284,7 +310,8 @@ def head_to_head(rows: list[dict]) -> str:
             f"| {method} | {100 * sum(q <= 1 + MATCH_RTOL for q in ratios) / count:.1f}% | "
             f"{100 * sum(q > 1 + MATCH_RTOL for q in inverse) / count:.1f}% | "
             f"{100 * sum(q > 1 + MATCH_RTOL for q in ratios) / count:.1f}% | "
-            f"{max(ratios):.4g} |")
+            f"{max(ratios):.4g} |"
+        )
     return "\n".join(lines)
 
 
@@ -300,23 +327,36 @@ def certificate_checks(rows: list[dict]) -> str:
         return ""
     counts = Counter(r["certified_status"] for r in rows)
     best = [math.inf if r["best_known"] is None else r["best_known"] for r in rows]
-    false_optimal = [r["seed"] for r, b in zip(rows, best) if r["certified_status"] == "optimal"
-                     and ratio(r["certified"], b) > 1 + r.get("gap_tol", 1e-4)]
-    bound_above = [r["seed"] for r, b in zip(rows, best) if r.get("lower_bound") is not None
-                   and r["lower_bound"] > b * (1 + 1e-9)]
-    false_infeasible = [r["seed"] for r, b in zip(rows, best)
-                        if r["certified_status"] == "infeasible" and math.isfinite(b)]
+    false_optimal = [
+        r["seed"]
+        for r, b in zip(rows, best)
+        if r["certified_status"] == "optimal"
+        and ratio(r["certified"], b) > 1 + r.get("gap_tol", 1e-4)
+    ]
+    bound_above = [
+        r["seed"]
+        for r, b in zip(rows, best)
+        if r.get("lower_bound") is not None and r["lower_bound"] > b * (1 + 1e-9)
+    ]
+    false_infeasible = [
+        r["seed"]
+        for r, b in zip(rows, best)
+        if r["certified_status"] == "infeasible" and math.isfinite(b)
+    ]
     statuses = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-    return (f"certified solve: {statuses}; optimal above the best known by more than gap_tol: "
-            f"{len(false_optimal)} {false_optimal}; lower bound above the best known: "
-            f"{len(bound_above)} {bound_above}; infeasible with a feasible point found: "
-            f"{len(false_infeasible)} {false_infeasible}")
+    return (
+        f"certified solve: {statuses}; optimal above the best known by more than gap_tol: "
+        f"{len(false_optimal)} {false_optimal}; lower bound above the best known: "
+        f"{len(bound_above)} {bound_above}; infeasible with a feasible point found: "
+        f"{len(false_infeasible)} {false_infeasible}"
+    )
 
 
 def report(rows: list[dict]) -> str:
     """The tables of :func:`summary` and :func:`head_to_head`, then the certificate checks."""
-    return "\n\n".join(part for part in (summary(rows), head_to_head(rows),
-                                          certificate_checks(rows)) if part)
+    return "\n\n".join(
+        part for part in (summary(rows), head_to_head(rows), certificate_checks(rows)) if part
+    )
 
 
 def ablate(path: str, first: int, idea_sets: list[tuple[str, ...]]) -> str:
@@ -334,20 +374,30 @@ def ablate(path: str, first: int, idea_sets: list[tuple[str, ...]]) -> str:
                 X, y = make_instance(row["kind"], row["n"], row["T"], row["d"], row["seed"])
                 R = row["R_sqrt_d"] / math.sqrt(X.shape[2])
                 t0 = time.perf_counter()
-                norms[ideas].append(solve_min_norm(X, y, R=R, search_starts=None if ideas
-                                                   else 0).norm)
+                norms[ideas].append(
+                    solve_min_norm(X, y, R=R, search_starts=None if ideas else 0).norm
+                )
                 seconds[ideas] += time.perf_counter() - t0
     finally:
         margin_solver.minnorm.search.IDEAS = saved
-    best = [min([math.inf if r["best_known"] is None else r["best_known"]]
-                + [norms[i][k] for i in idea_sets]) for k, r in enumerate(rows)]
-    lines = ["| search families | within 1e-3 of best known | worst ratio | total s |",
-             "|---|---|---|---|"]
+    best = [
+        min(
+            [math.inf if r["best_known"] is None else r["best_known"]]
+            + [norms[i][k] for i in idea_sets]
+        )
+        for k, r in enumerate(rows)
+    ]
+    lines = [
+        "| search families | within 1e-3 of best known | worst ratio | total s |",
+        "|---|---|---|---|",
+    ]
     for ideas in idea_sets:
         ratios = [ratio(v, b) for v, b in zip(norms[ideas], best)]
         share = sum(q <= 1 + MATCH_RTOL for q in ratios) / len(rows)
-        lines.append(f"| {','.join(ideas) or 'none (search off)'} | {100 * share:.1f}% | "
-                     f"{max(ratios):.4g} | {seconds[ideas]:.1f} |")
+        lines.append(
+            f"| {','.join(ideas) or 'none (search off)'} | {100 * share:.1f}% | "
+            f"{max(ratios):.4g} | {seconds[ideas]:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -355,34 +405,66 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: run the instances, writing ``--out`` after each, then print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=250)
-    parser.add_argument("--random", type=int, default=30, help="random starts of the patient search")
-    parser.add_argument("--selections", type=int, default=20,
-                        help="realised selections of the patient search")
-    parser.add_argument("--seed", type=int, default=SEED,
-                        help="base seed of the instances (another seed: other instances)")
-    parser.add_argument("--solves", default=",".join(SOLVES),
-                        help="comma-separated library solves to run, of "
-                             f"{','.join(SOLVES)} (default: all)")
-    parser.add_argument("--samples", default=f"{SAMPLES[0]},{SAMPLES[1]}", metavar="LO,HI",
-                        help="range of n of the instances, inclusive (default: %(default)s)")
-    parser.add_argument("--kinds", default=",".join(KINDS),
-                        help=f"comma-separated kinds of instance, of {','.join(ALL_KINDS)} "
-                             "(the last three: real tokens; default: %(default)s)")
-    parser.add_argument("--patients", type=int, default=1,
-                        help="independent patient searches per instance (other seeds)")
-    parser.add_argument("--ideas", default=None,
-                        help="comma-separated families of the library's search "
-                             f"(of {','.join(margin_solver.minnorm.search.FAMILIES)}); default: "
-                             f"{','.join(margin_solver.minnorm.search.IDEAS)}")
+    parser.add_argument(
+        "--random", type=int, default=30, help="random starts of the patient search"
+    )
+    parser.add_argument(
+        "--selections", type=int, default=20, help="realised selections of the patient search"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=SEED,
+        help="base seed of the instances (another seed: other instances)",
+    )
+    parser.add_argument(
+        "--solves",
+        default=",".join(SOLVES),
+        help=f"comma-separated library solves to run, of {','.join(SOLVES)} (default: all)",
+    )
+    parser.add_argument(
+        "--samples",
+        default=f"{SAMPLES[0]},{SAMPLES[1]}",
+        metavar="LO,HI",
+        help="range of n of the instances, inclusive (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--kinds",
+        default=",".join(KINDS),
+        help=f"comma-separated kinds of instance, of {','.join(ALL_KINDS)} "
+        "(the last three: real tokens; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--patients",
+        type=int,
+        default=1,
+        help="independent patient searches per instance (other seeds)",
+    )
+    parser.add_argument(
+        "--ideas",
+        default=None,
+        help="comma-separated families of the library's search "
+        f"(of {','.join(margin_solver.minnorm.search.FAMILIES)}); default: "
+        f"{','.join(margin_solver.minnorm.search.IDEAS)}",
+    )
     parser.add_argument("--out", default="results/search_quality.json")
-    parser.add_argument("--summarise", metavar="FILE",
-                        help="print the table of an earlier run's results file and exit")
-    parser.add_argument("--ablate", metavar="FILE",
-                        help="rerun the default solve with each of --idea-sets on FILE's instances")
+    parser.add_argument(
+        "--summarise",
+        metavar="FILE",
+        help="print the table of an earlier run's results file and exit",
+    )
+    parser.add_argument(
+        "--ablate",
+        metavar="FILE",
+        help="rerun the default solve with each of --idea-sets on FILE's instances",
+    )
     parser.add_argument("--first", type=int, default=60, help="instances of --ablate")
-    parser.add_argument("--idea-sets", default="none;selection;continuation;random;hop;"
-                        "selection,continuation,random;selection,continuation,hop",
-                        help="semicolon-separated family sets of --ablate")
+    parser.add_argument(
+        "--idea-sets",
+        default="none;selection;continuation;random;hop;"
+        "selection,continuation,random;selection,continuation,hop",
+        help="semicolon-separated family sets of --ablate",
+    )
     args = parser.parse_args(argv)
     if args.patients < 1:
         parser.error(f"--patients must be at least 1, got {args.patients}")
@@ -395,18 +477,20 @@ def main(argv: list[str] | None = None) -> int:
     kinds = tuple(args.kinds.split(","))
     if not kinds or set(kinds) - set(ALL_KINDS):
         parser.error(f"--kinds must name kinds of {', '.join(ALL_KINDS)}; got {args.kinds!r}")
-    rows_needed = {kind: len(tabular_two_classes(kind)[1]) for kind in kinds
-                   if kind in REAL_CUTS}
+    rows_needed = {kind: len(tabular_two_classes(kind)[1]) for kind in kinds if kind in REAL_CUTS}
     if rows_needed and samples[1] > min(rows_needed.values()):
-        parser.error(f"--samples: {min(rows_needed, key=rows_needed.get)} has "
-                     f"{min(rows_needed.values())} rows, fewer than n = {samples[1]}")
+        parser.error(
+            f"--samples: {min(rows_needed, key=rows_needed.get)} has "
+            f"{min(rows_needed.values())} rows, fewer than n = {samples[1]}"
+        )
     solves = tuple(args.solves.split(","))
     unknown = sorted(set(solves) - set(SOLVES))
     if unknown or "default" not in solves:
-        parser.error(f"--solves must name default and only {', '.join(SOLVES)}; "
-                     f"got {args.solves!r}")
+        parser.error(
+            f"--solves must name default and only {', '.join(SOLVES)}; got {args.solves!r}"
+        )
     if args.ablate:
-        sets = [tuple() if s == "none" else tuple(s.split(",")) for s in args.idea_sets.split(";")]
+        sets = [() if s == "none" else tuple(s.split(",")) for s in args.idea_sets.split(";")]
         print(ablate(args.ablate, args.first, sets))
         return 0
     if args.summarise:
@@ -437,21 +521,26 @@ def main(argv: list[str] | None = None) -> int:
         meta["load_average_end"] = list(os.getloadavg())
         write_json(args.out, {"meta": meta, "rows": rows})
         r = rows[-1]
-        print(f"{r['kind']:8s} n={r['n']:2d} T={r['T']} d={r['d']:2d} R*sqrt(d)={r['R_sqrt_d']:g}: "
-              + " ".join(f"{m}={r[m]:.6g}" for m in methods([r])), flush=True)
-    print(f"\n{len(rows)} instances in {time.time() - started:.0f} s; ideas {meta['ideas']}; "
-          f"load average {meta['load_average_start']} at the start, "
-          f"{meta['load_average_end']} at the end\n")
+        print(
+            f"{r['kind']:8s} n={r['n']:2d} T={r['T']} d={r['d']:2d} R*sqrt(d)={r['R_sqrt_d']:g}: "
+            + " ".join(f"{m}={r[m]:.6g}" for m in methods([r])),
+            flush=True,
+        )
+    print(
+        f"\n{len(rows)} instances in {time.time() - started:.0f} s; ideas {meta['ideas']}; "
+        f"load average {meta['load_average_start']} at the start, "
+        f"{meta['load_average_end']} at the end\n"
+    )
     print(report(rows))
     worst = sorted(rows, key=lambda r: -ratio(r["default"], r["best_known"]))[:5]
     print("\nworst default instances:")
     for r in worst:
-        print(f"  {r['kind']} n={r['n']} T={r['T']} d={r['d']} R*sqrt(d)={r['R_sqrt_d']:g} "
-              f"seed={r['seed']}: default {r['default']:.6g}, best known {r['best_known']:.6g} "
-              f"(patient {r['patient']:.6g}), LB {r.get('lower_bound', 'not run')}")
+        print(
+            f"  {r['kind']} n={r['n']} T={r['T']} d={r['d']} R*sqrt(d)={r['R_sqrt_d']:g} "
+            f"seed={r['seed']}: default {r['default']:.6g}, best known {r['best_known']:.6g} "
+            f"(patient {r['patient']:.6g}), LB {r.get('lower_bound', 'not run')}"
+        )
     return 0
-
-
 
 
 if __name__ == "__main__":

@@ -1,12 +1,13 @@
 """Solver-speed report: the speed benchmarks of the v-step, the min-norm solver and GD, run
 side by side and gathered in one markdown file.
 
-The benchmarks themselves are the ``main`` functions of :mod:`margin_solver.bench.measure.vstep_speed`,
-:mod:`margin_solver.bench.measure.minnorm_scaling` and :mod:`margin_solver.bench.measure.gd_speed` (each
-documented in ``docs/benchmarks.md``; ``benchmarks/NAME.py`` are command shims over them). This
-module runs them in this process with sizes matching the bench size, keeps each one's JSON and
-printed table, and records the equivalent command, exit code and wall time per benchmark in a
-CSV (a finished benchmark is not re-run when the report is resumed).
+The benchmarks themselves are the ``main`` functions of
+:mod:`margin_solver.bench.measure.vstep_speed`, :mod:`margin_solver.bench.measure.minnorm_scaling`
+and :mod:`margin_solver.bench.measure.gd_speed` (each documented in ``docs/benchmarks.md``;
+``benchmarks/NAME.py`` are command shims over them). This module runs them in this process with
+sizes matching the bench size, keeps each one's JSON and printed table, and records the equivalent
+command, exit code and wall time per benchmark in a CSV (a finished benchmark is not re-run when the
+report is resumed).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _run_main(script: str, argv: list[str]) -> tuple[int, str]:
             code = int(main(argv) or 0)
     except SystemExit as exc:  # argparse rejecting the arguments
         code = exc.code if isinstance(exc.code, int) else 1
-    except Exception:  # noqa: BLE001 -- recorded in the report, see the docstring
+    except Exception:  # recorded in the report, see the docstring
         return 1, out.getvalue() + "\n[error]\n" + traceback.format_exc()
     return code, out.getvalue()
 

@@ -1,4 +1,4 @@
-"""Sweep throughput: cells per second, the harness's share of the time, and where time goes.
+r"""Sweep throughput: cells per second, the harness's share of the time, and where time goes.
 
 Runs one grid with each ``--jobs`` value (and on a Dask scheduler when ``--scheduler`` or
 ``--local-dask`` is given), each into a fresh temporary file, side by side in one process,
@@ -29,7 +29,8 @@ Grids: ``second`` (cells of about a second each: min-norm and 3000 GD steps at n
 d = 2000, kappa 1 and 4, ``--seeds`` seeds), ``phase`` (the ``quick`` phase-diagram study
 grid, min-norm and two-step GD) and ``issue`` (the 24-cell grid of issue 18).
 
-    .venv/bin/python -m margin_solver.bench.measure.sweep_speed --grid second --jobs 1 2 --local-dask
+    .venv/bin/python -m margin_solver.bench.measure.sweep_speed --grid second --jobs 1 2 \
+        --local-dask
 """
 
 from __future__ import annotations
@@ -61,11 +62,17 @@ def _grids(name: str, seeds: int = 16) -> tuple[list[SweepGrid], SweepConfig]:
         study = STUDIES["phase"]
         return study.grids("quick", study.methods), study.config("quick")
     if name == "issue":
-        grid = SweepGrid(n=[20, 40], kappa=[1.0, 4.0], d=[4000], seeds=2,
-                         methods=["min-norm", "gd-two-step", "uniform-svm"])
+        grid = SweepGrid(
+            n=[20, 40],
+            kappa=[1.0, 4.0],
+            d=[4000],
+            seeds=2,
+            methods=["min-norm", "gd-two-step", "uniform-svm"],
+        )
         return [grid], SweepConfig()
-    grid = SweepGrid(n=[120], kappa=[1.0, 4.0], d=[2000], seeds=seeds,
-                     methods=["min-norm", "gd-long"])
+    grid = SweepGrid(
+        n=[120], kappa=[1.0, 4.0], d=[2000], seeds=seeds, methods=["min-norm", "gd-long"]
+    )
     return [grid], SweepConfig(method_options={"gd-long": {"steps": 3000}})
 
 
@@ -98,8 +105,9 @@ def _os_threads() -> int:
         status = Path("/proc/self/status").read_text()
     except OSError:
         return 0
-    return next((int(line.split()[1]) for line in status.splitlines()
-                 if line.startswith("Threads:")), 0)
+    return next(
+        (int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:")), 0
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,13 +119,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--scheduler", default=None, help="also run on this Dask scheduler")
     ap.add_argument("--dask-workers", type=int, default=2, help="its workers (for the share)")
-    ap.add_argument("--local-dask", action="store_true",
-                    help="also run on a local Dask cluster of --dask-workers one-thread workers")
-    ap.add_argument("--seeds", type=int, default=16,
-                    help="seeds of the 'second' grid (4 cells each; default 16: 64 cells, which "
-                         "amortise the workers' start-up)")
-    ap.add_argument("--no-check", action="store_true",
-                    help="without the theorem checker's per-row prediction (SweepConfig.check)")
+    ap.add_argument(
+        "--local-dask",
+        action="store_true",
+        help="also run on a local Dask cluster of --dask-workers one-thread workers",
+    )
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        default=16,
+        help="seeds of the 'second' grid (4 cells each; default 16: 64 cells, which "
+        "amortise the workers' start-up)",
+    )
+    ap.add_argument(
+        "--no-check",
+        action="store_true",
+        help="without the theorem checker's per-row prediction (SweepConfig.check)",
+    )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ[RECORD_DIR] = tmp  # before any worker starts: they inherit it
@@ -125,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.local_dask:
                 from distributed import LocalCluster
 
-                with LocalCluster(n_workers=args.dask_workers, threads_per_worker=1,
-                                  dashboard_address=None) as cluster:
+                with LocalCluster(
+                    n_workers=args.dask_workers, threads_per_worker=1, dashboard_address=None
+                ) as cluster:
                     args.scheduler = cluster.scheduler_address
                     return _run(args, Path(tmp))
             return _run(args, Path(tmp))
@@ -138,17 +157,22 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
     grids, config = _grids(args.grid, args.seeds)
     if args.no_check:
         config = dataclasses.replace(config, check=False)
-    backends: list[tuple[str, int, str | None]] = [(f"joblib --jobs {j}", j, None)
-                                                   for j in args.jobs]
+    backends: list[tuple[str, int, str | None]] = [
+        (f"joblib --jobs {j}", j, None) for j in args.jobs
+    ]
     if args.scheduler:
         backends.append((f"dask ({args.dask_workers} workers)", args.dask_workers, args.scheduler))
-    print(f"grid {args.grid}{' (no checker)' if args.no_check else ''}; {os.cpu_count()} cores; "
-          "load average before: "
-          f"{os.getloadavg()[0]:.2f}")
+    print(
+        f"grid {args.grid}{' (no checker)' if args.no_check else ''}; {os.cpu_count()} cores; "
+        "load average before: "
+        f"{os.getloadavg()[0]:.2f}"
+    )
     failed: list[str] = []
-    print("| backend | cells | failed | wall s | cells/s | speed-up | method s | method CPU s "
-          "| CPU/wall | total CPU s | overhead (CPU) | overhead (wall) | first cell s "
-          "| threads (OS/BLAS) |")
+    print(
+        "| backend | cells | failed | wall s | cells/s | speed-up | method s | method CPU s "
+        "| CPU/wall | total CPU s | overhead (CPU) | overhead (wall) | first cell s "
+        "| threads (OS/BLAS) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     first = None
     originals = dict(SWEEP_METHODS)
@@ -167,23 +191,27 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
             rows = load_results(out)
             # A cell whose data could not be drawn ran no method: no seconds (NaN), no time.
             method = math.fsum(r["seconds"] for r in rows if math.isfinite(r["seconds"]))
-            failed.extend(f"{label}: {_cell_text(r)}: {r['message']}" for r in rows
-                          if r["status"] == FAILED)
-            records = [line.split() for f in tmp.glob("*.txt")
-                       for line in f.read_text().splitlines()]
+            failed.extend(
+                f"{label}: {_cell_text(r)}: {r['message']}" for r in rows if r["status"] == FAILED
+            )
+            records = [
+                line.split() for f in tmp.glob("*.txt") for line in f.read_text().splitlines()
+            ]
             method_cpu = sum(float(r[1]) for r in records)
             first_call = min(float(r[0]) for r in records) - start_epoch
             threads = f"{max(int(r[3]) for r in records)}/{max(int(r[4]) for r in records)}"
             first = first or wall
-            cpu_share = "-" if total_cpu is None else \
-                f"{(total_cpu - method_cpu) / method_cpu:.0%}"
+            cpu_share = "-" if total_cpu is None else f"{(total_cpu - method_cpu) / method_cpu:.0%}"
             cpu_text = "-" if total_cpu is None else f"{total_cpu:.1f}"
-            print(f"| {label} | {result.n_run} | {result.n_failed} | {wall:.1f} | "
-                  f"{result.n_run / wall:.2f} | "
-                  f"{first / wall:.2f}x | {method:.1f} | {method_cpu:.1f} | "
-                  f"{method_cpu / method:.2f} | {cpu_text} | {cpu_share} | "
-                  f"{(workers * wall - method) / method:.0%} | {first_call:.2f} | "
-                  f"{threads} |", flush=True)
+            print(
+                f"| {label} | {result.n_run} | {result.n_failed} | {wall:.1f} | "
+                f"{result.n_run / wall:.2f} | "
+                f"{first / wall:.2f}x | {method:.1f} | {method_cpu:.1f} | "
+                f"{method_cpu / method:.2f} | {cpu_text} | {cpu_share} | "
+                f"{(workers * wall - method) / method:.0%} | {first_call:.2f} | "
+                f"{threads} |",
+                flush=True,
+            )
     finally:
         SWEEP_METHODS.update(originals)
     print(f"load average after: {os.getloadavg()[0]:.2f}")

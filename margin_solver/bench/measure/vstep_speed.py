@@ -1,4 +1,4 @@
-"""Speed of the v-step engines against the plain primal SOCP, measured side by side.
+r"""Speed of the v-step engines against the plain primal SOCP, measured side by side.
 
 Random Gaussian features Z (n, d) with random labels (separable almost surely when d >= n).
 For every engine the whole :func:`margin_solver.svm.vstep.solve_vstep` call is timed, so the
@@ -8,7 +8,8 @@ alternating loop that maintains K itself. Only solves are timed; data generation
 
 Usage (the script is a shim over :func:`main`; ``margin-solver bench`` runs it in-process)::
 
-    python -m margin_solver.bench.measure.vstep_speed --n 100 --d 10000 --repeats 3 --json results/vstep_speed.json
+    python -m margin_solver.bench.measure.vstep_speed --n 100 --d 10000 --repeats 3 \
+        --json results/vstep_speed.json
 """
 
 from __future__ import annotations
