@@ -1,6 +1,6 @@
-"""Issue 11, "bad input that still gives a traceback" and the memory refusals.
+"""Bad input that gave a traceback, and the memory refusals.
 
-Every input named in the issue gives one line on stderr and exit status 2 at the command line
+Every such input gives one line on stderr and exit status 2 at the command line
 (those cases are in the corpus of tests/test_cli_hardening.py, which checks the status of every
 case) and an InvalidInputError in the API; a call that cannot fit in memory is refused before
 it allocates, naming the size and the way around it. Memory is never really exhausted here:
@@ -16,6 +16,7 @@ import pytest
 import test_cli_hardening
 from test_cli_hardening import CASES as CLI_CASES
 
+from margin_solver.bounds.lower import global_lower_bound
 from margin_solver.cli import EXIT_INPUT_ERROR, main
 from margin_solver.core import validation
 from margin_solver.core.data import Dataset, PaperDistribution
@@ -62,9 +63,14 @@ def test_refused_sweeps_and_benches_write_nothing(files, tmp_path, capsys):
         (lambda: PaperDistribution(d=5, rho=1e150), r"signal norm rho = 1e\+150 exceeds"),
         (lambda: solve_min_norm(GOOD, R=1e300), r"outside \[1e-150, 1e\+150\]"),
         (lambda: solve_min_norm(GOOD, R=1e-200), r"outside \[1e-150, 1e\+150\]"),
+        # the finite-R bound divided by R**2 (ZeroDivisionError) or overflowed (OverflowError)
+        *(
+            (lambda R=R: global_lower_bound(GOOD.X, GOOD.y, R=R), r"outside \[1e-150, 1e\+150\]")
+            for R in (5e-324, 1e-200, 1e200, 1.7e308)
+        ),
     ],
 )
-def test_issue_11_bad_parameters_raise_invalid_input(call, pattern):
+def test_bad_parameters_raise_invalid_input(call, pattern):
     with pytest.raises(InvalidInputError, match=pattern):
         call()
 

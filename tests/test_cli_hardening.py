@@ -392,6 +392,62 @@ CASES = {
         r"device is a (character device|FIFO)",
     ),
     "gd plot symlink": (["gd", "{good}", "--plot", "{link}"], r"is a symbolic link"),
+    # make-data: numpy's seeds are non-negative, a lift has a positive width
+    "make-data negative seed": (
+        [
+            "make-data",
+            "paper",
+            "--d",
+            "6",
+            "--n",
+            "4",
+            "--snr",
+            "1",
+            "--seed",
+            "-1",
+            "--train",
+            "{dir}/neg.npz",
+        ],
+        r"--seed must be an integer >= 0, got -1",
+    ),
+    "make-data negative signal seed": (
+        [
+            "make-data",
+            "paper",
+            "--d",
+            "6",
+            "--n",
+            "4",
+            "--snr",
+            "1",
+            "--signal",
+            "random",
+            "--signal-seed",
+            "-3",
+            "--train",
+            "{dir}/neg.npz",
+        ],
+        r"--signal-seed must be an integer >= 0, got -3",
+    ),
+    "make-data negative lift": (
+        ["make-data", "digits", "--n", "4", "--lift", "-5", "--train", "{dir}/neg.npz"],
+        r"--lift must be an integer >= 1, got -5",
+    ),
+    "make-data negative lift seed": (
+        [
+            "make-data",
+            "digits",
+            "--n",
+            "4",
+            "--lift",
+            "8",
+            "--lift-seed",
+            "-2",
+            "--train",
+            "{dir}/neg.npz",
+        ],
+        r"--lift-seed must be an integer >= 0, got -2",
+    ),
 }
 #: Cases that are well-formed problems without an answer (exit 3), not input errors (exit 2).
 NO_ANSWER = {"solve infeasible"}

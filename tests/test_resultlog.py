@@ -77,3 +77,69 @@ def test_canonical_text_round_trips_floats():
         assert canonical(canonical(value)) == canonical(value)
     assert canonical(np.int64(5)) == "5"
     assert canonical(None) == canonical(float("nan")) == ""
+
+
+# -- two writers: one discards rows (replacing the file) while the other opens it -----------
+def _interleave_at(monkeypatch, name, act):
+    """Run ``act()`` once, right after the next call of ``os.<name>`` in the results log."""
+    real = getattr(os, name)
+    pending = [act]
+
+    def patched(*args, **kwargs):
+        out = real(*args, **kwargs)
+        if pending:
+            pending.pop()()  # popped first: ``act`` itself calls os.open and os.fstat
+        return out
+
+    monkeypatch.setattr(resultlog.os, name, patched)
+
+
+@pytest.mark.parametrize("step", ["open", "fstat"])
+def test_a_writer_opening_while_another_replaces_the_log_loses_no_row(tmp_path, monkeypatch, step):
+    """Writer A retries a failed row (``discard`` renames a new file over the path, then
+    releases the old file's lock) while writer B is between its open and its lock: B must lock
+    the file the path names now, or its row goes to a file no longer in the directory."""
+    path = tmp_path / "r.csv"
+    first = ResultLog(path, FIELDS, ["k"]).open()
+    first.extend([{"k": 1, "note": "kept"}, {"k": 2, "note": "failed"}])
+
+    def retry_and_finish():
+        first.discard([("2",)])
+        first.append({"k": 2, "note": "retried"})
+        first.close()
+
+    _interleave_at(monkeypatch, step, retry_and_finish)
+    with ResultLog(path, FIELDS, ["k"]) as second:
+        assert second.done == {("1",), ("2",)}
+        second.append({"k": 3, "note": "second writer"})
+    monkeypatch.undo()
+    notes = [row["note"] for row in read_rows(path, FIELDS)]
+    assert notes == ["kept", "retried", "second writer"]
+
+
+def test_a_writer_opening_while_another_holds_the_lock_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "r.csv"
+    with ResultLog(path, FIELDS, ["k"]) as first:
+        first.append({"k": 1})
+        _interleave_at(monkeypatch, "open", lambda: first.discard([("1",)]))
+        with pytest.raises(InvalidInputError, match="being written by another run"):
+            ResultLog(path, FIELDS, ["k"]).open()
+    monkeypatch.undo()
+    assert read_rows(path, FIELDS) == []
+
+
+def test_a_log_replaced_on_every_open_is_refused_not_looped_on(tmp_path, monkeypatch):
+    path = tmp_path / "r.csv"
+    ResultLog(path, FIELDS, ["k"]).open().close()
+    real_open = os.open
+
+    def replacing_open(file, *args, **kwargs):
+        fd = real_open(file, *args, **kwargs)
+        if str(file) == str(path):
+            os.replace(path, tmp_path / "old.csv")
+            path.write_text("k,x,note\n")
+        return fd
+
+    monkeypatch.setattr(resultlog.os, "open", replacing_open)
+    with pytest.raises(InvalidInputError, match="was replaced 100 times while being opened"):
+        ResultLog(path, FIELDS, ["k"]).open()

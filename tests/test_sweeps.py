@@ -77,6 +77,18 @@ def test_sweep_writes_rows_and_sidecar(tmp_path):
     assert len(load_results(out)) == 12
 
 
+def test_two_logs_differing_only_in_suffix_do_not_share_a_sidecar(tmp_path):
+    grid = SweepGrid(n=[8], d=[40], kappa=[4.0], methods=["uniform-svm"])
+    run_sweep(grid, tmp_path / "s.csv", CONFIG, jobs=1)
+    before = sidecar_path(tmp_path / "s.csv").read_bytes()
+    with pytest.raises(
+        InvalidInputError, match=r"s\.json is the sidecar of the results log s\.csv"
+    ):
+        run_sweep(grid, tmp_path / "s.txt", CONFIG, jobs=1)
+    assert not (tmp_path / "s.txt").exists()
+    assert sidecar_path(tmp_path / "s.csv").read_bytes() == before
+
+
 @pytest.fixture
 def interrupting_method():
     """A method that raises KeyboardInterrupt on its 5th call while armed (a Ctrl-C)."""

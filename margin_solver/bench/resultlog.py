@@ -34,6 +34,10 @@ logger = logging.getLogger("margin_solver")
 
 Key = tuple[str, ...]
 
+#: Opens of a results log before giving up when other writers keep replacing it (each
+#: ``--retry-failed`` run replaces it once): a bound, so that the open cannot loop for ever.
+_OPEN_ATTEMPTS = 100
+
 
 def canonical(value: Any) -> str:
     """The text a value has in the CSV and in row keys.
@@ -110,25 +114,16 @@ class ResultLog:
         # O_NOFOLLOW and O_NONBLOCK: a link or FIFO put there after the check above fails or
         # returns at once instead of being followed or waited on; fstat then refuses it.
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+        for _ in range(_OPEN_ATTEMPTS):
+            fd = self._open_locked(flags)
+            if fd is not None:
+                break
+        else:
+            raise InvalidInputError(
+                f"{self.path} was replaced {_OPEN_ATTEMPTS} times while being opened; another "
+                "run keeps rewriting it. Wait for it to finish, or use another output."
+            )
         try:
-            fd = os.open(self.path, flags, 0o666)  # the umask applies
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                check_output_path(self.path)  # names the link
-            raise
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise InvalidInputError(
-                    f"{self.path} is not a regular file; results logs are written to regular "
-                    "files only (give a new file name)."
-                )
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise InvalidInputError(
-                    f"{self.path} is being written by another run (it holds the file's lock); "
-                    "wait for that run to finish, then re-run to resume, or use another output."
-                ) from None
             header = _csv_line(self.fields)
             self._check_is_this_log(fd, header)
             self.repaired_bytes = _drop_torn_tail(fd)
@@ -148,6 +143,47 @@ class ResultLog:
         self._fd = fd
         self.done = {self.key_of(row) for row in rows}
         return self
+
+    def _open_locked(self, flags: int) -> int | None:
+        """Open the path, check it is a regular file and lock it; None when the path was
+        replaced meanwhile (the caller opens it again).
+
+        A writer that discards rows (:meth:`discard`) renames a new file over the path and
+        then releases the lock of the old one: a lock taken on a descriptor opened before the
+        rename would be a lock on a file no longer in the directory, and rows appended to it
+        would be lost. So the lock counts only if the path still names the locked file.
+        """
+        try:
+            fd = os.open(self.path, flags, 0o666)  # the umask applies
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                check_output_path(self.path)  # names the link
+            raise
+        try:
+            locked = os.fstat(fd)
+            if not stat.S_ISREG(locked.st_mode):
+                raise InvalidInputError(
+                    f"{self.path} is not a regular file; results logs are written to regular "
+                    "files only (give a new file name)."
+                )
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise InvalidInputError(
+                    f"{self.path} is being written by another run (it holds the file's lock); "
+                    "wait for that run to finish, then re-run to resume, or use another output."
+                ) from None
+            try:
+                named = os.stat(self.path, follow_symlinks=False)
+            except FileNotFoundError:
+                named = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if named is None or (named.st_dev, named.st_ino) != (locked.st_dev, locked.st_ino):
+            os.close(fd)
+            return None
+        return fd
 
     def _check_is_this_log(self, fd: int, header: bytes) -> None:
         """Refuse an existing file whose start is neither the header nor a torn prefix of it."""

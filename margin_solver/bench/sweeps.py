@@ -659,7 +659,7 @@ def run_sweep(
     if scheduler is not None:
         check_scheduler_address(scheduler)
     side = sidecar_path(out)
-    history = _check_sidecar(side, config)
+    history = _check_sidecar(side, config, Path(out).name)
     with ResultLog(out, FIELDS, KEY_FIELDS) as log:
         n_retried = 0
         if retry_failed:
@@ -681,7 +681,7 @@ def run_sweep(
         if scheduler or jobs != 1:
             points = largest_first(points)
         batches = _dask_rows(points, scheduler) if scheduler else _joblib_rows(points, jobs)
-        _write_sidecar(side, config, history + [run | {"state": "running"}])
+        _write_sidecar(side, config, Path(out).name, history + [run | {"state": "running"}])
         state = "interrupted"
         try:
             with ProgressBar(
@@ -701,7 +701,7 @@ def run_sweep(
             n_run, n_failed = len(new), sum(r["status"] == FAILED for r in new)
             seconds = time.perf_counter() - started
             run.update(state=state, n_run=n_run, n_failed=n_failed, seconds=round(seconds, 3))
-            _write_sidecar(side, config, history + [run])
+            _write_sidecar(side, config, Path(out).name, history + [run])
     message = progress_message("cell", "run", n_run, n_skipped, n_failed)
     if n_retried:
         message += f", {n_retried} of them retried after failing"
@@ -812,9 +812,10 @@ def check_scheduler_address(address: str) -> str:
     return address
 
 
-def _check_sidecar(side: Path, config: SweepConfig) -> list[dict[str, Any]]:
+def _check_sidecar(side: Path, config: SweepConfig, results: str) -> list[dict[str, Any]]:
     """Return the run history of an existing sidecar, after checking it is one (a sweep's,
-    for the same config); refuse anything else, which would be overwritten."""
+    for the same config, of the results file named ``results``); refuse anything else,
+    which would be overwritten."""
     check_output_path(side)
     if not side.exists():
         return []
@@ -827,6 +828,13 @@ def _check_sidecar(side: Path, config: SweepConfig) -> list[dict[str, Any]]:
             f"{side} exists and is not a sweep's JSON sidecar; it would be overwritten. Move it "
             "or choose another --out."
         )
+    # logs whose names differ only in suffix (s.csv, s.txt) would share the sidecar s.json;
+    # sidecars written before they named their log ("results" missing) are taken as theirs
+    if meta.get("results", results) != results:
+        raise InvalidInputError(
+            f"{side.name} is the sidecar of the results log {meta['results']}, not of {results}; "
+            "two logs cannot share it. Give the results a name of its own."
+        )
     if meta.get("config") != config.to_dict():
         raise InvalidInputError(
             f"{side.name} records another sweep config ({meta.get('config')}); resuming would mix "
@@ -835,11 +843,14 @@ def _check_sidecar(side: Path, config: SweepConfig) -> list[dict[str, Any]]:
     return list(meta.get("runs", []))
 
 
-def _write_sidecar(side: Path, config: SweepConfig, runs: list[dict[str, Any]]) -> None:
+def _write_sidecar(
+    side: Path, config: SweepConfig, results: str, runs: list[dict[str, Any]]
+) -> None:
     write_json(
         side,
         {
             "package": "margin-solver",
+            "results": results,
             "version": __version__,
             "python": platform.python_version(),
             "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},

@@ -77,6 +77,7 @@ from margin_solver.core.validation import (
     check_labels,
     check_magnitude,
     check_positive,
+    check_radius,
     check_tokens,
 )
 from margin_solver.descent.alternating import KernelForm, descend
@@ -280,7 +281,7 @@ def global_lower_bound(
         )
     time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
     if R is not None:
-        R = check_positive(R, "R")
+        R = check_radius(R)
         gap_tol = check_gap_tol(gap_tol)
     H = (gram if gram is not None else TokenGram(X)).H
     result = trusted_lower_bound(

@@ -145,6 +145,11 @@ def _check_options(args: argparse.Namespace) -> None:
         flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
         verb = "does" if len(foreign) == 1 else "do"
         raise CLIError(f"{flags} {verb} not apply to source {args.source!r}.")
+    for flag, least in (("seed", 0), ("signal_seed", 0), ("lift", 1), ("lift_seed", 0)):
+        value = getattr(args, flag)
+        if value is not None and value < least:  # numpy's seeds and a lift's width
+            name = "--" + flag.replace("_", "-")
+            raise CLIError(f"{name} must be an integer >= {least}, got {value}.")
     if args.n_test is not None and args.test is None:
         raise CLIError("--n-test needs --test (the file to write the test set to).")
     if args.source == "paper":
