@@ -21,6 +21,7 @@ from margin_solver.core.kernel import TokenGram, margins
 from margin_solver.core.ondisk import LABELS_FILE, TOKENS_FILE
 from margin_solver.core.validation import InvalidInputError
 from margin_solver.minnorm.solve import solve_min_norm
+from margin_solver.theory import check_conditions
 
 DISTRIBUTIONS = [
     PaperDistribution(d=701, T=3, snr=0.4, eta=0.2),
@@ -122,6 +123,12 @@ def test_nan_on_disk_is_caught_by_the_passes(tmp_path):
             solve_min_norm(ds, R=1.0)
         with pytest.raises(InvalidInputError, match=r"samples 3\.\.3"):
             evaluate(np.ones(701), np.zeros(701), ds)
+        # the checker refused NaN in memory but exited 0 with a report on a directory
+        with pytest.raises(InvalidInputError, match=r"NaN or infinite values \(samples 3\.\.3\)"):
+            check_conditions(ds)
+        good = Dataset.load(save_on_disk(DISTRIBUTIONS[0].sample(6, seed=0), tmp_path / "g"))
+        with pytest.raises(InvalidInputError, match=r"samples 3\.\.3"):
+            check_conditions(good, test=ds)
 
 
 @pytest.mark.parametrize("cols", [None, 1, 64, 700])

@@ -283,6 +283,27 @@ def token_gram(X: np.ndarray) -> tuple[np.ndarray, float]:
         return H, peak
 
 
+def check_finite(X: np.ndarray) -> float:
+    """Read X in blocks of samples and return ``max |X|``; refuse NaN or inf.
+
+    For passes that do not read every token through :func:`token_gram` (the theorem
+    checker's estimates): tokens on disk are checked as they are read, in blocks of
+    :func:`execution`'s ``block_bytes``, never as a whole.
+
+    Raises
+    ------
+    InvalidInputError
+        X holds NaN or inf (naming the samples of the block).
+    """
+    n, T, d = X.shape
+    step = max(1, _EXECUTION.get().block_bytes // (T * d * _ITEM))
+    peak = 0.0
+    for rows in _spans(n, step):
+        block = np.asarray(X[rows], dtype=np.float64)
+        peak = max(peak, _checked_peak(block, f"samples {rows.start}..{rows.stop - 1}"))
+    return peak
+
+
 def materialize(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
     """Dense vectors ``X^T coef`` in blocks of columns: shape (d,) for ``coef`` (n, T), (k, d)
     for ``coef`` (k, n, T). Column by column the same products as in memory."""

@@ -37,6 +37,7 @@ from margin_solver.analysis.metrics import Metrics, trusted_metrics
 from margin_solver.analysis.solutions import read_solution, solution_vectors
 from margin_solver.core.data import Dataset
 from margin_solver.core.kernel import conflicting_pairs
+from margin_solver.core.ooc import check_finite, is_on_disk
 from margin_solver.core.progress import verbose_switch
 from margin_solver.core.results import INFEASIBLE, STATUS_TABLE
 from margin_solver.core.validation import InvalidInputError, check_int
@@ -171,6 +172,7 @@ def data_evidence(dataset: Dataset, constants: Constants | None = None) -> DataE
     if not isinstance(dataset, Dataset):
         raise InvalidInputError(f"dataset must be a Dataset, got {type(dataset).__name__}.")
     c = _constants(constants)
+    _check_disk_values(dataset)
     est = estimate_signal_noise(dataset, seed=c.seed)
     return DataEvidence(
         dataset=dataset,
@@ -182,6 +184,13 @@ def data_evidence(dataset: Dataset, constants: Constants | None = None) -> DataE
         ),
         conflicts=conflicting_pairs(dataset.X, dataset.y),
     )
+
+
+def _check_disk_values(dataset: Dataset) -> None:
+    """Refuse NaN or inf among tokens on disk (a dataset directory), which a Dataset in memory
+    refuses when it is made: the memory map is read in blocks, never copied whole."""
+    if is_on_disk(dataset.X):
+        check_finite(dataset.X)
 
 
 def _constants(constants: Any) -> Constants:
@@ -283,6 +292,8 @@ def check_conditions(
         raise InvalidInputError(f"test must be a Dataset, got {type(test).__name__}.")
     if test is not None and test.d != dataset.d:
         raise InvalidInputError(f"test set has d={test.d} but the training set has d={dataset.d}.")
+    if test is not None:
+        _check_disk_values(test)
     c = (
         _constants(constants)
         if evidence is None
