@@ -11,13 +11,13 @@ DEEP_JSON = "[" * 100_000 + "]" * 100_000
 HUGE_INT_JSON = '{"snr": ' + "9" * 5000 + "}"
 
 
-def corrupt_compressed_npz(path, dataset):
-    """``np.savez_compressed`` of ``dataset`` whose member X has a damaged deflate stream
-    (its first byte announces the reserved block type 3)."""
+def corrupt_compressed_npz(path, dataset, member="X"):
+    """``np.savez_compressed`` of ``dataset`` whose ``member`` (X or y) has a damaged deflate
+    stream (its first byte announces the reserved block type 3)."""
     np.savez_compressed(path, X=dataset.X, y=dataset.y)
     raw = bytearray(path.read_bytes())
     with zipfile.ZipFile(path) as zf:
-        info = zf.getinfo("X.npy")
+        info = zf.getinfo(f"{member}.npy")
     name_len, extra_len = struct.unpack(
         "<HH", raw[info.header_offset + 26 : info.header_offset + 30]
     )

@@ -259,3 +259,41 @@ def test_corrupted_compressed_archives_load_or_refuse(data, work):
         raw[at] = data.draw(st.integers(0, 255))
     path.write_bytes(bytes(raw))
     load_or_refuse(path)
+
+
+# Dataset directories (X.npy memory-mapped beside labels.npz): hostile headers and archives
+# gave OverflowError, zlib.error and TypeError tracebacks.
+def _labels_npz_as_npy(folder):
+    with open(folder / "labels.npz", "wb") as fh:
+        np.save(fh, VALID.y)
+
+
+def _labels_npz_corrupt_deflate(folder):
+    corrupt_compressed_npz(folder / "labels.npz", VALID, member="y")
+
+
+def _x_header(shape):
+    def write(folder):
+        (folder / "X.npy").write_bytes(_npy_bytes(shape, payload=VALID.X.tobytes()))
+
+    return write
+
+
+DIRECTORY_CASES = {
+    "X.npy negative size": (_x_header("(-4, 2, 3)"), r"every size must be positive"),
+    "X.npy 8 EB": (_x_header(f"({2**60}, 2, 3)"), r"but the file holds 192"),
+    "X.npy truncated": (_x_header("(5, 2, 3)"), r"declares 240 bytes of data"),
+    "labels.npz is a .npy": (_labels_npz_as_npy, r"single \.npy array, not an \.npz archive"),
+    "labels.npz corrupt deflate": (_labels_npz_corrupt_deflate, r"invalid block type"),
+}
+
+
+@pytest.mark.parametrize("case", DIRECTORY_CASES)
+def test_hostile_dataset_directories_are_refused(case, tmp_path):
+    from margin_solver.core.generate import save_on_disk
+
+    make, pattern = DIRECTORY_CASES[case]
+    folder = save_on_disk(VALID, tmp_path / "d")
+    make(folder)
+    with pytest.raises(InvalidInputError, match=pattern):
+        Dataset.load(folder)

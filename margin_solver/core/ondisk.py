@@ -16,9 +16,11 @@ with :meth:`margin_solver.core.data.Dataset.load` (a directory path) and written
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,7 @@ def read_on_disk(path: str | os.PathLike) -> dict[str, Any]:
                 f"directory holds {TOKENS_FILE} and {LABELS_FILE})."
             )
     try:
+        _check_npy_header(tokens)
         X = np.load(tokens, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise InvalidInputError(
@@ -71,17 +74,53 @@ def read_on_disk(path: str | os.PathLike) -> dict[str, Any]:
             raise InvalidInputError(
                 f"{path.name}/{TOKENS_FILE} must be in C order, not Fortran order."
             )
-        with np.load(labels, allow_pickle=False) as npz:
+        archive = np.load(labels, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise InvalidInputError(
+                f"{path.name}/{LABELS_FILE} is a single .npy array, not an .npz archive of y "
+                "and the other labels."
+            )
+        with archive as npz:
             if "y" not in npz.files:
                 raise InvalidInputError(f"{path.name}/{LABELS_FILE} lacks the array 'y'.")
             arrays = {key: npz[key] for key in _LABEL_MEMBERS if key in npz.files}
     except InvalidInputError:
         raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, zlib.error) as exc:
         raise InvalidInputError(
             f"Cannot read {path.name}/{LABELS_FILE} as an .npz archive: {exc}"
         ) from None
     return {"X": X, **arrays}
+
+
+def _check_npy_header(tokens: Path) -> None:
+    """Refuse a ``.npy`` header whose shape is not of positive sizes or whose data would
+    not fit in the file, before numpy maps it (a negative size raised OverflowError).
+
+    Raises
+    ------
+    ValueError
+        The header is malformed, names a negative or zero size, or more bytes than the file
+        holds (a truncated or doctored file).
+    """
+    with open(tokens, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        shape, _, dtype = read_header(fh, max_header_size=10_000)
+        offset = fh.tell()
+    if any(not isinstance(size, int) or size < 1 for size in shape):
+        raise ValueError(f"its header declares the shape {shape}; every size must be positive")
+    needed = math.prod(shape) * dtype.itemsize
+    have = tokens.stat().st_size - offset
+    if needed > have:
+        raise ValueError(
+            f"its header declares {needed} bytes of data ({shape} of {dtype}) but the file "
+            f"holds {have} (a truncated or damaged file)"
+        )
 
 
 class TokenDirWriter:
