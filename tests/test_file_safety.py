@@ -293,3 +293,55 @@ def test_help_into_a_closed_pipe_is_quiet(args):
     """argparse drops help text it cannot write (and exits 0); nothing may reach stderr."""
     proc = _with_closed_stdout(args)
     assert proc.returncode in (0, EXIT_BROKEN_PIPE) and proc.stderr == ""
+
+
+# -- replacing a file only against the proof that this package wrote it -----------------------
+@pytest.mark.parametrize(
+    ("verb", "option", "name", "content"),
+    [
+        # a figure of the user's own that mentions the package (a substring used to suffice)
+        ("gd", "--plot", "mine.svg", b"<svg><!-- made with margin-solver --></svg>\n"),
+        ("gd", "--plot", "mine.png", b"\x89PNG margin-solver 0.1.0 (Matplotlib)"),
+        ("gd", "--plot", "mine.pdf", b"%PDF-1.4 /Creator (margin-solver 0.1.0)"),
+        # a JSON with a copied provenance field
+        ("solve", "--json", "mine.json", b'{"written_by": "margin-solver 0.1.0", "v": [1]}\n'),
+    ],
+)
+def test_a_file_mentioning_the_package_is_not_replaced(
+    data_file, tmp_path, capsys, verb, option, name, content
+):
+    target = tmp_path / name
+    target.write_bytes(content)
+    extra = ["--R", "1", "--no-progress"] if verb == "solve" else []
+    assert main([verb, str(data_file), option, str(target), *extra]) == EXIT_INPUT_ERROR
+    assert "was not written by margin-solver" in capsys.readouterr().err
+    assert target.read_bytes() == content
+
+
+def test_an_output_changed_since_it_was_written_is_not_replaced(data_file, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    solve = ["solve", str(data_file), "--R", "1", "--no-progress", "--json", str(out)]
+    assert main(solve) != EXIT_INPUT_ERROR
+    assert main(solve) != EXIT_INPUT_ERROR  # its own output: replaced
+    edited = out.read_text().replace("margin-solver", "margin-solver (my notes)")
+    out.write_text(edited)
+    capsys.readouterr()
+    assert main(solve) == EXIT_INPUT_ERROR
+    assert "or was changed since" in capsys.readouterr().err
+    assert out.read_text() == edited
+
+
+def test_a_sweep_sidecar_is_not_replaced_by_a_result_and_the_sweep_resumes(
+    data_file, tmp_path, capsys
+):
+    out = tmp_path / "s.csv"
+    assert main([*SWEEP, "--out", str(out)]) == 0
+    sidecar = out.with_suffix(".json")
+    before = sidecar.read_bytes()
+    solve = ["solve", str(data_file), "--R", "1", "--no-progress", "--json", str(sidecar)]
+    capsys.readouterr()
+    assert main(solve) == EXIT_INPUT_ERROR
+    assert "was not written by margin-solver as a result" in capsys.readouterr().err
+    assert sidecar.read_bytes() == before
+    assert main([*SWEEP, "--out", str(out)]) == 0  # resumes: nothing left to run
+    assert "0 cells run" in capsys.readouterr().out

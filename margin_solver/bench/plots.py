@@ -317,14 +317,15 @@ def save_figure(fig: Figure, path: str | os.PathLike, dpi: int = DPI) -> Path:
     b'%PDF-'
     """
     target, fmt = figure_target(path)
-    # The creator's name marks the file as ours (fileio.written_by_us): a later run may replace it.
+    # the creator names the package (provenance); the mark atomic_write leaves beside the file
+    # is what lets a later run replace it (fileio.check_replaceable)
     metadata = {**_NO_DATE.get(fmt, {}), _CREATOR_KEY[fmt]: f"{WRITER} (Matplotlib)"}
 
     def write(fh) -> None:
         with figure_style():
             fig.savefig(fh, format=fmt, dpi=dpi, metadata=metadata)
 
-    return atomic_write(target, write)
+    return atomic_write(target, write, kind="figure")
 
 
 #: Metadata that keeps the creation date out of vector files (same figure, same bytes).

@@ -859,6 +859,7 @@ def _write_sidecar(
             "config": config.to_dict(),
             "runs": runs,
         },
+        kind="sweep sidecar",
     )
 
 

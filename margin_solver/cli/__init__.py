@@ -54,15 +54,15 @@ class CLIError(Exception):
     """An expected failure to report as one line and a non-zero exit status."""
 
 
-def check_outputs(*paths: str | None) -> None:
+def check_outputs(*paths: str | None, kind: str = "result") -> None:
     """Refuse output paths that are not regular files or are files this package did not
-    write, before any work starts (see :func:`margin_solver.core.fileio.check_replaceable`); None
-    entries are options not given."""
+    write as outputs of ``kind``, before any work starts (see
+    :func:`margin_solver.core.fileio.check_replaceable`); None entries are options not given."""
     from margin_solver.core.fileio import check_replaceable
 
     for path in paths:
         if path is not None:
-            check_replaceable(path)
+            check_replaceable(path, kind)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from margin_solver.core.results import ConvergenceWarning
     from margin_solver.gd.endpoints import gradient_descent
 
-    check_outputs(args.json, args.plot)
+    check_outputs(args.json)
+    check_outputs(args.plot, kind="figure")
     if args.plot:
         from margin_solver.bench.style import figure_format
 

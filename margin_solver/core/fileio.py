@@ -15,6 +15,7 @@ everywhere:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -72,42 +73,66 @@ def check_output_path(path: str | os.PathLike) -> Path:
     )
 
 
-#: What this package writes into its JSON outputs (key ``written_by``) and figures' metadata,
-#: so that a later run may replace them and never a file someone else made.
+#: The package's name in its outputs' provenance (JSON key ``written_by``, figures' creator).
 WRITTEN_BY = "margin-solver"
 
 #: :data:`WRITTEN_BY` with the version, the value the outputs carry.
 WRITER = f"{WRITTEN_BY} {__version__}"
 
-
-def written_by_us(path: str | os.PathLike) -> bool:
-    """Whether the regular file ``path`` is one of this package's outputs: a JSON object
-    written by :func:`write_json` (key ``written_by``) or a figure whose metadata names
-    :data:`WRITTEN_BY` (:func:`margin_solver.bench.plots.save_figure`)."""
-    data = Path(path).read_bytes()
-    if Path(path).suffix.lower() == ".json":
-        try:
-            obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError):
-            return False
-        return isinstance(obj, dict) and str(obj.get("written_by", "")).startswith(WRITTEN_BY)
-    return WRITTEN_BY.encode("ascii") in data
+#: Suffix of the mark beside an output (``.NAME.margin-solver``): what this package wrote
+#: there (its kind) and the SHA-256 of the bytes it wrote. A later run replaces a file only
+#: against this proof, never because its content mentions the package.
+MARK_SUFFIX = ".margin-solver"
 
 
-def check_replaceable(path: str | os.PathLike) -> Path:
-    """Return ``path`` when it is missing or one of this package's outputs; refuse a file
-    someone else made (and anything :func:`check_output_path` refuses).
+def mark_path(path: str | os.PathLike) -> Path:
+    """The hidden mark beside ``path`` (``dir/out.json`` -> ``dir/.out.json.margin-solver``)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}{MARK_SUFFIX}")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def written_by_us(path: str | os.PathLike, kind: str) -> bool:
+    """Whether the regular file ``path`` is, byte for byte, an output of ``kind`` that this
+    package wrote: its mark (:func:`mark_path`) names ``kind`` and the file's SHA-256.
+
+    A file edited since, a file whose mark is missing or of another kind (a sweep's sidecar
+    given as a result file) and a file that merely mentions the package are not."""
+    path = Path(path)
+    try:
+        mark = json.loads(mark_path(path).read_text(encoding="utf-8"))
+        return (
+            isinstance(mark, dict)
+            and mark.get("kind") == kind
+            and mark.get("sha256") == _sha256(path)
+        )
+    except (OSError, ValueError):
+        return False
+
+
+def check_replaceable(path: str | os.PathLike, kind: str) -> Path:
+    """Return ``path`` when it is missing or an output of ``kind`` this package wrote
+    (:func:`written_by_us`); refuse a file someone else made or changed (and anything
+    :func:`check_output_path` refuses).
 
     Raises
     ------
     InvalidInputError
-        ``path`` exists and was not written by this package, or is not a regular file.
+        ``path`` exists and was not written by this package as it is now, or is not a
+        regular file.
     """
     path = check_output_path(path)
-    if path.exists() and not written_by_us(path):
+    if path.exists() and not written_by_us(path, kind):
         raise InvalidInputError(
-            f"{path} exists and was not written by {WRITTEN_BY}; it is left as it is (give a "
-            "new file name or remove it)."
+            f"{path} exists and was not written by {WRITTEN_BY} as a {kind} (or was changed "
+            "since); it is left as it is (give a new file name or remove it)."
         )
     return path
 
@@ -135,12 +160,16 @@ def file_mode() -> int:
     return 0o666 & ~current_umask()
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> Path:
+def atomic_write(
+    path: str | os.PathLike, write: Callable[[IO[bytes]], Any], kind: str | None = None
+) -> Path:
     """Call ``write(fh)`` on a temporary file beside ``path``, then rename it over ``path``.
 
     The rename is atomic on POSIX, so ``path`` holds either its old content or the
     complete new one, even if the process is killed mid-write. The file gets
-    :func:`file_mode` permissions.
+    :func:`file_mode` permissions. With ``kind`` (an output a later run may replace, e.g.
+    ``"result"``, ``"figure"``), its mark (:func:`mark_path`) is written after the rename;
+    a crash between the two leaves an output without a mark, which is never replaced.
 
     Raises
     ------
@@ -162,20 +191,24 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if kind is not None:
+        mark = {"written_by": WRITER, "kind": kind, "sha256": _sha256(path)}
+        atomic_write_text(mark_path(path), json.dumps(mark) + "\n")
     return path
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    return atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
+def atomic_write_text(path: str | os.PathLike, text: str, kind: str | None = None) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (with a mark of ``kind`` when given)."""
+    return atomic_write(path, lambda fh: fh.write(text.encode("utf-8")), kind)
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Write ``obj`` (result objects, numpy values, dicts) as indented JSON, atomically; an
-    object gets the key ``written_by`` (this package and its version)."""
+def write_json(path: str | os.PathLike, obj: Any, kind: str = "result") -> Path:
+    """Write ``obj`` (result objects, numpy values, dicts) as indented JSON, atomically, with
+    a mark of ``kind`` (:func:`check_replaceable`); an object gets the key ``written_by``
+    (this package and its version: provenance, not the proof of ownership)."""
     if hasattr(obj, "to_dict"):
         obj = obj.to_dict()
     obj = to_jsonable(obj)
-    if isinstance(obj, dict):  # marks the file as ours: a later run may replace it
+    if isinstance(obj, dict):
         obj = {**obj, "written_by": WRITER}
-    return atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
+    return atomic_write_text(path, json.dumps(obj, indent=2) + "\n", kind)
