@@ -26,7 +26,7 @@ def test_bench_tiny_writes_every_study_and_resumes(tmp_path, capsys, monkeypatch
     assert main(["bench", "--tiny", "--out", str(out), "--jobs", "1", "--no-progress"]) == 0
     report = (out / "REPORT.md").read_text()
     assert "--tiny" in report and "cores" in report
-    assert not (out / "mnist.csv").exists()  # needs --mnist PATH
+    assert not (out / "mnist.csv").exists()  # MNIST studies run when asked for
     for name, study in STUDIES.items():
         if study.needs_path or study.custom is not None:
             continue

@@ -135,7 +135,7 @@ def test_digits_files_are_the_benchmarks_digits(tmp_path):
         ),
         (["digits", "--n", "5", "--d", "9"], "--d does not apply to source 'digits'"),
         (["paper", "--n", "5", "--d", "9", "--snr", "1", "--patch", "2"], "--patch does not apply"),
-        (["mnist", "--n", "5"], "needs --mnist PATH"),
+        (["mnist", "--n", "5", "--mnist", "no-such-dir"], "No train-images-idx3-ubyte[.gz]"),
         (["paper", "--n", "5", "--d", "9", "--snr", "1", "--eta", "0.6"], "eta must lie in"),
         (["paper", "--n", "0", "--d", "9", "--snr", "1"], "--n must be an integer >= 1"),
         (["paper", "--n", "5", "--d", "9", "--snr", "1", "--n-test", "4"], "--n-test needs --test"),

