@@ -41,7 +41,10 @@ FIT_METHODS = ("min-norm", "gd")
 #: Default ``R`` of min-norm is this over ``nu`` (root mean squared token norm): scores
 #: ``<x, p>`` then reach about 10, close to hard token selection.
 DEFAULT_SCORE_RANGE = 10.0
-#: Steps of the gradient-descent fit that stands in when min-norm finds no interpolator.
+#: The gradient-descent fit that stands in when min-norm finds no interpolator: normalised
+#: steps, which cannot diverge where the constant schedule's default step does (docs/decisions.md,
+#: "The classifier's stand-in fit").
+FALLBACK_GD_SCHEDULE = "normalized"
 FALLBACK_GD_STEPS = 500
 
 #: Keyword arguments each solver receives from the classifier's own parameters (parameter
@@ -132,7 +135,7 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
 
     A min-norm fit that finds no interpolator (infeasible data, or no start found a feasible
     point) warns with scikit-learn's ``ConvergenceWarning`` and keeps the gradient-descent
-    fit of ``FALLBACK_GD_STEPS`` constant steps instead (``fallback_`` holds the reason), so
+    fit of ``FALLBACK_GD_STEPS`` normalised steps instead (``fallback_`` holds the reason), so
     that cross-validation goes on with a usable model.
 
     Examples
@@ -215,7 +218,8 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
         if self.fallback_ is not None:
             warnings.warn(
                 f"{self.fallback_}; fitted {FALLBACK_GD_STEPS} steps of gradient descent "
-                f"(constant schedule) instead, which ended with status {result.status!r}: "
+                f"({FALLBACK_GD_SCHEDULE} schedule) instead, which ended with status "
+                f"{result.status!r}: "
                 f"{result.message}",
                 ConvergenceWarning,
                 stacklevel=2,
@@ -255,7 +259,7 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
                 return gradient_descent(
                     X,
                     y,
-                    schedule="constant",
+                    schedule=FALLBACK_GD_SCHEDULE,
                     steps=FALLBACK_GD_STEPS,
                     R=R,
                     seed=seed,

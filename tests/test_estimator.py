@@ -118,7 +118,7 @@ def test_min_norm_without_interpolator_warns_and_falls_back_to_gd():
     assert (
         clf.fallback_.startswith("min-norm found no interpolator") and "infeasible" in clf.fallback_
     )
-    assert clf.result_.schedule == "constant" and clf.predict(X).shape == (4,)
+    assert clf.result_.schedule == "normalized" and clf.predict(X).shape == (4,)
 
 
 def test_diverged_gd_warns_and_keeps_the_last_finite_iterate(data):

@@ -183,3 +183,22 @@ def test_scikit_learn_is_loaded_only_by_the_classifier():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_the_stand_in_fit_for_a_failed_min_norm_does_not_diverge():
+    # digits 3 vs 8, standardised, each image's 8 rows as tokens: min-norm finds no
+    # interpolator at its default R; the stand-in of constant steps diverged (loss 0.69 ->
+    # 2.6-4.7 at step 34) and cross-validation scored chance (0.535)
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    keep = np.isin(digits.target, [3, 8])
+    X = StandardScaler().fit_transform(digits.data[keep][:133])
+    y = digits.target[keep][:133]
+    clf = SingleHeadAttentionClassifier(
+        n_tokens=8, random_state=0, solver_options={"search_starts": 0, "n_random_starts": 0}
+    )
+    with pytest.warns(ConvergenceWarning, match="normalized schedule"):
+        clf.fit(X, y)
+    assert clf.fallback_ is not None and clf.result_.status != "diverged"
+    assert clf.score(X, y) >= 0.85
