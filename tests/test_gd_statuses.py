@@ -188,9 +188,7 @@ def test_usage_failure_example_prints_what_the_docs_show(tmp_path, monkeypatch, 
     text = (Path(__file__).parents[1] / "docs" / "usage.md").read_text()
     after = text.split("<!-- gd-failure-example -->", 1)[1]
     code = after.split("```python\n", 1)[1].split("```", 1)[0]
-    shown = (
-        after.split("```python\n", 1)[1].split("```", 1)[1].split("```\n", 1)[1].split("```", 1)[0]
-    )
+    shown = after.split("```output\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

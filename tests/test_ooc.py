@@ -288,7 +288,7 @@ def test_usage_example_runs_as_printed(tmp_path, monkeypatch, capsys):
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "usage.md").read_text()
     section = text.split("### Tokens that do not fit in memory", 1)[1]
-    code, printed = section.split("```python\n", 1)[1].split("```\n```\n", 1)
+    code, printed = section.split("```python\n", 1)[1].split("```\n```output\n", 1)
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "usage.md", "exec"), {})
     assert capsys.readouterr().out == printed.split("```", 1)[0]
