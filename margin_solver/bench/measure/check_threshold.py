@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.fileio import atomic_write_text, write_json
 from margin_solver.core.kernel import loss_and_grads, margins
@@ -223,7 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(out / "timing.csv", timing)
     write_json(
         out / "check_threshold.json",
-        {"threshold": rows, "interpolation": gd_rows, "timing": timing},
+        {
+            "meta": run_metadata(__spec__.name, argv),
+            "threshold": rows,
+            "interpolation": gd_rows,
+            "timing": timing,
+        },
     )
     plot(out / "threshold.png", rows)
     return 0
