@@ -99,8 +99,8 @@ def summary_rows(rows: list[dict]) -> list[dict]:
         out.append(
             {
                 **dict(zip(("n", "d", "c0", "g", "kappa"), key, strict=True)),
+                **mean,  # its share of interpolating runs is replaced by the count
                 "interpolates": f"{int(sum(r['interpolates'] for r in grp))}/{len(grp)}",
-                **mean,
             }
         )
     return out
