@@ -73,3 +73,24 @@ def test_run_metadata_records_the_facts_the_page_prints():
     assert meta["machine"]["cores"] >= 1 and meta["machine"]["cpu"]
     assert set(meta["versions"]) == {"python", "numpy", "scipy", "cvxpy"}
     assert len(meta["date"]) == 10 and meta["commit"]
+
+
+def test_suite_time_records_pytests_counts_in_a_file_the_page_renders(tmp_path, monkeypatch):
+    from margin_solver.bench.measure import suite_time
+
+    tests = tmp_path / "test_two.py"
+    tests.write_text("def test_ok():\n    pass\n\n\ndef test_fails():\n    assert False\n")
+    out = tmp_path / "suite_time.json"
+    argv = ["--out", str(out), "--", str(tests), "-n", "0", "-p", "no:cacheprovider"]
+    assert suite_time.main(argv) == 1
+    row = json.loads(out.read_text())["rows"][0]
+    assert (row["passed"], row["failed"], row["exit code"]) == (1, 1, 1) and row["wall s"] > 0
+    rendered = page.render("<!-- table: suite_time -->\n<!-- /table -->", tmp_path)
+    assert "| 1 | 1 | 0 |" in rendered and "margin_solver.bench.measure.suite_time" in rendered
+
+
+def test_startup_time_times_fresh_interpreters():
+    from margin_solver.bench.measure import startup_time
+
+    seconds = startup_time.time_command(("-c", "pass"), repeats=2)
+    assert len(seconds) == 2 and all(0 < s < 60 for s in seconds)
