@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bound-time-limit", type=float, default=20.0)
     parser.add_argument("--out", metavar="FILE.json", help="also write the runs as JSON")
     args = parser.parse_args(argv)
+    meta = run_metadata(__spec__.name, argv)  # before the run: its load average
     if args.large:
         rows = run((40, 100, 200), (2000,), (2,), (0.1, 1.0, 4.0), (0,), args.bound_time_limit)
     else:
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         write_json(
             args.out,
             {
-                "meta": run_metadata(__spec__.name, argv),
+                "meta": meta,
                 "table": gap_table(rows),
                 "rows": [dict(zip(fields, row, strict=True)) for row in rows],
             },

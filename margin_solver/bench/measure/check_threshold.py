@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    meta = run_metadata(__spec__.name, argv)  # before the run: its load average
     rows = []
     for n, d, eta in ((40, 2000, 0.1), (40, 2000, 0.2), (100, 5000, 0.1)):
         rows += threshold_study(n, d, eta, args.seeds)
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json(
         out / "check_threshold.json",
         {
-            "meta": run_metadata(__spec__.name, argv),
+            "meta": meta,
             "threshold": rows,
             "interpolation": gd_rows,
             "timing": timing,

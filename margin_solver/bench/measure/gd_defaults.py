@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         help="also run constant-step GD this long (0: skip)",
     )
     args = ap.parse_args(argv)
+    meta = run_metadata(__spec__.name, argv)  # before the run: its load average
     default = (FIRST_STEP_SCALE, SCORE_GAP_PER_LOG_N)
     if args.quick:
         sizes, kappas, constants, seeds = [(40, 5000)], [2, 4, 8], [default], 2
@@ -143,7 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     plot_step_size_grid(rows, figure, n=n, d=d, default=(str(default[0]), str(default[1])))
     table = summary_rows(rows)
     if args.json:
-        meta = run_metadata(__spec__.name, argv)
         write_json(args.json, {"meta": meta, "table": table, "rows": rows})
     print(rows_table(table, None))
     print(f"\nwrote {args.out} and {figure}")

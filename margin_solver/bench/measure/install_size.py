@@ -43,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", metavar="FILE.json", help="also write the rows as JSON")
     args = parser.parse_args(argv)
+    meta = run_metadata(__spec__.name, argv)
     rows: list[dict] = []
 
     def report(what: str, new: set[str]) -> None:
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             closure(dep, wanted)
         report(f"extra {extra}", wanted - seen)
     if args.out:
-        write_json(args.out, {"meta": run_metadata(__spec__.name, argv), "rows": rows})
+        write_json(args.out, {"meta": meta, "rows": rows})
 
 
 if __name__ == "__main__":

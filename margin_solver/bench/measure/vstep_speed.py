@@ -114,10 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="data seed (default 0)")
     parser.add_argument("--json", metavar="OUT", help="also write the full report as JSON")
     args = parser.parse_args(argv)
-    report = {
-        **run(args.n, args.d, args.repeats, args.seed),
-        "meta": run_metadata(__spec__.name, argv),
-    }
+    meta = run_metadata(__spec__.name, argv)  # before the run: its load average
+    report = {**run(args.n, args.d, args.repeats, args.seed), "meta": meta}
     print(
         f"n={args.n} d={args.d} repeats={args.repeats} seed={args.seed} "
         f"Gram product Z @ Z.T: {report['gram_product_s']:.4f} s (median)"
