@@ -8,9 +8,23 @@ import pytest
 from margin_solver.bench import page
 from margin_solver.bench.provenance import run_metadata
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def _results(folder: Path, name: str, data: dict) -> None:
     (folder / f"{name}.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_committed_page_equals_the_page_rendered_from_committed_results():
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert page.MARKER.search(text), "the page has no generated table"
+    assert page.render(text, ROOT / "docs" / "results") == text
+
+
+def test_every_committed_results_file_has_its_table_on_the_page():
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    marked = {m["name"] for m in page.MARKER.finditer(text)}
+    assert marked == {p.stem for p in (ROOT / "docs" / "results").glob("*.json")}
 
 
 def test_table_is_rebuilt_between_its_markers_with_the_runs_metadata(tmp_path):
