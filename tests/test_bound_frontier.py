@@ -87,7 +87,8 @@ def test_aggregated_lift_adds_up_orthogonal_tokens():
 
 def test_paper_data_with_four_tokens_is_certified_in_few_nodes():
     # three nearly interchangeable noise tokens per sample: the per-token branching needed
-    # ~112,000 SVMs at n = 20 and still stopped at its time limit (docs/benchmarks.md)
+    # ~112,000 SVMs at n = 20 and still stopped at its time limit (docs/decisions.md,
+    # "Token-set branching with the aggregated lift at T >= 3")
     ds = PaperDistribution(d=5000, T=4, snr=math.sqrt(4 / 20), eta=0.1).sample(20, seed=1)
     res = global_lower_bound(ds.X, ds.y, time_limit=math.inf)
     assert res.status == "optimal" and res.certified

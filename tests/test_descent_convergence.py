@@ -65,7 +65,7 @@ def test_score_hessian_matches_finite_differences_of_the_gradient(form_name):
 def _digits_case():
     """Lifted digit patches (token Gram condition number ~1e6), the hard-selection start and
     the quasi-Newton descent from it capped at 200 steps: it crawls (400 steps to its rtol
-    stop, docs/benchmarks.md)."""
+    stop; docs/decisions.md, "SQP after 250 quasi-Newton steps is the default descent")."""
     train, _ = digits_train_test(20, 0.1, 2, 1002, lift=256, lift_seed=0)
     R = 100 / math.sqrt(token_scale(train.X))
     form, y, p0 = _hard_selection_start(train, R)
@@ -97,7 +97,8 @@ def _dense(X, run):
 
 def test_second_order_steps_leave_a_short_descent_unchanged():
     # the paper's data: the quasi-Newton descent ends before Newton or SQP steps are tried, so
-    # the options change nothing there (docs/benchmarks.md, "Newton steps in the score space")
+    # the options change nothing there (docs/decisions.md, "Newton steps in the score space
+    # stay opt-in")
     ds = PaperDistribution(d=300, T=2, snr=math.sqrt(4 / 20), eta=0.1).sample(20, seed=3)
     X, y = ds.X, ds.y.astype(float)
     form = KernelForm(X, TokenGram(X))

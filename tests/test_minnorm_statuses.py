@@ -42,7 +42,7 @@ def test_a_large_gap_is_not_optimal():
     # issue 11: "optimal" with relative gap 0.43 at R = 0.1 / sqrt(d), against the R-independent
     # bound. The finite-R bound (issue 12) certifies that instance now, and since the
     # linearised bound also n = 40 at that R; at n = 40 and R sqrt(d) = 10 it cannot
-    # (docs/benchmarks.md), which keeps the large-gap case.
+    # (the certificate_frontier benchmark), which keeps the large-gap case.
     d = 2000
     ds = PaperDistribution(d=d, T=2, snr=math.sqrt(0.5 / 10), eta=0.15).sample(10, seed=1)
     small = _no_warning(lambda: solve_min_norm(ds, R=0.1 / math.sqrt(d), certify=True))

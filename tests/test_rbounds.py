@@ -202,7 +202,8 @@ def test_lagrangian_bound_is_below_a_feasible_point(seed, n, log_r, duplicate, s
 def test_lagrangian_bound_by_scs_above_30_samples():
     # n = 40, T = 2, R sqrt(d) = 3 on the paper's data (the certificate frontier's row): the
     # score-box branch-and-bound alone proves 0.1489 against the best point's 0.17923 (gap
-    # 0.17); the SDP, too slow for Clarabel here, proves 0.16746 by SCS (docs/benchmarks.md)
+    # 0.17); the SDP, too slow for Clarabel here, proves 0.16746 by SCS (docs/decisions.md,
+    # "The Lagrangian bound by SCS above n = 30")
     from margin_solver.bench.measure.certificate_frontier import paper
 
     ds = paper(40, 2, 2000)

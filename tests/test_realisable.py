@@ -125,8 +125,8 @@ def test_witness_margin_is_measured_on_unit_differences():
 
 
 def test_solver_reaches_the_best_realisable_selection_at_large_R():
-    # a miss of the solver before the realisable search (docs/benchmarks.md: 27.2 against
-    # 0.923): n > d, LB's selection is realised by no p
+    # a miss of the solver before the realisable search (27.2 against 0.923; docs/decisions.md,
+    # "The realisable-selection family"): n > d, LB's selection is realised by no p
     X, y = make_instance("scales", 6, 3, 3, 20261283)
     H = TokenGram(X).H
     realiser = Realiser(H, 3)
@@ -149,7 +149,8 @@ def test_search_takes_no_node_after_its_deadline():
 
 def test_solver_reaches_the_best_realisable_selection_beyond_2000_work_units():
     # n = 13 > d = 5, T = 4: with a budget of 2000 the family's search stopped at a selection
-    # of SVM norm 2.40 and the solve ended at 2.0915, 12 % above (docs/benchmarks.md)
+    # of SVM norm 2.40 and the solve ended at 2.0915, 12 % above (docs/decisions.md, "The
+    # realisable family's budget, 2000 -> 10 000 work units")
     X, y = make_instance("cls", 13, 4, 5, 4008)
     found = list(realisable_selections(TokenGram(X).H, y, 4, max_work=10**6))
     best = found[-1][1]  # the search ended within its budget: the best realisable selection

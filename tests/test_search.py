@@ -279,7 +279,8 @@ def test_random_starts_go_on_after_one_far_above_on_digit_tokens():
     # real tokens (search_quality --kinds digits: n = 13, T = 4, d = 16, R sqrt(d) = 10, seed
     # 20261255): random_extra_0 ends at 1.078, 1.86 times the best; retiring the random family
     # there left the answer at 0.578513, where half of a patient search's random starts on
-    # the sphere reach 0.571505 (docs/benchmarks.md, "Real tokens")
+    # the sphere reach 0.571505 (docs/decisions.md, "The random family is never retired by
+    # one start far above")
     from margin_solver.bench.measure.search_quality import make_instance
 
     X, y = make_instance("digits", 13, 4, 16, 20261255)
@@ -349,8 +350,9 @@ def test_large_search_guides_spend_in_proportion_to_the_first_starts():
 @pytest.mark.parametrize(
     "kind, n, T, d, R_sqrt_d, seed, known",
     [
-        # search-quality instances the default missed before the screen (docs/benchmarks.md,
-        # "remaining misses"); known: the patient search's norm, or the screen's lower one
+        # search-quality instances the default missed before the screen (docs/decisions.md,
+        # "A screen of many starts by a few descent steps"); known: the patient search's norm,
+        # or the screen's lower one
         ("gaussian", 9, 2, 12, 10.0, 20261195, 0.7611576979),  # patient's
         ("scales", 12, 4, 12, 0.1, 20261278, 2.9590360835),  # patient's
         ("integer", 10, 4, 40, 10.0, 20261317, 0.2576480),  # patient's 0.259597, screen's lower
@@ -440,7 +442,8 @@ def test_screen_grows_with_its_scale(scale, descents):
 
 
 def test_more_search_starts_reach_a_basin_the_default_screen_misses():
-    # search-quality miss (docs/benchmarks.md, "A longer screen"): the default ends at
+    # search-quality miss (docs/decisions.md, "A longer screen: 40 steps, 32 random starts, 4
+    # descents"): the default ends at
     # 0.486027; search_starts=32 screens 4 times as many selections and random starts
     from margin_solver.bench.measure.search_quality import make_instance
 

@@ -21,6 +21,9 @@ this package (``tests/test_layers.py`` checks the direction). Modules:
   independent search on generated tokens;
 - :mod:`~margin_solver.bench.measure.certificate_frontier`: how far the certified lower bound
   reaches (finite R, T >= 3, large n);
+- :mod:`~margin_solver.bench.provenance`: the date, commit, machine and library versions every
+  measurement records in its results file;
+- :mod:`~margin_solver.bench.page`: renders docs/benchmarks.md's tables from those files;
 - :mod:`~margin_solver.bench.plots`, :mod:`~margin_solver.bench.study_plots`: figures, all
   written by :func:`~margin_solver.bench.plots.save_figure` in the format of the file suffix;
 - :mod:`~margin_solver.bench.style`: their one style (``with figure_style():``);

@@ -51,7 +51,8 @@ class DemoSetting:
 
 
 #: Benign (kappa above the checker's C_benign = 4) and harmful (well below 1) settings. At
-#: kappa = 5 the default two-step GD also interpolates (docs/benchmarks.md, GD defaults).
+#: kappa = 5 the default two-step GD also interpolates (docs/decisions.md, "GD's default
+#: two-step sizes c0 = 0.1, g = 0.5").
 SETTINGS = (DemoSetting("benign", kappa=5.0), DemoSetting("harmful", kappa=0.25))
 
 

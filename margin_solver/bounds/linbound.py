@@ -76,7 +76,8 @@ class _Linearised:
         else:
             # the second-order term quad * sum_t <p, u_it>^2 u_it is kept exactly where it
             # meets b, so only a third-order remainder is bounded (on wine tokens, T = 3, the
-            # gap fell from 0.024 to 5.7e-3 with it: docs/benchmarks.md)
+            # gap fell from 0.024 to 5.7e-3 with it: docs/decisions.md, "The linearised bound
+            # keeps the softmax's second-order term")
             self.directions = dev
             top_weight = 1 / (1 + (T - 1) * np.exp(-spread))  # max_t softmax_t, spread w_i
             self.coef = 7 / 12 * spread * top_weight

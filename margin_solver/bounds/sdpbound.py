@@ -37,9 +37,9 @@ import numpy as np
 __all__ = ["MAX_SAMPLES", "LagrangianBound", "lagrangian_bound", "setup_seconds"]
 
 #: Largest n the SDP is set up for. Measured on a 2-core machine (12 tangents per spacing,
-#: the paper's data, R sqrt(d) in {1, 3, 10}; docs/benchmarks.md, "The Lagrangian bound by
-#: SCS"): Clarabel n = 12 in 0.4-0.9 s, n = 20 in 2-2.4 s, n = 40 in 80-190 s (an earlier
-#: machine); SCS n = 40 in 5-12 s, n = 60 in 21 s (0.8 GB), n = 100 in 530 s (3.3 GB).
+#: the paper's data, R sqrt(d) in {1, 3, 10}; docs/decisions.md, "The Lagrangian bound by
+#: SCS above n = 30"): Clarabel n = 12 in 0.4-0.9 s, n = 20 in 2-2.4 s, n = 40 in 80-190 s
+#: (an earlier machine); SCS n = 40 in 5-12 s, n = 60 in 21 s (0.8 GB), n = 100 in 530 s (3.3 GB).
 MAX_SAMPLES = 60
 
 #: Up to this n the SDP is solved by Clarabel (interior point: the multipliers to about 1e-8),
@@ -55,7 +55,8 @@ SETUP_SECONDS_AT_40 = 1.25
 IMPORT_SECONDS = 0.5
 
 #: SCS's relative tolerance. At n = 40 the certified bound is within 2e-4 of 1e-6's (below
-#: it by the solver's inaccuracy) in half the time (docs/benchmarks.md).
+#: it by the solver's inaccuracy) in half the time (docs/decisions.md, "The Lagrangian bound
+#: by SCS above n = 30").
 SCS_EPS = 1e-4
 
 #: Tangent points per sample and spacing (|delta| and theta each evenly spaced; 2 x this).

@@ -4,8 +4,8 @@ The min-norm solver and the branch-and-bound solve hundreds to thousands of n x 
 (eigendecompositions, NNLS). For such sizes a multi-threaded BLAS only adds synchronisation,
 and on a shared machine it is much worse: measured here, ``numpy.linalg.eigh`` of a 50 x 50
 matrix took 38 ms with 2 OpenBLAS threads under load versus 0.7 ms with one
-(``docs/benchmarks.md``). The one large product (the token Gram matrix) is computed outside
-this context and keeps every thread.
+(docs/decisions.md, "Single-threaded BLAS for the many small problems"). The one large
+product (the token Gram matrix) is computed outside this context and keeps every thread.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the third, with memory bounded by about two blocks of ``block_bytes`` plus the (
 matrix on one machine; or on a Dask distributed cluster through :mod:`dask.array` inside
 :func:`execution` with a scheduler address (the way the sweep engine connects:
 ``distributed.Client(address)``), with the same answers; there the Gram pass's worker memory
-is not yet bounded by a few chunks (docs/benchmarks.md, "Tokens larger than memory").
+is not yet bounded by a few chunks (the ``out_of_core`` benchmark).
 
 Tokens on disk are a read-only :class:`numpy.memmap` (see :mod:`margin_solver.core.ondisk`): the
 passes read each block from its file with plain reads into a fresh array, so the resident

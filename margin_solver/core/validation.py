@@ -174,7 +174,7 @@ def _sum_of_squares_vouches(arr: np.ndarray, low: float, high: float) -> bool:
     ``100 size low^2 <= s <= high^2 / 100`` puts the peak within ``[10 low, high / 10]``.
     NaN, inf, an overflowing square and an all-zero or tiny array give False. One BLAS dot
     product costs less than half the exact check's two reductions (0.17 against 0.40 ms on
-    8 MB in cache), a visible part of a short GD call (docs/benchmarks.md, issue 18).
+    8 MB in cache), a visible part of a short GD call (the ``gd_call`` benchmark).
     """
     flat = arr.reshape(-1)
     with np.errstate(over="ignore", under="ignore"):  # both mean "cannot tell" here

@@ -32,8 +32,9 @@ shrunk to the minimiser of the quadratic through phi(0), phi'(0) and phi(t), kep
 [t/10, t/2]. Why: on strongly correlated tokens (lifted image patches, token Gram condition
 number ~1e6) phi is ill-conditioned and plain projected-gradient steps zigzag (step lengths
 of ~5e-4 R, relative decrease ~1e-4 per step), so the digits cells of the benchmark stopped at
-``max_iter`` far from stationarity; the curvature pairs remove most of that (docs/benchmarks.md,
-"Convergence on digits"). No tuning to the scale of R or of the gradient is needed.
+``max_iter`` far from stationarity; the curvature pairs remove most of that (docs/decisions.md,
+"Quasi-Newton direction for the P_R descent"). No tuning to the scale of R or of the gradient
+is needed.
 
 Newton steps (``newton=True``, opt-in): once the support is stable, the exact Newton step of
 phi in the scores (:func:`score_hessian`; on the sphere the Newton step of the Lagrangian in
@@ -61,7 +62,7 @@ Cost of an evaluation: every trial point of the line search first solves its v-s
 the current iterate's support vectors (:func:`margin_solver.svm.vstep.solve_vstep_on_support`,
 exact and checked against the KKT conditions); along a descent the support rarely changes,
 so most evaluations cost a Cholesky factorisation of support size instead of a general
-v-step (124 of 128 on the benchmark instance of docs/benchmarks.md).
+v-step (124 of 128 on the benchmark instance of the same entry).
 
 Two forms of the same computation (docs/theory.md, "Token-Gram (kernel) form"):
 :class:`DenseForm` stores p as a
@@ -106,7 +107,8 @@ __all__ = [
 #: The descent's knobs and their defaults (the ``options`` of
 #: :func:`margin_solver.minnorm.solve.solve_min_norm`; see :func:`descend`). solve_min_norm's
 #: descents take support-aware SQP steps after 250 quasi-Newton steps (chosen on the digits
-#: study's cells, docs/benchmarks.md, "Support-aware SQP step"); :func:`descend` called
+#: study's cells; docs/decisions.md, "SQP after 250 quasi-Newton steps is the default
+#: descent"); :func:`descend` called
 #: directly is the quasi-Newton descent unless asked (``sqp=True``).
 DESCENT_OPTIONS: dict[str, Any] = {
     "memory": 30,
@@ -131,7 +133,7 @@ _ARMIJO = 1e-4
 _MIN_STEP = 1e-12
 # Newton steps are tried once the support has not changed over this many accepted steps
 # (phi is smooth only at a fixed support), and not again for this many steps after one
-# fails its line search (docs/benchmarks.md, "Newton steps in the score space").
+# fails its line search (docs/decisions.md, "Newton steps in the score space stay opt-in").
 _NEWTON_STABLE = 1
 _NEWTON_COOLDOWN = 3
 # ... and only after this many quasi-Newton steps: where those converge fast (the paper's

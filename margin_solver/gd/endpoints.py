@@ -495,7 +495,7 @@ def gradient_descent(
         the objective (at most :data:`MAX_HALVINGS` times). On the paper's distribution the
         default steps lower the loss wherever two steps interpolate, so the safeguard does
         not act there; on real tokens (correlated, with label imbalance) the scaled steps
-        raise the loss and are halved (docs/benchmarks.md).
+        raise the loss and are halved (docs/decisions.md, "Safeguarded default GD steps").
     weight_decay : float, default=0.0
         ``lam`` in the objective ``L + (lam / 2)(||v||^2 + ||p||^2)``. The authors relate
         the min-norm interpolator to GD with small weight decay (authors' reply, W2 and Q1).

@@ -29,7 +29,7 @@ logistic loss ``L`` subject to ``||v|| <= r`` and ``||p|| <= R``, with the same 
 (``v`` is scaled back to its ball too) on ``log L``: the same minimisers and stationary points,
 without the factor ``exp(-margin)`` that makes ``L``'s curvature vanish at large ``r``. (On
 ``F_lam`` the curvature falls like ``lam``, and the weight-decay path's Barzilai-Borwein steps
-reach their cap at very small ``lam``: docs/benchmarks.md.) At a stationary point on the sphere
+reach their cap at very small ``lam``: weight-decay-path study.) At a stationary point on the sphere
 ``||v|| = r`` the loss gradient is ``-mu v`` for a multiplier ``mu >= 0``: the point is then also
 stationary for ``F_mu``, so the two paths are one family of stationary points indexed by ``lam``
 or by ``r``, and a constrained point reports ``mu`` as its ``lam``. Its stopping test is the

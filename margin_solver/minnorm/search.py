@@ -47,13 +47,13 @@ closed or its budget is spent:
     :data:`SCREEN_ITER` p-steps; the :data:`SCREEN_TOP` lowest are descended to the end. At
     finite R attention stays soft and a selection's SVM norm ranks badly what its
     realisation descends to (a selection of SVM norm 4.14 wins where the best realisable one
-    has 1.77, docs/benchmarks.md), while the norm after a few steps ranks it well: a cheap
-    way to try many starts. Skipped above :data:`SCREEN_MAX_SAMPLES` samples. A more
+    has 1.77, the ``search_quality`` benchmark), while the norm after a few steps ranks it
+    well: a cheap way to try many starts. Skipped above :data:`SCREEN_MAX_SAMPLES` samples. A more
     patient caller makes it larger (``screen_scale``).
 ``hop_k``
     Basin hopping: a random perturbation of the best p (a fraction of R, in the span of the
     tokens), then the exact descent. Not among the default :data:`IDEAS`: it measured worse
-    than the others (docs/benchmarks.md, "Search quality").
+    than the others (``search_quality --ablate``).
 
 A start whose exact descent cannot begin (phi = inf at its p) first descends on phi_eps for a
 few decreasing eps and then on phi.
@@ -154,8 +154,7 @@ IDEAS = ("selection", "realisable", "continuation", "random", "screen")
 #: two independent patient searches reached (1.0 % and 1.7 %), for 2-9 % more time; 48 rather
 #: than 24 found points 13.5 % and 5.0 % lower on two more (one that no patient search
 #: reached) and made no answer worse by more than 4.1e-4, for 13-20 % more time, measured on
-#: two machines (docs/benchmarks.md, "Search quality against two independent patient
-#: searches").
+#: two machines (docs/decisions.md, "48 screened selections").
 SCREEN_SELECTIONS = 48
 #: Random starts the screen tries.
 SCREEN_RANDOM = 32
@@ -163,23 +162,23 @@ SCREEN_RANDOM = 32
 #: descents, rather than 20, 16 and 3: on 720 search-quality instances of n = 6-14
 #: (generated and real tokens) 22 answers lower (one by 75 %) and 2 higher by at most 3e-4,
 #: for +34 % summed time; the default then within 1e-3 of the best of two patient searches
-#: on 99.5 % of each generated set and all real-token instances (docs/benchmarks.md,
-#: "A longer screen").
+#: on 99.5 % of each generated set and all real-token instances (docs/decisions.md,
+#: "A longer screen: 40 steps, 32 random starts, 4 descents").
 SCREEN_ITER = 40
 #: Screened starts descended to the end, lowest norm first.
 SCREEN_TOP = 4
 #: Realisability problems plus SVMs the ``realisable`` family's branch-and-bound may spend
 #: (0.15-0.35 ms each at n <= 32). 2000 stopped it short of the best realisable selection
-#: where it wins by 11-32 % (n = 13-25, T = 3-4, d = 5-40, docs/benchmarks.md); most
-#: searches end long before it.
+#: where it wins by 11-32 % (n = 13-25, T = 3-4, d = 5-40; docs/decisions.md, "The
+#: realisable family's budget, 2000 -> 10 000 work units"); most searches end long before it.
 REALISABLE_WORK = 10000
 #: The same for the screen's branch-and-bound (which keeps :data:`SCREEN_SELECTIONS`).
 SCREEN_WORK = 2000
 #: A family whose start ends feasible more than this (relative) above the best norm so far is
 #: retired: its later turns are not run (nor given to other families). Retiring after any
 #: start that improves nothing loses 1e-3 or more on 3 of the 200 search-quality instances,
-#: at 0.3 on none (docs/benchmarks.md); an infeasible end says nothing and retires nothing.
-#: The families of :data:`NEVER_RETIRED` are exempt.
+#: at 0.3 on none (docs/decisions.md, "Retire a family 30 % above the best"); an infeasible
+#: end says nothing and retires nothing. The families of :data:`NEVER_RETIRED` are exempt.
 RETIRE_RTOL = 0.3
 #: Families never retired by a start far above the best: each ``selection`` start is another
 #: selection and each ``random`` start an independent draw, so one far above says little
@@ -204,7 +203,8 @@ HARD_LEAK = 1e-3
 HARD_RTOL = 1e-4
 # hard_descend solves a dominated-looking selection's SVM only when the dual bound of the
 # iterate is at least this share of the best norm: below it, the exact norm was below the
-# best too in every test of docs/benchmarks.md (bounds 0.010-0.028 against exact norms
+# best too in every test of docs/decisions.md, "Nearly hard attention: the dominance test
+# at every step" (bounds 0.010-0.028 against exact norms
 # 0.011-0.028, best 0.0365; paper data, kappa 4, R sqrt(d) = 100).
 _HARD_SVM_RATIO = 0.8
 #: Trust-region contractions in a row after which :func:`hard_polish` stops (lam grows
@@ -220,7 +220,7 @@ REALISABLE_MAX_SAMPLES = 32
 #: at n = 40 the screen reached points 4.5 % (seed 1) and 0.9 % (seed 2) lower and changed no
 #: answer for the worse, for 1.4-1.7 s more per cell; on 54 paper instances it lowered two
 #: n = 40, T = 4 answers (by 1.5e-4 and 3.6e-3) at 2.3 s against 0.2 s each
-#: (docs/benchmarks.md, "Convergence on digits, rerun on the machine of 2026-12-02").
+#: (docs/decisions.md, "The selection family is never retired; the screen up to 48 samples").
 SCREEN_MAX_SAMPLES = 48
 
 
@@ -335,11 +335,12 @@ def hard_polish(
     while few samples carry a positive dual, so a gradient step of phi (which sees only the
     support) pushes other samples under the margin and the support changes at every trial
     point (139-221 quasi-Newton steps at n = 100, T = 4); the linearised SVM sees every
-    sample's margin at once (16-31 steps there, docs/benchmarks.md).
+    sample's margin at once (16-31 steps there; docs/decisions.md, "A linearised-SVM polish at
+    nearly hard attention, with the descent's window").
 
     Stops as :func:`margin_solver.descent.alternating.descend` does, with the same ``gtol``,
     ``rtol`` and ``window`` (status ``"local_optimal"``; a window of 3 steps ended up to
-    2.6e-9 above the descent's norm on the paper's model, docs/benchmarks.md); when ``lam``
+    2.6e-9 above the descent's norm on the paper's model, the same entry); when ``lam``
     grew :data:`POLISH_MAX_FAILS` times in a row without an accepted step
     (``"local_optimal"``: no step of the model decreases phi); after ``max_iter`` accepted
     steps (``"max_iter"``); once ``deadline`` (a :func:`time.perf_counter` reading) has
@@ -541,7 +542,8 @@ def _dual_norm_bound(
     diag(y)``; the best t gives ``||v|| >= sum(alpha) / sqrt(alpha^T Q alpha)``. With the
     duals of a nearly hard iterate's v-step (features within the leak of the selected
     tokens) it was within 0.05 % of the exact norm in 19 of 24 tests on the paper's model at
-    R sqrt(d) = 100, and 18-59 % below it in the other 5 (docs/benchmarks.md).
+    R sqrt(d) = 100, and 18-59 % below it in the other 5 (docs/decisions.md, "Nearly hard
+    attention: the dominance test at every step").
     """
     rows = selection_rows(samples, tokens, T)
     a = alpha * y[samples]
@@ -603,7 +605,7 @@ _NEAREST_RIDGE = 1e-3
 # norm is a miss too, and 5 suffice: at n = 100, T = 4, kappa 4-5, R sqrt(d) = 100 the 21
 # alternations of 20 cost 0.3x one Gram product and found nothing, and on both 200-instance
 # search-quality sets, 54 paper instances and two digits cells no answer changed with 5
-# (docs/benchmarks.md, issue 12 part 4).
+# (docs/decisions.md, "Nearly hard attention: the dominance test at every step").
 _SELECTION_MISSES = 20
 _HARD_SELECTION_MISSES = 5
 # Size of a hop, as fractions of R (cycled).

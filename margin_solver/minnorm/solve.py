@@ -402,17 +402,20 @@ def solve_min_norm(
             Try Newton steps in the score space once the support is stable
             (docs/theory.md, "Newton steps in the score space"). Opt-in: on the digits
             study's cells it ends more descents at a stationary point, not all, and can
-            change which start wins (docs/benchmarks.md, "Newton steps in the score space").
+            change which start wins (docs/decisions.md, "Newton steps in the score space stay
+            opt-in").
         ``"sqp"`` : bool, default True
             Support-aware sequential-QP steps (every margin linearised, so samples may
             enter and leave the support within a step; docs/theory.md, "Support-aware SQP
             step") after ``"sqp_after"`` (int >= 0, default 250) quasi-Newton steps: a
             descent that stops within them is the quasi-Newton one (the paper's data);
             on the digits study's cells the rest end at a stationarity or decrease test
-            instead of the 500-step cap (docs/benchmarks.md, "Support-aware SQP step").
+            instead of the 500-step cap (docs/decisions.md, "SQP after 250 quasi-Newton steps is
+            the default descent").
 
         ``{"memory": 0, "use_bb": False, "sqp": False}`` is the plain projected-gradient
-        method that the quasi-Newton descent replaced (docs/benchmarks.md, "Convergence on digits").
+        method that the quasi-Newton descent replaced (docs/decisions.md, "Quasi-Newton direction
+        for the P_R descent").
     gap_tol : float, default=1e-4 (:data:`DEFAULT_GAP_TOL`)
         Largest relative gap ``(norm - lower_bound) / norm`` for which a feasible point is
         certified ``"optimal"`` (the default of mixed-integer solvers, e.g. Gurobi's
@@ -997,8 +1000,8 @@ def _agreeing_starts_selection(H, y, T, runs, feasible, first, deadline) -> np.n
 
     Agreeing starts can all end on one selection while a better one exists: on a generated
     instance (gaussian, n = 7, T = 3, d = 40, R sqrt(d) = 1e4) every first start ended at
-    0.417-0.427 and LB's selection, realised, at 0.358 (docs/benchmarks.md, "Search quality
-    against two independent patient searches"). Up to :data:`SCREEN_MIN_SAMPLES` samples LB's
+    0.417-0.427 and LB's selection, realised, at 0.358 (the ``search_quality``
+    benchmark, two patient searches). Up to :data:`SCREEN_MIN_SAMPLES` samples LB's
     branch-and-bound (at most :data:`SEARCH_BOUND_NODES` SVMs, counted) is cheap; its selection
     is realised only when its SVM norm is below the best norm by more than
     :data:`DEFAULT_GAP_TOL` (relative), since a realisation ends near or above it at large R,
@@ -1046,7 +1049,7 @@ def _search_guide(
     T = 4: relative gap 0.3 % after 3000 SVMs) and found no selection beyond the first. Up
     to that size the branch-and-bound settles LB within a few hundred SVMs, and its last
     incumbent, found just before, is what wins on 3 of the 200 search-quality instances
-    (docs/benchmarks.md), so it keeps :data:`SEARCH_BOUND_NODES`, as when no start is
+    (the ``search_quality`` benchmark), so it keeps :data:`SEARCH_BOUND_NODES`, as when no start is
     feasible. Counts, not seconds: the answer does not depend on the load.
     """
     max_nodes = SEARCH_BOUND_NODES
@@ -1075,7 +1078,7 @@ def _retired_families(runs, best) -> tuple[str, ...]:
     landscapes (digits tokens: random starts 9 to 30 times above the selection starts) more
     random starts cost a full descent each and are unlikely to win (on the 33 search-quality
     instances where this holds, none won by more than 1e-9, relative; on the digits cells
-    none won; docs/benchmarks.md)."""
+    none won; docs/decisions.md, "Retire a family 30 % above the best")."""
     randoms = [run for name, run in runs.items() if name.startswith("random_")]
     if best is None or not randoms:
         return ()

@@ -103,8 +103,8 @@ _SUPPORT_SOLVES = 4
 # afterwards (_certified). Nearly hard attention on the paper's data (n = 100, T = 4,
 # kappa = 4, R sqrt(d) = 100) makes Q_PP condition numbers of 7e8 (samples attending to one
 # shared signal token, told apart by the leak): 1e-8 left 38 of the polish's 74 v-steps to
-# the general v-step there, 1e-10 15, same norm to 5e-15 (docs/benchmarks.md, issue 12
-# part 4).
+# the general v-step there, 1e-10 15, same norm to 5e-15 (docs/decisions.md, "Nearly hard
+# attention: the dominance test at every step").
 _SUPPORT_RCOND = 1e-10
 
 # A given K whose smallest eigenvalue is below -_NOT_PSD_RTOL times its largest is not a Gram
@@ -338,7 +338,7 @@ def symmetric_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     slower but more robust. Divide and conquer can fail on Gram matrices with many nearly
     equal eigenvalues: saturated attention gives such a K (samples selecting the same signal
     token get equal features); an n = 120 v-step of a sweep cell raised "Eigenvalues did
-    not converge" (docs/benchmarks.md, "Sweep throughput, third pass").
+    not converge" (docs/decisions.md, "The checker measures a data point once").
     """
     try:
         return np.linalg.eigh(A)

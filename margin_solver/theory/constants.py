@@ -38,8 +38,9 @@ class Constants:
     kappa_harmful : float, default=2.0
         Min-norm interpolator, harmful side: ``kappa <= kappa_harmful`` (authors' reply, W4:
         ``SNR = o(1/sqrt(n))``). Calibrated with ``kappa_benign`` at large R on the calibration
-        seeds of the ``check-calibration`` study (docs/benchmarks.md, "Checker constants per
-        method"), which chose (2, 4) on the grid 0.25 ... 16.
+        seeds of the ``check-calibration`` study (docs/decisions.md, "Checker constants:
+        calibrated on seeds 0-2, validated on seeds 3-5"), which chose (2, 4) on the grid
+        0.25 ... 16.
     R_select : float, default=3.0
         Min-norm interpolator: token selection needs the score scale ``R nu / sqrt(n) >= R_select``
         (``nu^2`` the mean squared token norm; ``p`` shared by ``n`` near-orthogonal noise
@@ -48,7 +49,7 @@ class Constants:
         cover.
     gd_kappa_benign : float, default=2.0
         Two-step GD at its step sizes, benign side: ``kappa >= gd_kappa_benign`` (calibrated
-        on the calibration seeds of the ``check-calibration`` study, docs/benchmarks.md).
+        on the calibration seeds of the ``check-calibration`` study, the same entry).
     gd_kappa_harmful : float, default=0.5
         Two-step GD, harmful side: ``kappa <= gd_kappa_harmful`` (calibrated likewise).
     gd_upper_C : float, default=1.0

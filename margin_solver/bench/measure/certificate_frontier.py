@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import time
 
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.bounds.lower import global_lower_bound
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.fileio import write_json
@@ -71,15 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--study", choices=("finite_r", "hard_selection", "all"), default="all")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument(
+        "--n", type=int, nargs="+", help="finite_r study at these n only (default 12 20 40 100)"
+    )
     parser.add_argument("--out", default="results/certificate_frontier.json")
     args = parser.parse_args(argv)
     limit = 10.0 if args.quick else args.time_limit
     rows: list[dict] = []
-    meta = {
-        "machine": f"{platform.node()} {platform.processor()} (2 cores, shared)",
-        "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
+    meta = run_metadata(__spec__.name, argv)
 
     def emit(result: dict) -> None:
         rows.append(result)
@@ -92,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.out, {"meta": meta, "rows": rows})
 
     if args.study in ("finite_r", "all"):
-        for n in (12, 20) if args.quick else (12, 20, 40, 100):
+        for n in args.n or ((12, 20) if args.quick else (12, 20, 40, 100)):
             ds = paper(n, 2, 2000)
             for scale in R_SCALES:
                 emit(row("finite_r", ds, scale, limit, 1e-3))

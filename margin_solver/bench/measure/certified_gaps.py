@@ -23,7 +23,9 @@ import warnings
 
 import numpy as np
 
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.core.data import PaperDistribution
+from margin_solver.core.fileio import write_json
 from margin_solver.core.results import ConvergenceWarning
 from margin_solver.minnorm.solve import DEFAULT_GAP_TOL, solve_min_norm
 
@@ -55,6 +57,27 @@ def run(sizes, dims, tokens, kappas, seeds, bound_time_limit):
     return rows
 
 
+def gap_table(rows) -> list[dict]:
+    """Per n: runs, runs with the bound solved exactly, their median and largest gap, and
+    the runs above ``gap_tol``."""
+    out = []
+    for n in sorted({r[0] for r in rows}):
+        group = [r for r in rows if r[0] == n]
+        exact = [r[6] for r in group if r[5] == "optimal"]
+        out.append(
+            {
+                "n": n,
+                "runs": len(group),
+                "bound exact": len(exact),
+                "median gap": float(np.median(exact)) if exact else None,
+                "largest gap": max(exact) if exact else None,
+                f"gap > {DEFAULT_GAP_TOL:g}": sum(not r[6] <= DEFAULT_GAP_TOL for r in group),
+                "median s": float(np.median([r[8] for r in group])),
+            }
+        )
+    return out
+
+
 def summary(rows) -> str:
     """Quantiles of the gaps with the bound solved exactly, and the runs above gap_tol."""
     exact = np.array([r[6] for r in rows if r[5] == "optimal"])
@@ -75,13 +98,27 @@ def main(argv: list[str] | None = None) -> int:
     """Run the grid (``--large``: fewer, larger instances) and print the summary."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--large", action="store_true", help="n in {40, 100, 200}, d = 2000, T = 2")
+    parser.add_argument("--n", type=int, nargs="+", help="these n only (default 8 12 16)")
     parser.add_argument("--bound-time-limit", type=float, default=20.0)
+    parser.add_argument("--out", metavar="FILE.json", help="also write the runs as JSON")
     args = parser.parse_args(argv)
+    meta = run_metadata(__spec__.name, argv)  # before the run: its load average
     if args.large:
         rows = run((40, 100, 200), (2000,), (2,), (0.1, 1.0, 4.0), (0,), args.bound_time_limit)
     else:
-        rows = run((8, 12, 16), (200, 2000), (2, 3), (0.1, 1.0, 4.0), (0, 1), args.bound_time_limit)
+        sizes = args.n or (8, 12, 16)
+        rows = run(sizes, (200, 2000), (2, 3), (0.1, 1.0, 4.0), (0, 1), args.bound_time_limit)
     print(summary(rows))
+    if args.out:
+        fields = ("n", "d", "T", "kappa", "seed", "bound status", "gap", "status", "seconds")
+        write_json(
+            args.out,
+            {
+                "meta": meta,
+                "table": gap_table(rows),
+                "rows": [dict(zip(fields, row, strict=True)) for row in rows],
+            },
+        )
     return 0
 
 

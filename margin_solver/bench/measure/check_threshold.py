@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.fileio import atomic_write_text, write_json
 from margin_solver.core.kernel import loss_and_grads, margins
@@ -211,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    meta = run_metadata(__spec__.name, argv)  # before the run: its load average
     rows = []
     for n, d, eta in ((40, 2000, 0.1), (40, 2000, 0.2), (100, 5000, 0.1)):
         rows += threshold_study(n, d, eta, args.seeds)
@@ -223,7 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(out / "timing.csv", timing)
     write_json(
         out / "check_threshold.json",
-        {"threshold": rows, "interpolation": gd_rows, "timing": timing},
+        {
+            "meta": meta,
+            "threshold": rows,
+            "interpolation": gd_rows,
+            "timing": timing,
+        },
     )
     plot(out / "threshold.png", rows)
     return 0

@@ -21,9 +21,11 @@ import time
 
 import numpy as np
 
+from margin_solver.bench.page import rows_table
 from margin_solver.bench.plots import plot_step_size_grid
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.core.data import PaperDistribution
-from margin_solver.core.fileio import atomic_write_text
+from margin_solver.core.fileio import atomic_write_text, write_json
 from margin_solver.gd.endpoints import (
     FIRST_STEP_SCALE,
     SCORE_GAP_PER_LOG_N,
@@ -87,23 +89,21 @@ def run(sizes, kappas, constants, seeds, eta, n_test, constant_steps):
     return rows
 
 
-def markdown(rows):
+def summary_rows(rows: list[dict]) -> list[dict]:
+    """One row per (n, d, c0, g, kappa): seeds that interpolate, mean errors and attention."""
     keys = sorted({(r["n"], r["d"], str(r["c0"]), str(r["g"]), r["kappa"]) for r in rows})
-    header = (
-        "| n | d | c0 | g | kappa | interpolates | train err | clean test err | noisy test err "
-        "| attn signal clean | attn signal noisy |"
-    )
-    out = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = []
     for key in keys:
         grp = [r for r in rows if (r["n"], r["d"], str(r["c0"]), str(r["g"]), r["kappa"]) == key]
-        mean = {f: np.nanmean([r[f] for r in grp]) for f in FIELDS[6:12]}
+        mean = {f: float(np.nanmean([r[f] for r in grp])) for f in FIELDS[6:12]}
         out.append(
-            f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {key[4]} | "
-            f"{int(sum(r['interpolates'] for r in grp))}/{len(grp)} | {mean['train_error']:.3f} | "
-            f"{mean['test_error_clean']:.3f} | {mean['test_error']:.3f} | "
-            f"{mean['attn_signal_clean']:.2f} | {mean['attn_signal_noisy']:.2f} |"
+            {
+                **dict(zip(("n", "d", "c0", "g", "kappa"), key, strict=True)),
+                **mean,  # its share of interpolating runs is replaced by the count
+                "interpolates": f"{int(sum(r['interpolates'] for r in grp))}/{len(grp)}",
+            }
         )
-    return "\n".join(out)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--out", default="results/gd_defaults.csv")
+    ap.add_argument("--json", metavar="FILE", help="also write the summary and the runs as JSON")
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--eta", type=float, default=0.15)
     ap.add_argument("--n-test", type=int, default=300)
@@ -123,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         help="also run constant-step GD this long (0: skip)",
     )
     args = ap.parse_args(argv)
+    meta = run_metadata(__spec__.name, argv)  # before the run: its load average
     default = (FIRST_STEP_SCALE, SCORE_GAP_PER_LOG_N)
     if args.quick:
         sizes, kappas, constants, seeds = [(40, 5000)], [2, 4, 8], [default], 2
@@ -140,7 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     figure = args.out.rsplit(".", 1)[0] + ".png"
     n, d = sizes[1] if len(sizes) > 1 else sizes[0]
     plot_step_size_grid(rows, figure, n=n, d=d, default=(str(default[0]), str(default[1])))
-    print(markdown(rows))
+    table = summary_rows(rows)
+    if args.json:
+        write_json(args.json, {"meta": meta, "table": table, "rows": rows})
+    print(rows_table(table, None))
     print(f"\nwrote {args.out} and {figure}")
     return 0
 

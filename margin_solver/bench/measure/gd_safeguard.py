@@ -13,7 +13,7 @@ the cosine between the first step's direction ``sum_i y_i xbar_i`` and the mean 
 first step while it would raise the loss, then kept).
 Part 2, the paper's model (the grid of ``python -m margin_solver.bench.measure.gd_defaults``: T = 2,
 eta = 0.15, 300 test samples): both runs per seed, how many endpoints differ, and the means of the
-quantities docs/benchmarks.md reports.
+quantities docs/decisions.md, "Safeguarded default GD steps", reports.
 Part 3, the phase-diagram grid of ``margin-solver bench`` (d = 4000, T = 2, eta = 0.1,
 n in 8..128, seven SNRs from 0.03 to 1, 5 seeds; training sets drawn here, not the sweep's
 streams): how many endpoints differ, and whether any run's interpolation changes.

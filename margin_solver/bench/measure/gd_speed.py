@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
-import platform
 import sys
 import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.fileio import write_json
 from margin_solver.gd.endpoints import default_step_sizes, gradient_descent
@@ -81,11 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="BLAS / torch threads (default 1)")
     args = ap.parse_args(argv)
     with threadpool_limits(limits=args.threads, user_api="blas"):
-        _run(args)
+        _run(args, run_metadata(__spec__.name, argv))
     return 0
 
 
-def _run(args: argparse.Namespace) -> None:
+def _run(args: argparse.Namespace, meta: dict) -> None:
     try:
         import torch
 
@@ -127,14 +126,7 @@ def _run(args: argparse.Namespace) -> None:
                 )
         rows.append(row)
         print(row, flush=True)
-    meta = {
-        "machine": platform.platform(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": torch_version,
-    }
-    write_json(args.out, {"meta": meta, "rows": rows})
+    write_json(args.out, {"meta": {**meta, "torch": torch_version}, "rows": rows})
     print(
         "\n| n | T | d | dense ms/step | kernel ms/step (setup s) | torch ms/step | "
         "dense speedup | kernel speedup | max rel. diff of v |"

@@ -8,9 +8,14 @@ order ``pyproject.toml`` declares the dependencies. Run inside the environment:
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata as md
 import os
 import re
+from collections.abc import Sequence
+
+from margin_solver.bench.provenance import run_metadata
+from margin_solver.core.fileio import write_json
 
 MiB = 2**20
 
@@ -33,7 +38,19 @@ def _requirements(
     return out
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    """Print what each dependency and each extra adds; ``--out FILE.json``: also as JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", metavar="FILE.json", help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    meta = run_metadata(__spec__.name, argv)
+    rows: list[dict] = []
+
+    def report(what: str, new: set[str]) -> None:
+        mib = sum(sizes[n] for n in new) / MiB
+        rows.append({"dependency": what, "adds MiB": round(mib, 1), "distributions": len(new)})
+        print(f"{what:16s} {mib:10.1f}  {', '.join(sorted(new))}")
+
     sizes, dists = {}, {}
     for dist in md.distributions():
         name = _norm(dist.metadata["Name"])
@@ -57,20 +74,16 @@ def main() -> None:
     for dep in _requirements(me):
         new = closure(dep, set()) - seen
         seen |= new
-        print(f"{dep[0]:16s} {sum(sizes[n] for n in new) / MiB:10.1f}  {', '.join(sorted(new))}")
-    print(
-        f"{'base install':16s} {sum(sizes[n] for n in seen) / MiB:10.1f}  "
-        f"({len(seen)} distributions)"
-    )
+        report(dep[0], new)
+    report("base install", seen)
     extras = md.metadata("margin-solver").get_all("Provides-Extra") or []
     for extra in extras:
         wanted = set()
         for dep in set(_requirements(me, (extra,))) - set(_requirements(me)):
             closure(dep, wanted)
-        new = wanted - seen
-        print(
-            f"extra {extra:10s} {sum(sizes[n] for n in new) / MiB:10.1f}  {', '.join(sorted(new))}"
-        )
+        report(f"extra {extra}", wanted - seen)
+    if args.out:
+        write_json(args.out, {"meta": meta, "rows": rows})
 
 
 if __name__ == "__main__":

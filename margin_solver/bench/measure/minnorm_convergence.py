@@ -9,9 +9,10 @@ options on
   seeds 0-4, the sweep's data and initialisation streams), and
 - the paper's data (n = 40, T = 2, d = 2000, eta = 0.15) at kappa 0.25, 4, 8, certified,
 
-and prints one markdown row per run: status, accepted p-steps of the winning start, ||v||,
-the relative projected-gradient norm ``||pg|| R / phi`` of the returned point computed
-independently of the descent (:func:`stationarity`), seconds and the winning start's reason.
+and prints one markdown row per run (``--out FILE.json``: also writes them): status, accepted
+p-steps of the winning start, ||v||, the relative projected-gradient norm ``||pg|| R / phi`` of
+the returned point computed independently of the descent (:func:`stationarity`), seconds and
+the winning start's reason.
 
 Usage::
 
@@ -34,9 +35,12 @@ import numpy as np
 from scipy.optimize import nnls
 
 from margin_solver.bench.methods import R_SCALE, min_norm_solution
+from margin_solver.bench.page import rows_table
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.bench.studies import STUDIES
 from margin_solver.bench.sweeps import DATA_SOURCES, cell_seeds
 from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.fileio import write_json
 from margin_solver.core.kernel import softmax
 from margin_solver.gd.endpoints import token_scale
 from margin_solver.minnorm.solve import MinNormResult, solve_min_norm
@@ -121,7 +125,7 @@ def _certified_solve(data: Dataset, options: dict[str, Any]) -> tuple[MinNormRes
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the table (markdown) on stdout."""
+    """Print the table (markdown) on stdout; ``--out``: also write its rows as JSON."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--variants", nargs="+", choices=list(VARIANTS), default=["quasi-Newton", "SQP after 250"]
@@ -129,15 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", nargs="+", type=int, help="digits cells with these n only")
     parser.add_argument("--seeds", nargs="+", type=int, help="digits cells with these seeds only")
     parser.add_argument("--no-paper", action="store_true", help="skip the paper's data")
+    parser.add_argument("--out", metavar="FILE.json", help="also write the rows as JSON")
     args = parser.parse_args(argv)
+    meta = run_metadata(__spec__.name, argv)
     cases = list(digits_cells(args.n, args.seeds))
     if not args.no_paper:
         cases += list(paper_cases())
-    print(
-        "| case | method | status | steps | norm | lower bound | ||pg|| R / phi | KKT res. "
-        "| s | stopped by |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    rows: list[dict[str, Any]] = []
     for label, data, solve in cases:
         for name in args.variants:
             t0 = time.perf_counter()
@@ -146,13 +148,23 @@ def main(argv: list[str] | None = None) -> int:
                 res, R = solve(VARIANTS[name])
             elapsed = time.perf_counter() - t0
             rel, kkt = stationarity(data.X, data.y.astype(float), res.v, res.p, R)
-            lb = "-" if res.lower_bound is None else f"{res.lower_bound:.10g}"
-            reason = res.message.split(" (", 1)[1].split(")")[0]
-            print(
-                f"| {label} | {name} | {res.status} | {res.nit} | {res.norm:.10g} | {lb} "
-                f"| {rel:.2g} | {kkt:.1g} | {elapsed:.1f} | {reason} |",
-                flush=True,
+            rows.append(
+                {
+                    "case": label,
+                    "method": name,
+                    "status": res.status,
+                    "steps": res.nit,
+                    "norm": f"{res.norm:.10g}",
+                    "lower bound": None if res.lower_bound is None else f"{res.lower_bound:.10g}",
+                    "||pg|| R / phi": rel,
+                    "KKT res.": kkt,
+                    "s": elapsed,
+                    "stopped by": res.message.split(" (", 1)[1].split(")")[0],
+                }
             )
+            if args.out:
+                write_json(args.out, {"meta": meta, "rows": rows})
+    print(rows_table(rows, None))
     return 0
 
 

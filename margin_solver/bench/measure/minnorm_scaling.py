@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.bounds.lower import global_lower_bound
 from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.data import PaperDistribution
@@ -199,13 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         bnb_ns, max_enum, limit = (10, 12, 14, 16, 20, 25, 30), 16, 120.0
         t4_ns = (6, 8, 10, 20)
     rows: list[dict] = []
-    meta = {
-        "machine": platform.platform(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "quick": args.quick,
-        "seed": SEED,
-    }
+    meta = {**run_metadata(__spec__.name, argv), "quick": args.quick, "seed": SEED}
 
     def record(row: dict) -> None:
         rows.append(row)

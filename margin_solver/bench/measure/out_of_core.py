@@ -34,7 +34,6 @@ import json
 import logging
 import math
 import os
-import platform
 import re
 import resource
 import shutil
@@ -48,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from margin_solver.analysis.metrics import evaluate
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.core import ooc
 from margin_solver.core.data import PaperDistribution, load_dataset
 from margin_solver.core.fileio import write_json
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     data = Path(args.workdir) / f"ooc_bench_n{args.n}_T{args.T}_d{args.d}"
     report = {
-        "machine": f"{os.cpu_count()} cores, {platform.python_version()}, {platform.platform()}",
+        "meta": run_metadata(__spec__.name, argv),
         "n": args.n,
         "T": args.T,
         "d": args.d,

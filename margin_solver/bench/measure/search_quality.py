@@ -60,7 +60,6 @@ import itertools
 import json
 import math
 import os
-import platform
 import sys
 import time
 from collections import Counter
@@ -68,6 +67,8 @@ from collections import Counter
 import numpy as np
 
 import margin_solver.minnorm.search
+from margin_solver.bench.page import rows_table
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.bench.realdata import tabular_two_classes
 from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.data import PaperDistribution
@@ -262,15 +263,9 @@ def ratio(value: float | None, best: float | None) -> float:
     return value / best
 
 
-def summary(rows: list[dict]) -> str:
-    """Markdown table: per kind and overall, share within MATCH_RTOL, worst ratio, seconds."""
-    lines = [
-        (
-            "| kind | instances | method | within 1e-3 of best known | worst ratio | median s "
-            "| total s |"
-        ),
-        "|---|---|---|---|---|---|---|",
-    ]
+def summary_rows(rows: list[dict]) -> list[dict]:
+    """Per kind and overall, per method: share within MATCH_RTOL, worst ratio, seconds."""
+    out = []
     groups = [(kind, [r for r in rows if r["kind"] == kind]) for kind in ALL_KINDS]
     groups.append(("all", rows))
     for kind, group in groups:
@@ -280,11 +275,23 @@ def summary(rows: list[dict]) -> str:
             ratios = [ratio(r[method], r["best_known"]) for r in group]
             share = sum(q <= 1 + MATCH_RTOL for q in ratios) / len(group)
             times = [r[f"{method}_s"] for r in group]
-            lines.append(
-                f"| {kind} | {len(group)} | {method} | {100 * share:.1f}% | {max(ratios):.4g} | "
-                f"{np.median(times):.3f} | {sum(times):.1f} |"
+            out.append(
+                {
+                    "kind": kind,
+                    "instances": len(group),
+                    "method": method,
+                    "within 1e-3 of best known": f"{100 * share:.1f}%",
+                    "worst ratio": max(ratios),
+                    "median s": float(np.median(times)),
+                    "total s": sum(times),
+                }
             )
-    return "\n".join(lines)
+    return out
+
+
+def summary(rows: list[dict]) -> str:
+    """Markdown table of :func:`summary_rows`."""
+    return rows_table(summary_rows(rows), None)
 
 
 def head_to_head(rows: list[dict]) -> str:
@@ -501,9 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ideas is not None:  # an ablation: the library's default families replaced
         margin_solver.minnorm.search.IDEAS = tuple(args.ideas.split(",")) if args.ideas else ()
     meta = {
-        "machine": platform.platform(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
+        **run_metadata(__spec__.name, argv),
         "ideas": list(margin_solver.minnorm.search.IDEAS),
         "random": args.random,
         "selections": args.selections,
@@ -519,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     for spec in instances(args.instances, args.seed, samples, kinds):
         rows.append(run_instance(spec, args.random, args.selections, args.patients, solves))
         meta["load_average_end"] = list(os.getloadavg())
-        write_json(args.out, {"meta": meta, "rows": rows})
+        write_json(args.out, {"meta": meta, "table": summary_rows(rows), "rows": rows})
         r = rows[-1]
         print(
             f"{r['kind']:8s} n={r['n']:2d} T={r['T']} d={r['d']:2d} R*sqrt(d)={r['R_sqrt_d']:g}: "

@@ -48,9 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from margin_solver.bench.methods import SWEEP_METHODS
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.bench.studies import STUDIES
 from margin_solver.bench.sweeps import SweepConfig, SweepGrid, load_results, run_sweep
 from margin_solver.core.blas import blas_threads
+from margin_solver.core.fileio import write_json
 from margin_solver.core.results import FAILED
 
 #: Environment variable naming the directory where timed method calls leave their records.
@@ -131,12 +133,14 @@ def main(argv: list[str] | None = None) -> int:
         help="seeds of the 'second' grid (4 cells each; default 16: 64 cells, which "
         "amortise the workers' start-up)",
     )
+    ap.add_argument("--out", metavar="FILE.json", help="also write the table's rows as JSON")
     ap.add_argument(
         "--no-check",
         action="store_true",
         help="without the theorem checker's per-row prediction (SweepConfig.check)",
     )
     args = ap.parse_args(argv)
+    args.meta = run_metadata(__spec__.name, argv)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ[RECORD_DIR] = tmp  # before any worker starts: they inherit it
         try:
@@ -168,6 +172,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
         f"{os.getloadavg()[0]:.2f}"
     )
     failed: list[str] = []
+    table: list[dict[str, Any]] = []
     print(
         "| backend | cells | failed | wall s | cells/s | speed-up | method s | method CPU s "
         "| CPU/wall | total CPU s | overhead (CPU) | overhead (wall) | first cell s "
@@ -203,6 +208,22 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
             first = first or wall
             cpu_share = "-" if total_cpu is None else f"{(total_cpu - method_cpu) / method_cpu:.0%}"
             cpu_text = "-" if total_cpu is None else f"{total_cpu:.1f}"
+            table.append(
+                {
+                    "backend": label,
+                    "cells": result.n_run,
+                    "failed": result.n_failed,
+                    "wall s": wall,
+                    "cells/s": result.n_run / wall,
+                    "speed-up": first / wall,
+                    "method CPU s": method_cpu,
+                    "total CPU s": total_cpu,
+                    "overhead (CPU)": cpu_share,
+                    "first cell s": first_call,
+                }
+            )
+            if args.out:
+                write_json(args.out, {"meta": args.meta, "grid": args.grid, "rows": table})
             print(
                 f"| {label} | {result.n_run} | {result.n_failed} | {wall:.1f} | "
                 f"{result.n_run / wall:.2f} | "

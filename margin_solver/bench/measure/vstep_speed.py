@@ -15,17 +15,13 @@ Usage (the script is a shim over :func:`main`; ``margin-solver bench`` runs it i
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 
-import cvxpy
 import numpy as np
-import scipy
 
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.core.fileio import write_json
 from margin_solver.svm.vstep import solve_vstep
 
@@ -48,11 +44,8 @@ def timed(fn, repeats: int) -> tuple[list[float], object]:
     return times, result
 
 
-def run(n: int, d: int, repeats: int, seed: int, commit: str | None = None) -> dict:
-    """Time every engine and the primal reference; return a tidy table plus metadata.
-
-    ``commit`` (the source revision measured, when the caller knows it) is stored as is.
-    """
+def run(n: int, d: int, repeats: int, seed: int) -> dict:
+    """Time every engine and the primal reference; return a tidy table."""
     Z, y = make_data(n, d, seed)
     gram_times, K = timed(lambda: Z @ Z.T, repeats)
     primal_times, primal = timed(lambda: solve_vstep(Z, y, "primal", fallback=False), repeats)
@@ -71,18 +64,6 @@ def run(n: int, d: int, repeats: int, seed: int, commit: str | None = None) -> d
         "seed": seed,
         "gram_product_s": statistics.median(gram_times),
         "rows": rows,
-        "machine": {
-            "nproc": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
-        "versions": {
-            "numpy": np.__version__,
-            "scipy": scipy.__version__,
-            "cvxpy": cvxpy.__version__,
-        },
-        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": commit,
     }
 
 
@@ -102,7 +83,7 @@ def _row(engine, times, warm_times, first_s, res, primal) -> dict:
 
 
 def format_table(report: dict) -> str:
-    """The table printed to the terminal and pasted into docs/benchmarks.md."""
+    """The table printed to the terminal (docs/benchmarks.md renders the JSON's rows)."""
     header = (
         "| engine | status | median s | primal / engine | median s, K given (warm) "
         "| primal / engine | first call s | rel. objective diff vs primal | gap |"
@@ -124,7 +105,7 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None, commit: str | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Command line of the benchmark: time, print the table, optionally write JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="samples (default 100)")
@@ -133,7 +114,8 @@ def main(argv: list[str] | None = None, commit: str | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="data seed (default 0)")
     parser.add_argument("--json", metavar="OUT", help="also write the full report as JSON")
     args = parser.parse_args(argv)
-    report = run(args.n, args.d, args.repeats, args.seed, commit)
+    meta = run_metadata(__spec__.name, argv)  # before the run: its load average
+    report = {**run(args.n, args.d, args.repeats, args.seed), "meta": meta}
     print(
         f"n={args.n} d={args.d} repeats={args.repeats} seed={args.seed} "
         f"Gram product Z @ Z.T: {report['gram_product_s']:.4f} s (median)"
