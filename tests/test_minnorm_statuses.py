@@ -450,4 +450,4 @@ def test_the_classifier_does_not_keep_a_best_attempt_as_a_fit():
     )
     with pytest.warns(SklearnConvergenceWarning, match="no interpolator"):  # issue 16: a GD fit
         clf.fit(X, y)
-    assert "no_feasible_point_found" in clf.fallback_ and clf.result_.schedule == "constant"
+    assert "no_feasible_point_found" in clf.fallback_ and clf.result_.schedule == "normalized"

@@ -39,7 +39,8 @@ def test_result_json_and_repr():
 def test_write_json_is_atomic_and_leaves_no_temporary(tmp_path):
     path = write_json(tmp_path / "out" / "r.json", _Toy("optimal", "ok", np.ones(2), 1.5))
     assert json.loads(path.read_text())["x"] == [1.0, 1.0]
-    assert [p.name for p in path.parent.iterdir()] == ["r.json"]
+    # the file and its ownership mark (fileio.mark_path), no temporary left behind
+    assert sorted(p.name for p in path.parent.iterdir()) == [".r.json.margin-solver", "r.json"]
 
 
 def test_evaluate_errors_and_attention_split():
