@@ -1,5 +1,5 @@
-"""Second-order steps of the P_R descent: Newton in the score space and the support-aware SQP
-step (margin_solver.descent.alternating, margin_solver.descent.sqp; issue 12 part 3)."""
+"""The support-aware SQP step of the P_R descent (margin_solver.descent.alternating,
+margin_solver.descent.sqp; issue 12 part 3)."""
 
 import functools
 import math
@@ -19,7 +19,6 @@ from margin_solver.descent.alternating import (
     _sqp_model,
     descend,
     evaluate_phi,
-    score_hessian,
     with_gradient,
 )
 from margin_solver.gd.endpoints import token_scale
@@ -34,33 +33,6 @@ def _hard_selection_start(train, R):
     return form, y, form.from_coefficients(attention_svm(gram.H, T, hard.tokens, R))
 
 
-@pytest.mark.parametrize("form_name", ["kernel", "dense"])
-def test_score_hessian_matches_finite_differences_of_the_gradient(form_name):
-    ds = PaperDistribution(d=30, T=3, snr=0.5, eta=0.1).sample(8, seed=4)
-    X, y = ds.X, ds.y.astype(float)
-    gram = TokenGram(X)
-    form = KernelForm(X, gram) if form_name == "kernel" else DenseForm(X)
-    rng = np.random.default_rng(0)
-    p = form.from_coefficients(0.3 * rng.standard_normal((8, 3)))
-    point = with_gradient(form, evaluate_phi(form, y, p))
-    J, tokens = score_hessian(form, point, gram.H)
-    assert np.allclose(J, J.T, rtol=1e-10, atol=1e-12 * np.abs(J).max())
-    dc = 1e-6 * rng.standard_normal((8, 3))
-    moved = with_gradient(
-        form, evaluate_phi(form, y, p + form.from_coefficients(dc), support=point.vstep.alpha > 0)
-    )
-    assert np.array_equal(moved.vstep.alpha > 0, point.vstep.alpha > 0)
-    # the gradient as a vector of R^d in both forms
-    G0, G1 = (
-        TokenGram.materialize(X, q.gradient) if form_name == "kernel" else q.gradient
-        for q in (point, moved)
-    )
-    coef = np.zeros(24)
-    coef[tokens] = J @ (gram.H @ dc.reshape(-1))[tokens]  # d grad / dc = J H on the support
-    predicted = TokenGram.materialize(X, coef.reshape(8, 3))
-    assert np.linalg.norm(G1 - G0 - predicted) <= 1e-3 * np.linalg.norm(G1 - G0)
-
-
 @functools.lru_cache(maxsize=1)
 def _digits_case():
     """Lifted digit patches (token Gram condition number ~1e6), the hard-selection start and
@@ -70,24 +42,8 @@ def _digits_case():
     R = 100 / math.sqrt(token_scale(train.X))
     form, y, p0 = _hard_selection_start(train, R)
     with single_threaded_blas():  # as solve_min_norm runs it; threads only slow these sizes
-        quasi = descend(form, y, p0, R, max_iter=200)
+        quasi = descend(form, y, p0, R, max_iter=200, sqp=False)
     return train, R, form, y, p0, quasi
-
-
-def test_newton_steps_converge_where_the_quasi_newton_descent_hits_the_cap():
-    train, R, form, y, p0, quasi = _digits_case()
-    with single_threaded_blas():
-        newton = descend(form, y, p0, R, max_iter=200, newton=True)
-    assert quasi.status == "max_iter" and quasi.n_newton == 0
-    assert newton.status == "local_optimal" and newton.n_iter < 200 and newton.n_newton > 0
-    assert "projected gradient" in newton.reason  # first-order stationary, not a stall
-    assert newton.norm <= quasi.norm
-    assert newton.point.vstep.min_margin >= 1 - 1e-7
-    # stationary by a check that shares only the softmax with the descent: multipliers refitted from
-    # v on the active margins, dense gradient, tangent projection
-    rel, kkt = stationarity(train.X, y, *_dense(train.X, newton), R)
-    assert rel <= 1e-5 and kkt <= 1e-6
-    assert stationarity(train.X, y, *_dense(train.X, quasi), R)[0] > 1e-3
 
 
 def _dense(X, run):
@@ -95,21 +51,17 @@ def _dense(X, run):
     return TokenGram.materialize(X, np.stack([run.point.value_coefficients, run.point.p]))
 
 
-def test_second_order_steps_leave_a_short_descent_unchanged():
-    # the paper's data: the quasi-Newton descent ends before Newton or SQP steps are tried, so
-    # the options change nothing there (docs/decisions.md, "Newton steps in the score space
-    # stay opt-in")
+def test_sqp_steps_leave_a_short_descent_unchanged():
+    # the paper's data: the quasi-Newton descent ends before SQP steps are tried, so the
+    # default (SQP after 250 steps) changes nothing there
     ds = PaperDistribution(d=300, T=2, snr=math.sqrt(4 / 20), eta=0.1).sample(20, seed=3)
     X, y = ds.X, ds.y.astype(float)
     form = KernelForm(X, TokenGram(X))
     R = 100 / math.sqrt(token_scale(X))
-    quasi = descend(form, y, form.zeros(), R)
-    newton = descend(form, y, form.zeros(), R, newton=True)
-    assert quasi.status == newton.status == "local_optimal" and quasi.n_iter > 0
-    assert newton.n_newton == 0 and newton.n_iter == quasi.n_iter
-    assert newton.norm == quasi.norm
-    # solve_min_norm's default: SQP steps only after 250 quasi-Newton steps
-    sqp = descend(form, y, form.zeros(), R, sqp=True, sqp_after=250)
+    quasi = descend(form, y, form.zeros(), R, sqp=False)
+    assert quasi.status == "local_optimal" and quasi.n_iter > 0
+    # the strategy table's default, descend's own: SQP steps only after 250 quasi-Newton steps
+    sqp = descend(form, y, form.zeros(), R)
     assert sqp.n_iter == quasi.n_iter < 250 and sqp.norm == quasi.norm
 
 
@@ -142,10 +94,12 @@ def test_sqp_model_predicts_phi_to_second_order():
 
 def test_sqp_steps_converge_on_a_digits_instance_where_the_quasi_newton_descent_crawls():
     # the support-aware SQP steps end at a first-order stationary point, lower than the
-    # quasi-Newton descent's 200 steps (which end far from it, asserted in the Newton test)
+    # quasi-Newton descent's 200 steps (which end far from it)
     train, R, form, y, p0, quasi = _digits_case()
+    assert quasi.status == "max_iter"
+    assert stationarity(train.X, y, *_dense(train.X, quasi), R)[0] > 1e-3
     with single_threaded_blas():
-        sqp = descend(form, y, p0, R, sqp=True)
+        sqp = descend(form, y, p0, R, sqp=True, sqp_after=0)
     assert sqp.status == "local_optimal" and sqp.n_iter < 60
     assert "projected gradient" in sqp.reason  # first-order stationary, not a stall
     assert sqp.norm <= quasi.norm
@@ -163,7 +117,19 @@ def test_sqp_descent_is_the_same_in_the_dense_and_the_kernel_form():
     runs = []
     for form in (DenseForm(X), KernelForm(X, TokenGram(X))):
         p0 = form.from_coefficients(c0)
-        runs.append(descend(form, y, p0 * (R / math.sqrt(form.inner(p0, p0))), R, sqp=True))
+        p0 = p0 * (R / math.sqrt(form.inner(p0, p0)))
+        runs.append(descend(form, y, p0, R, sqp=True, sqp_after=0))
     for run in runs:
         assert run.status == "local_optimal" and "projected gradient" in run.reason
     assert runs[0].norm == pytest.approx(runs[1].norm, rel=1e-7)
+
+
+def test_newton_steps_were_removed_and_the_keyword_warns():
+    # descend(newton=...) of before the strategy table still runs, ignoring it
+    ds = PaperDistribution(d=30, T=3, snr=0.5, eta=0.1).sample(8, seed=4)
+    X, y = ds.X, ds.y.astype(float)
+    form = KernelForm(X, TokenGram(X))
+    plain = descend(form, y, form.zeros(), 1.0, max_iter=5)
+    with pytest.warns(DeprecationWarning, match="Newton steps"):
+        old = descend(form, y, form.zeros(), 1.0, max_iter=5, newton=True)
+    assert old.norm == plain.norm and old.n_iter == plain.n_iter

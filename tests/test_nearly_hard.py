@@ -15,9 +15,9 @@ import pytest
 from margin_solver.bounds.lower import first_step_margins
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.kernel import TokenGram, softmax
+from margin_solver.core.strategy import DEFAULT_STRATEGY
 from margin_solver.descent.alternating import STOPPED, KernelForm, descend, evaluate_phi
 from margin_solver.minnorm.search import (
-    HARD_LEAK,
     _dual_norm_bound,
     hard_descend,
     hard_polish,
@@ -44,13 +44,13 @@ def test_a_nearly_hard_realisation_is_polished_to_the_descents_norm_or_below():
     assert hard_value(H, y, T, softmax(form.scores(c))) == pytest.approx(hard.norm)
     start = evaluate_phi(form, y, c)
     run = settled_run(form, H, y, T, c, R)
-    full = descend(form, y, c, R)
+    full = descend(form, y, c, R, sqp=False)
     assert run is not None and "linearised SVM steps" in run.reason
     assert run.status == "local_optimal" and ("gtol" in run.reason or "rtol" in run.reason)
     assert run.norm < math.sqrt(2 * start.phi)
     assert run.norm <= full.norm * (1 + 1e-9)
     assert run.n_eval < full.n_eval
-    assert np.max(1 - np.max(run.point.attention, axis=1)) <= HARD_LEAK
+    assert np.max(1 - np.max(run.point.attention, axis=1)) <= DEFAULT_STRATEGY.hard_leak
     assert run.norm_history[-1] == pytest.approx(run.norm, rel=1e-12)
 
 
@@ -75,7 +75,7 @@ def test_the_descent_switches_to_the_polish_once_nearly_hard():
     rng = np.random.default_rng(0)
     c = rng.standard_normal((len(y), T))
     c *= R / math.sqrt(c.reshape(-1) @ H @ c.reshape(-1))
-    full = descend(form, y, c, R)
+    full = descend(form, y, c, R, sqp=False)
     rounds = hard_descend(form, H, y, T, c, R)
     assert "linearised SVM steps" in rounds.reason
     # both stop once phi decreased by less than rtol = 1e-7 (relative) in 10 steps: the
@@ -93,8 +93,9 @@ def test_the_descent_switches_to_the_polish_once_nearly_hard():
 def test_the_selection_family_gives_up_after_its_misses_when_nearly_hard(monkeypatch):
     # with a best run below every selection's SVM norm each nearly hard selection is a miss
     # (its realisation would end near that norm): the family ends after
-    # _HARD_SELECTION_MISSES value vectors in a row gave nothing better, not after the 20 of
+    # hard_selection_misses value vectors in a row gave nothing better, not after the 20 of
     # soft attention, where the same selections are realised and descended
+    from dataclasses import replace
     from types import SimpleNamespace
 
     import margin_solver.minnorm.search as search
@@ -111,7 +112,7 @@ def test_the_selection_family_gives_up_after_its_misses_when_nearly_hard(monkeyp
     run = descend(form, y, attention_svm(H, T, hard_svm.tokens, R), R, max_iter=2)
     best = SimpleNamespace(norm=1e-3 * hard_svm.norm, point=run.point)
 
-    def family(hard: bool) -> list:
+    def family(hard: bool, strategy=DEFAULT_STRATEGY) -> list:
         calls.clear()
         return list(
             search.search_starts(
@@ -125,11 +126,15 @@ def test_the_selection_family_gives_up_after_its_misses_when_nearly_hard(monkeyp
                 max_starts=3,
                 hard=hard,
                 rng=np.random.default_rng(0),
+                strategy=strategy,
             )
         )
 
-    assert family(True) == [] and len(calls) == search._HARD_SELECTION_MISSES + 1
-    assert search._HARD_SELECTION_MISSES < search._SELECTION_MISSES
+    table = DEFAULT_STRATEGY
+    assert family(True) == [] and len(calls) == table.hard_selection_misses + 1
+    assert table.hard_selection_misses < table.selection_misses
+    # the table's value is the one the family reads
+    assert family(True, replace(table, hard_selection_misses=2)) == [] and len(calls) == 3
     assert [name for name, _ in family(False)][:1] == ["selection_0"]
 
 
@@ -142,7 +147,7 @@ def test_a_callers_test_stops_the_descent_at_an_accepted_step():
         seen.append(point.phi)
         return "enough" if len(seen) == 2 else None
 
-    run = descend(form, y, np.zeros_like(c), R, until=until)
+    run = descend(form, y, np.zeros_like(c), R, until=until, sqp=False)
     assert run.status == STOPPED and run.reason == "enough" and run.n_iter == 2
     assert run.point.phi == seen[-1] and len(run.norm_history) == 3
 

@@ -12,8 +12,9 @@ import pytest
 from margin_solver.bounds.lower import first_selection, global_lower_bound
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.kernel import TokenGram, margins
+from margin_solver.core.strategy import DEFAULT_STRATEGY
 from margin_solver.descent.alternating import DenseForm, descend, evaluate_phi
-from margin_solver.minnorm.search import SCREEN_TOP, PenalisedForm, search_starts
+from margin_solver.minnorm.search import PenalisedForm, search_starts
 from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.svm.selection import attention_svm
 
@@ -153,7 +154,9 @@ def test_search_starts_yield_exact_feasible_runs_within_the_ball():
             DenseForm(X), gram.H, y, 2, R, None, max_starts=4, rng=np.random.default_rng(0)
         )
     )
-    assert 0 < len(runs) <= 4 + SCREEN_TOP  # the screen's descents come after the 4 turns
+    assert (
+        0 < len(runs) <= 4 + DEFAULT_STRATEGY.screen_top
+    )  # the screen's descents come after the 4 turns
     for name, run in runs:
         if run.point.feasible:
             assert np.linalg.norm(run.point.p) <= R * (1 + 1e-9)
@@ -294,9 +297,8 @@ def test_families_far_above_the_best_are_retired():
     # starts, then the first selection and continuation starts, end 2.1 times above the best
     # first start; with every family retired their turns end after those two starts (13
     # starts before, the best found by the full search the same to 1e-9), and the screen,
-    # which is not a family, still runs its SCREEN_TOP descents
+    # which is not a family, still runs its screen_top descents
     from margin_solver.bench.measure.search_quality import make_instance
-    from margin_solver.minnorm.search import SCREEN_TOP
 
     X, y = make_instance("cls", 10, 2, 40, 20261256)
     res = solve_min_norm(X, y, R=10 / math.sqrt(40))
@@ -310,41 +312,39 @@ def test_families_far_above_the_best_are_retired():
         "selection_0",
         "continuation_0",
     ]
-    assert names[7:] == [f"screen_{k}" for k in range(SCREEN_TOP)]
+    assert names[7:] == [f"screen_{k}" for k in range(DEFAULT_STRATEGY.screen_top)]
     assert res.norm == pytest.approx(0.315317290764113, rel=1e-9)
 
 
 def test_large_search_guides_spend_in_proportion_to_the_first_starts():
-    # above SCREEN_MIN_SAMPLES samples, LB's branch-and-bound gets SEARCH_BOUND_NODES_PER_EVAL
+    # above screen_min_samples samples, LB's branch-and-bound gets search_bound_nodes_per_eval
     # SVMs per first-start v-step solve when its bound cannot stop the search (the best
     # start is more than gap_tol above the hard-selection incumbent's SVM norm), else its
     # full budget
     from types import SimpleNamespace
 
-    from margin_solver.minnorm.solve import (
-        SCREEN_MIN_SAMPLES,
-        SEARCH_BOUND_NODES_PER_EVAL,
-        _search_guide,
-    )
+    from margin_solver.minnorm.solve import _search_guide
 
-    n = SCREEN_MIN_SAMPLES + 8
+    table = DEFAULT_STRATEGY
+    n = table.screen_min_samples + 8
     ds = PaperDistribution(d=400, T=2, snr=math.sqrt(1.0 / n), eta=0.15).sample(n, seed=1)
     H, y = TokenGram(ds.X).H, ds.y.astype(float)
     runs = {"zero": SimpleNamespace(n_eval=40)}
     first = first_selection(H, y, 2)
-    full = _search_guide(H, y, 2, runs, SimpleNamespace(norm=0.0), [], math.inf, first)
+    full = _search_guide(H, y, 2, runs, SimpleNamespace(norm=0.0), [], math.inf, first, 1e-4, table)
     assert full.status == "optimal" and full.nodes > 20
     cut = _search_guide(
-        H, y, 2, runs, SimpleNamespace(norm=10 * full.incumbent), [], math.inf, first
+        H, y, 2, runs, SimpleNamespace(norm=10 * full.incumbent), [], math.inf, first, 1e-4, table
     )
     assert cut.status == "max_iter" and "node budget" in cut.message
-    assert cut.nodes <= math.ceil(SEARCH_BOUND_NODES_PER_EVAL * 40) + 4  # + one branching
+    assert cut.nodes <= math.ceil(table.search_bound_nodes_per_eval * 40) + 4  # + one branching
     # a best start within gap_tol of that norm: the bound may still stop the screen, which
     # needs only gap_tol, so the branch-and-bound keeps its full budget
     near = SimpleNamespace(norm=first.norm * (1 + 1e-6))
-    kept = _search_guide(H, y, 2, runs, near, [], math.inf, first, 1e-4)
+    kept = _search_guide(H, y, 2, runs, near, [], math.inf, first, 1e-4, table)
     assert kept.status == "optimal" and kept.nodes == full.nodes
-    assert _search_guide(H, y, 2, runs, near, [], math.inf, first, 1e-7).nodes == cut.nodes
+    tight = _search_guide(H, y, 2, runs, near, [], math.inf, first, 1e-7, table)
+    assert tight.nodes == cut.nodes
 
 
 @pytest.mark.parametrize(
@@ -383,21 +383,16 @@ def test_screen_reaches_what_a_patient_search_finds(kind, n, T, d, R_sqrt_d, see
     assert np.linalg.norm(res.p) <= R * (1 + 1e-12)
 
 
-def test_without_the_screen_the_default_stays_above(monkeypatch):
+def test_without_the_screen_the_default_stays_above():
     # the same solve with the screen left out ends 5 % higher (the realisations of the 48
     # best realisable selections and 32 random starts, 40 steps each, rank the winner first)
-    import margin_solver.minnorm.search
     from margin_solver.bench.measure.search_quality import make_instance
 
     X, y = make_instance("integer", 8, 3, 3, 20261287)
     R = 10 / math.sqrt(3)
     screened = solve_min_norm(X, y, R=R)
-    monkeypatch.setattr(
-        margin_solver.minnorm.search,
-        "IDEAS",
-        tuple(i for i in margin_solver.minnorm.search.IDEAS if i != "screen"),
-    )
-    unscreened = solve_min_norm(X, y, R=R)
+    ideas = tuple(i for i in DEFAULT_STRATEGY.search_ideas if i != "screen")
+    unscreened = solve_min_norm(X, y, R=R, options={"search_ideas": ideas})
     assert screened.norm <= 2.92925 * (1 + 1e-5)  # the patient search's 2.92925
     assert unscreened.norm > screened.norm * 1.05  # 3.19734
 
@@ -424,18 +419,18 @@ def _screen_runs(n: int, **kwargs) -> list:
 @pytest.mark.parametrize("n", [48, 49])
 def test_screen_runs_up_to_48_samples_only(n):
     # n = 100 paper-model solves (issue 12's cost study) must not pay for it
-    from margin_solver.minnorm.search import SCREEN_MAX_SAMPLES
-
     runs = _screen_runs(n)
     names = [name for name, _ in runs]
-    if n <= SCREEN_MAX_SAMPLES:
-        assert names == [f"screen_{k}" for k in range(SCREEN_TOP)]
+    if n <= DEFAULT_STRATEGY.screen_max_samples:
+        assert names == [f"screen_{k}" for k in range(DEFAULT_STRATEGY.screen_top)]
         assert all(run.point.feasible for _, run in runs)
     else:
         assert names == []
 
 
-@pytest.mark.parametrize("scale, descents", [(0.5, SCREEN_TOP), (4.0, 2 * SCREEN_TOP)])
+@pytest.mark.parametrize(
+    "scale, descents", [(0.5, DEFAULT_STRATEGY.screen_top), (4.0, 2 * DEFAULT_STRATEGY.screen_top)]
+)
 def test_screen_grows_with_its_scale(scale, descents):
     runs = _screen_runs(8, options={"max_iter": 30}, screen_scale=scale)
     assert [name for name, _ in runs] == [f"screen_{k}" for k in range(descents)]
@@ -451,5 +446,8 @@ def test_more_search_starts_reach_a_basin_the_default_screen_misses():
     R = 10 / math.sqrt(40)
     res = solve_min_norm(X, y, R=R, search_starts=32)
     assert res.norm <= 0.474436 * (1 + 1e-5)  # a patient search's 0.474436
-    assert sum(name.startswith("screen_") for name in res.start_norms) == 2 * SCREEN_TOP
+    assert (
+        sum(name.startswith("screen_") for name in res.start_norms)
+        == 2 * DEFAULT_STRATEGY.screen_top
+    )
     assert np.min(margins(X, y, res.v, res.p)) >= 1 - 1e-7

@@ -45,7 +45,7 @@ MAX_TOKENS = 400
 
 # Relative safety margin on the computed bound: the token factor, the eigen-decompositions and
 # the secular equation are accurate to a few hundred eps relatively; this is far above that.
-_ROUNDING = 1e-9
+_BOUND_ROUNDING = 1e-9
 # Ascent steps on alpha (each a few (nT)-square eigen-decompositions); the ascent stops when
 # the bound rose by less than _ASCENT_RISE (relative) over the last _ASCENT_WINDOW steps, or
 # is below half the ``floor`` at such a check.
@@ -114,7 +114,7 @@ class _Linearised:
         top = _quadratic_max(M @ M + cross, M @ b, float(b @ b), R)
         K = math.sqrt(max(top, 0.0) + norm_E**2)
         total = float(alpha.sum())
-        return total / K * (1 - _ROUNDING) if K > 0 and total > 0 else 0.0
+        return total / K * (1 - _BOUND_ROUNDING) if K > 0 and total > 0 else 0.0
 
     def affine(self, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``b = sum alpha_i y_i xbar_i`` and ``M = sum alpha_i y_i X_i^T J X_i`` (symmetric)."""

@@ -71,6 +71,7 @@ from margin_solver.core.results import (
     ConvergenceWarning,
     ResultMixin,
 )
+from margin_solver.core.tolerances import PRUNE_RTOL
 from margin_solver.core.validation import (
     InvalidInputError,
     check_gap_tol,
@@ -117,8 +118,6 @@ ENUMERATION_LIMIT = 2**8
 # A free sample counts as satisfied by a node's v when its best token's margin is at least
 # 1 - _SATISFIED_TOL; the completed selection's SVM is then re-solved exactly.
 _SATISFIED_TOL = 1e-9
-# Relative slack under which a node bound counts as reaching the incumbent (prune).
-_PRUNE_RTOL = 1e-12
 # The finite-R branch-and-bound stops when its proven bound has not risen over this many
 # SVMs (about 5 s on the shared machine): on degenerate inputs (d = 1, R large against the
 # tokens) its relaxation cannot tighten, and a certify call should not spend its whole time
@@ -816,7 +815,7 @@ class _SelectionSearch:
         return svm
 
     def prunes(self, bound: float) -> bool:
-        return bound >= self.incumbent.norm * (1 - _PRUNE_RTOL)
+        return bound >= self.incumbent.norm * (1 - PRUNE_RTOL)
 
     def evaluate(self, svm: SelectionSVM, allowed: np.ndarray, parent_bound: float) -> None:
         """Bound a node and queue it, or close it (completion, pruning, infeasibility)."""
@@ -859,7 +858,7 @@ class _SelectionSearch:
     def branch(self, node: _Node) -> None:
         """Two children: the free sample's most promising token fixed, and its other tokens."""
         i = node.branch
-        options = np.flatnonzero(node.lifted < self.incumbent.norm * (1 + _PRUNE_RTOL))
+        options = np.flatnonzero(node.lifted < self.incumbent.norm * (1 + PRUNE_RTOL))
         options = options[np.argsort(node.lifted[options], kind="stable")]
         for group in (options[:1], options[1:]):
             if group.size == 0:

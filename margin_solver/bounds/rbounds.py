@@ -50,8 +50,6 @@ __all__ = [
     "vertex_attention",
 ]
 
-# A node is pruned when its bound is within this relative tolerance of the incumbent.
-_PRUNE_RTOL = 1e-12
 # The dual certificate of a box missing the ball must exceed R^2 / 2 by this relative margin.
 _BALL_RTOL = 1e-9
 # Root box half-widths are widened by this factor so that rounding in G_jj cannot cut a

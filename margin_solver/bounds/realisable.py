@@ -46,6 +46,7 @@ import scipy.optimize
 from scipy.linalg.lapack import dpstrf
 
 from margin_solver.bounds.lower import first_step_margins
+from margin_solver.core.tolerances import PRUNE_RTOL, SAME_TOKEN_RTOL
 from margin_solver.svm.selection import (
     lifted_bounds,
     selection_svm,
@@ -60,11 +61,6 @@ REALISABLE_TOL = 1e-7
 # The pivoted Cholesky factorisation of the token Gram matrix stops (its rank) when the
 # largest remaining pivot is below this fraction of the largest squared token norm.
 _RANK_RTOL = 1e-12
-# Token differences with squared length below this fraction of the mean squared token norm are
-# identical tokens (as in margin_solver.svm.selection.attention_svm).
-_SAME_TOKEN_RTOL = 1e-12
-# Relative slack under which a node bound counts as reaching the incumbent.
-_PRUNE_RTOL = 1e-12
 # The least-distance residual's last entry (-1 when the solution is 0) is below -this when
 # U p >= 1 is feasible.
 _LDP_RTOL = 1e-12
@@ -98,7 +94,7 @@ class Realiser:
         self.Z = np.zeros((len(H), rank))
         self.Z[pivots - 1] = np.tril(factor)[:, :rank]
         self.T = T
-        self.threshold = _SAME_TOKEN_RTOL * max(
+        self.threshold = SAME_TOKEN_RTOL * max(
             float(np.mean(np.diag(H))), np.finfo(np.float64).tiny
         )
         self.checks = 0
@@ -246,7 +242,7 @@ def realisable_selections(
     def offer(selection: np.ndarray, value: float) -> bool:
         """Put a full selection in the kept set if it enters; True when it does."""
         key = selection.tobytes()
-        if key in yielded or not value < threshold() * (1 - _PRUNE_RTOL):
+        if key in yielded or not value < threshold() * (1 - PRUNE_RTOL):
             return False
         yielded.add(key)
         (heapq.heappush if len(kept) < keep else heapq.heapreplace)(kept, (-value, key))
@@ -301,7 +297,7 @@ def realisable_selections(
     heap = [(0.0, next(counter), root, origin)]
     while heap and work() < max_work and time.perf_counter() <= deadline:
         bound, _, node, p = heapq.heappop(heap)
-        if bound >= threshold() * (1 - _PRUNE_RTOL):
+        if bound >= threshold() * (1 - PRUNE_RTOL):
             return
         free = np.setdiff1d(np.arange(n), node.samples)
         if free.size == 0:  # a full selection, realisable by construction
@@ -319,11 +315,11 @@ def realisable_selections(
         hardest = int(np.argmax(lifted.min(axis=1)))
         branch = free[hardest]
         for t in np.argsort(lifted[hardest], kind="stable"):
-            if lifted[hardest, t] >= threshold() * (1 + _PRUNE_RTOL) or work() >= max_work:
+            if lifted[hardest, t] >= threshold() * (1 + PRUNE_RTOL) or work() >= max_work:
                 break
             witness = realiser.extend(p, node.samples, node.tokens, branch, t)
             if witness is None:
                 continue
             child = svm(np.append(node.tokens, t), np.append(node.samples, branch))
-            if child.norm < threshold() * (1 - _PRUNE_RTOL):
+            if child.norm < threshold() * (1 - PRUNE_RTOL):
                 heapq.heappush(heap, (child.norm, next(counter), child, witness))

@@ -71,7 +71,7 @@ _EIG_FLOOR = 1e-12
 # 1e-7; raising the box multipliers to do so only weakens the bound.
 _N_FLOOR = 1e-9
 # Relative safety margin on the computed largest eigenvalue.
-_ROUNDING = 1e-10
+_EIGENVALUE_ROUNDING = 1e-10
 
 
 @dataclass
@@ -281,7 +281,7 @@ def _certified_value(data: _Data, alpha: np.ndarray, lam_t: np.ndarray, mu: np.n
     mu = np.maximum(np.asarray(mu, dtype=np.float64), 0.0)
     nu = (data.slope * lam_t).sum(axis=1)
     mu0 = max(float(np.linalg.eigvalsh(data.G_half @ (nu[:, None] * data.G_half)).max()), 0.0)
-    mu0 *= 1 + _ROUNDING
+    mu0 *= 1 + _EIGENVALUE_ROUNDING
     ay = alpha * data.y
     QtQ = np.outer(ay, ay) * data.G
     b = ay * (data.Gmd.T @ ay)

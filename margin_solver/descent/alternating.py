@@ -36,16 +36,10 @@ of ~5e-4 R, relative decrease ~1e-4 per step), so the digits cells of the benchm
 "Quasi-Newton direction for the P_R descent"). No tuning to the scale of R or of the gradient
 is needed.
 
-Newton steps (``newton=True``, opt-in): once the support is stable, the exact Newton step of
-phi in the scores (:func:`score_hessian`; on the sphere the Newton step of the Lagrangian in
-the tangent space, :func:`_newton_step`) is tried first, within a trust radius; when it
-fails the step above is taken. docs/theory.md, "Newton steps in the score space", has the
-maths and the rule for when they are tried.
-
-Support-aware SQP steps (``sqp=True``; :func:`solve_min_norm
-<margin_solver.minnorm.solve.solve_min_norm>`'s default after ``sqp_after = 250`` quasi-Newton
-steps): each step solves a QP model of phi that keeps every margin constraint, linearised, so
-samples may enter and leave the support within the step (:mod:`margin_solver.descent.sqp`), and is
+Support-aware SQP steps (``sqp=True`` after ``sqp_after = 250`` quasi-Newton steps, the
+defaults of the strategy table, :class:`margin_solver.core.strategy.Strategy`): each step
+solves a QP model of phi that keeps every margin constraint, linearised, so samples may
+enter and leave the support within the step (:mod:`margin_solver.descent.sqp`), and is
 accepted by the ratio of actual to predicted decrease (:func:`_sqp_descent`). Why: on lifted
 digit patches at n >= 80 the quasi-Newton descent ended every cell at its 500-step cap, far
 from stationarity, and a fixed-support Newton model is wrong after a short move because the
@@ -74,6 +68,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,12 +77,17 @@ import numpy as np
 
 from margin_solver.core.kernel import TokenGram, attended_features, softmax
 from margin_solver.core.results import INFEASIBLE, LOCAL_OPTIMAL, MAX_ITER, TIME_LIMIT
-from margin_solver.core.validation import InvalidInputError, check_int, check_options
-from margin_solver.descent.sqp import SQPModel, block_diagonal, score_blocks, support_tokens
+from margin_solver.core.strategy import (
+    DEFAULT_STRATEGY,
+    Strategy,
+    deprecated_constants,
+    strategy_from,
+)
+from margin_solver.core.tolerances import ARMIJO
+from margin_solver.descent.sqp import SQPModel
 from margin_solver.svm.vstep import VStepResult, solve_vstep_from_support
 
 __all__ = [
-    "DESCENT_OPTIONS",
     "STOPPED",
     "DenseForm",
     "DescentRun",
@@ -100,45 +100,19 @@ __all__ = [
     "norm",
     "project",
     "projected_gradient",
-    "score_hessian",
     "with_gradient",
 ]
 
-#: The descent's knobs and their defaults (the ``options`` of
-#: :func:`margin_solver.minnorm.solve.solve_min_norm`; see :func:`descend`). solve_min_norm's
-#: descents take support-aware SQP steps after 250 quasi-Newton steps (chosen on the digits
-#: study's cells; docs/decisions.md, "SQP after 250 quasi-Newton steps is the default
-#: descent"); :func:`descend` called
-#: directly is the quasi-Newton descent unless asked (``sqp=True``).
-DESCENT_OPTIONS: dict[str, Any] = {
-    "memory": 30,
-    "use_bb": True,
-    "window": 10,
-    "vstep_solver": "ldp",
-    "newton": False,
-    "sqp": True,
-    "sqp_after": 250,
-}
+# DESCENT_OPTIONS, the descent's defaults before the strategy table, now its fields
+__getattr__ = deprecated_constants(__name__, {"DESCENT_OPTIONS": "descent_options"})
 
 #: Status of a descent that its caller's test (``until`` of :func:`descend`) stopped; the
 #: caller gives it its own meaning, so no solver result carries it.
 STOPPED = "stopped"
 
-#: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
-_DESCENT_ENGINES = ("ldp", "ecos", "clarabel")
-
-# Armijo fraction of the predicted decrease that a step must achieve.
-_ARMIJO = 1e-4
-# Shortest trial step, relative to R, before declaring that no descent step exists.
+# Shortest trial step, relative to R, before declaring that no descent step exists (rounding
+# level: a step this short changes no score in float64).
 _MIN_STEP = 1e-12
-# Newton steps are tried once the support has not changed over this many accepted steps
-# (phi is smooth only at a fixed support), and not again for this many steps after one
-# fails its line search (docs/decisions.md, "Newton steps in the score space stay opt-in").
-_NEWTON_STABLE = 1
-_NEWTON_COOLDOWN = 3
-# ... and only after this many quasi-Newton steps: where those converge fast (the paper's
-# data) the descent and its result stay as before.
-_NEWTON_AFTER = 20
 
 
 class DenseForm:
@@ -184,7 +158,7 @@ class DenseForm:
         return p
 
     def token_gram_matrix(self) -> np.ndarray | None:
-        """The token Gram matrix ``H = X X^T`` (nT x nT), for the descent's Newton step."""
+        """The token Gram matrix ``H = X X^T`` (nT x nT), for the SQP model of the descent."""
         if getattr(self, "_token_gram", None) is None:
             flat = self.X.reshape(self.n * self.T, self.d)
             self._token_gram = flat @ flat.T
@@ -242,7 +216,7 @@ class KernelForm:
         return TokenGram.materialize(self.X, c)
 
     def token_gram_matrix(self) -> np.ndarray | None:
-        """The token Gram matrix H (nT x nT), for the descent's Newton step."""
+        """The token Gram matrix H (nT x nT), for the SQP model of the descent."""
         return self.gram.H
 
     def token_coefficients(self, c: np.ndarray) -> np.ndarray | None:
@@ -381,97 +355,11 @@ def _line_search(
         predicted = form.inner(g, point.p - q)
         candidate = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
         run.count_solve(candidate)
-        if candidate.phi <= point.phi - _ARMIJO * predicted:
+        if candidate.phi <= point.phi - ARMIJO * predicted:
             return candidate, step, first_trial
         step = _backtrack(step, point.phi, candidate.phi, slope)
         first_trial = False
     return None, step, False
-
-
-def score_hessian(form: Form, point: PhiPoint, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Hessian of phi in the scores of the support samples, at a fixed support.
-
-    With S the support (alpha_i > 0), Q = Y K_SS Y (K the form's feature Gram matrix, so a
-    penalised form's ``+ eps I`` is included), D_i = diag(s_i) - s_i s_i^T the softmax
-    Jacobian, e_it = alpha_i y_i and g_it = -e_it (D_i u_i)_t the gradient
-    (:func:`gradient_coefficients`), differentiating g with alpha = Q^{-1} 1 gives
-    (docs/theory.md, "Newton steps in the score space")
-
-        J = W^T Y Q^{-1} Y W - E F D - E D H_SS E D,
-        W = (U^T + S^T H_SS E) D,   F_i = diag(u_i - f_i) - s_i u_i^T,
-
-    with U^T (|S| x m) holding u_i^T in block i, S^T holding s_i^T in block i, E = diag(e)
-    and D, F block-diagonal. Checked against finite differences of the gradient
-    (tests/test_descent_convergence.py).
-
-    Returns
-    -------
-    (J, tokens)
-        J of shape (m, m), m = |S| T, symmetric up to round-off, and the flat indices of
-        the support tokens in the nT token order.
-    """
-    support = point.vstep.alpha > 0
-    s = point.attention[support]
-    y = point.y[support]
-    e = (point.vstep.alpha * point.y)[support]
-    n_s, T = s.shape
-    m = n_s * T
-    u = form.token_values(point.value_coefficients)[support]
-    tokens = support_tokens(support, T)
-    H_s = H[np.ix_(tokens, tokens)]
-    D, F = score_blocks(s, u)
-    # rows of (U^T + S^T H E): u_i in block i, plus s_i^T H_{i., jr} e_jr
-    rows = np.einsum("it,itk->ik", s, H_s.reshape(n_s, T, m)) * np.repeat(e, T)[None, :]
-    rows.reshape(n_s, n_s, T)[np.arange(n_s), np.arange(n_s)] += u
-    W = np.einsum("kit,itu->kiu", rows.reshape(n_s, n_s, T), D).reshape(n_s, m)
-    K = form.feature_gram(point.attention)[np.ix_(support, support)]
-    YW = y[:, None] * W
-    first = YW.T @ np.linalg.solve(y[:, None] * K * y[None, :], YW)
-    EFD = e[:, None, None] * np.einsum("itu,iuv->itv", F, D)
-    ED = e[:, None, None] * D
-    EDH = np.einsum("itu,iujv->itjv", ED, H_s.reshape(n_s, T, n_s, T))
-    EDHED = np.einsum("itjv,jvw->itjw", EDH, ED).reshape(m, m)
-    return first - block_diagonal(EFD) - EDHED, tokens
-
-
-def _newton_step(form: Form, point: PhiPoint, R: float) -> np.ndarray | None:
-    """The Newton step (token coefficients) of phi on the ball, or None.
-
-    Inside the ball: the support tokens' coefficients solve ``J H_SS dc = -G_S``. On the
-    sphere with multiplier ``mu = -<grad phi, p> / R^2 > 0``: the Newton step of the
-    Lagrangian phi + mu/2 (||p||^2 - R^2) in the sphere's tangent space, from the bordered
-    system ``(J H + mu I) dc + lambda c = -(G + mu c)``, ``c^T H dc = 0`` (J zero outside
-    the support tokens). None when the form has no token Gram matrix, the system is
-    singular, or the step is not a descent direction (phi not convex there).
-    """
-    matrix = getattr(form, "token_gram_matrix", None)
-    H = None if matrix is None else matrix()
-    coefficients = None if H is None else form.token_coefficients(point.p)
-    if coefficients is None:
-        return None
-    c = coefficients.reshape(-1)
-    G = gradient_coefficients(form, point).reshape(-1)
-    Hc = H @ c
-    mu = -float(G @ Hc) / R**2
-    try:
-        J, tokens = score_hessian(form, point, H)
-        if float(c @ Hc) >= (R * (1 - 1e-9)) ** 2 and mu > 0:
-            N = c.size
-            system = np.zeros((N + 1, N + 1))
-            system[:N, :N] = mu * np.eye(N)
-            system[tokens, :N] += J @ H[tokens, :]
-            system[:N, N] = c
-            system[N, :N] = Hc
-            rhs = np.concatenate([-(G + mu * c), [0.0]])
-            step = np.linalg.solve(system, rhs)[:N]
-        else:
-            step = np.zeros_like(c)
-            step[tokens] = np.linalg.solve(J @ H[np.ix_(tokens, tokens)], -G[tokens])
-    except np.linalg.LinAlgError:
-        return None
-    if not np.all(np.isfinite(step)) or float(G @ (H @ step)) >= 0:
-        return None
-    return form.from_coefficients(step.reshape(coefficients.shape))
 
 
 def _remember(form: Form, pairs: list, move: np.ndarray, change: np.ndarray, memory: int) -> None:
@@ -511,28 +399,15 @@ def _quasi_newton(form: Form, pairs: list, pg: np.ndarray) -> np.ndarray | None:
 
 
 def check_descent_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """:data:`DESCENT_OPTIONS` updated with ``options``, every value checked.
+    """The descent's fields of :func:`margin_solver.core.strategy.strategy_from` ``(options)``,
+    as keywords of :func:`descend`.
 
     Raises
     ------
     InvalidInputError
-        On an unknown key or a bad value (``memory`` an integer >= 0, ``use_bb``,
-        ``newton`` and ``sqp`` bools,
-        ``window`` an integer >= 1, ``vstep_solver`` one of "ldp", "ecos", "clarabel").
+        On an unknown key or a bad value (:func:`margin_solver.core.strategy.strategy_from`).
     """
-    out = check_options(options, DESCENT_OPTIONS)
-    check_int(out["memory"], "options['memory']", 0)
-    check_int(out["window"], "options['window']", 1)
-    check_int(out["sqp_after"], "options['sqp_after']", 0)
-    for key in ("use_bb", "newton", "sqp"):
-        if not isinstance(out[key], bool):
-            raise InvalidInputError(f"options[{key!r}] must be True or False, got {out[key]!r}.")
-    if out["vstep_solver"] not in _DESCENT_ENGINES:
-        raise InvalidInputError(
-            f"options['vstep_solver'] must be one of {list(_DESCENT_ENGINES)}, "
-            f"got {out['vstep_solver']!r}."
-        )
-    return out
+    return strategy_from(options).descent_options()
 
 
 @dataclass
@@ -544,8 +419,7 @@ class DescentRun:
     (:func:`margin_solver.svm.vstep.solve_vstep_on_support`);
     the histories hold ``||v*||`` and the projected gradient norm at each iterate;
     ``fallbacks`` counts the v-step solves whose first engine failed (``last_fallback`` is
-    the most recent such failure, ``"engine: reason"``); ``n_newton`` counts the accepted
-    Newton steps (``newton=True``).
+    the most recent such failure, ``"engine: reason"``).
     """
 
     point: PhiPoint
@@ -558,7 +432,6 @@ class DescentRun:
     pg_history: list[float] = field(default_factory=list)
     fallbacks: int = 0
     last_fallback: str = ""
-    n_newton: int = 0
 
     def count_solve(self, point: PhiPoint) -> None:
         """Count a trial point's v-step solve and whether it needed a fallback engine."""
@@ -627,24 +500,27 @@ def descend(
     max_iter: int = 500,
     gtol: float = 1e-6,
     rtol: float = 1e-7,
-    window: int = 10,
-    vstep_solver: str = "ldp",
-    use_bb: bool = True,
-    memory: int = 30,
-    newton: bool = False,
-    sqp: bool = False,
-    sqp_after: int = 0,
+    strategy: Strategy = DEFAULT_STRATEGY,
+    window: int | None = None,
+    vstep_solver: str | None = None,
+    use_bb: bool | None = None,
+    memory: int | None = None,
+    sqp: bool | None = None,
+    sqp_after: int | None = None,
     deadline: float = math.inf,
     until: Callable[[PhiPoint], str | None] | None = None,
+    newton: bool | None = None,
 ) -> DescentRun:
     """Projected quasi-Newton descent on phi(p) over ``||p|| <= R`` from ``p0``.
 
     See the module docstring for the direction, the step schedule and the stopping rule.
-    ``memory`` is the number of L-BFGS curvature pairs (0: projected-gradient steps only);
-    ``use_bb`` takes Barzilai-Borwein trial lengths for those gradient steps (False: the
-    doubling schedule alone). Both are there to compare with the plain method. ``newton``
-    tries Newton steps in the score space first (only with ``memory > 0``; see the module
-    docstring). ``sqp`` takes the support-aware sequential-QP steps of
+    ``strategy`` holds the descent's knobs (:class:`margin_solver.core.strategy.Strategy`,
+    the defaults of :func:`margin_solver.minnorm.solve.solve_min_norm`); a keyword of the
+    same name (``window``, ``vstep_solver``, ``use_bb``, ``memory``, ``sqp``,
+    ``sqp_after``) overrides its field. ``memory`` is the number of L-BFGS curvature pairs
+    (0: projected-gradient steps only); ``use_bb`` takes Barzilai-Borwein trial lengths for
+    those gradient steps (False: the doubling schedule alone). Both are there to compare
+    with the plain method. ``sqp`` takes the support-aware sequential-QP steps of
     :func:`_sqp_descent` instead (forms with a token Gram matrix: :class:`DenseForm`,
     :class:`KernelForm`; other forms take the quasi-Newton descent), after ``sqp_after``
     quasi-Newton steps (a descent that stops within them is the quasi-Newton one).
@@ -653,7 +529,8 @@ def descend(
     :func:`margin_solver.minnorm.solve.solve_min_norm`). ``until`` is called with every accepted
     iterate; when it returns a reason the descent stops there (status ``"stopped"``): a
     caller's own test, e.g. :func:`margin_solver.minnorm.search.hard_descend`'s, without restarting
-    the quasi-Newton memory.
+    the quasi-Newton memory. ``newton`` is deprecated and ignored (Newton steps in the
+    score space were removed; docs/decisions.md, "Newton steps removed").
 
     Returns
     -------
@@ -663,6 +540,19 @@ def descend(
         or ``"infeasible"`` (the v-step is infeasible at ``p0``; a statement about ``p0``
         only).
     """
+    if newton is not None:
+        warnings.warn(
+            "descend(newton=...) is deprecated and ignored: Newton steps in the score space "
+            'were removed (docs/decisions.md, "Newton steps removed").',
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    window = strategy.window if window is None else window
+    vstep_solver = strategy.vstep_solver if vstep_solver is None else vstep_solver
+    use_bb = strategy.use_bb if use_bb is None else use_bb
+    memory = strategy.memory if memory is None else memory
+    sqp = strategy.sqp if sqp is None else sqp
+    sqp_after = strategy.sqp_after if sqp_after is None else sqp_after
     point = evaluate_phi(form, y, project(form, p0, R), vstep_solver)
     run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
     run.count_fallbacks(point)
@@ -684,7 +574,7 @@ def descend(
                 vstep_solver=vstep_solver,
                 use_bb=use_bb,
                 memory=memory,
-                newton=newton,
+                sqp=False,
                 deadline=deadline,
                 until=until,
             )
@@ -704,12 +594,11 @@ def descend(
             rtol=rtol,
             window=window,
             vstep_solver=vstep_solver,
+            trials=strategy.sqp_trials,
             deadline=deadline,
             until=until,
         )
     step = R
-    radius = 2 * R  # longest Newton step tried
-    stable, cooldown = 0, 0
     bb_lambda = None
     pairs: list[tuple] = []  # quasi-Newton (s, r, metric s, metric r, 1 / <s, r>)
     last_move, last_pg = None, None
@@ -723,25 +612,7 @@ def descend(
         if last_move is not None:
             _remember(form, pairs, last_move, pg - last_pg, memory)
         trial, first_trial = None, False
-        try_newton = (
-            newton
-            and memory > 0
-            and stable >= _NEWTON_STABLE
-            and it >= max(cooldown, _NEWTON_AFTER)
-        )
-        newton_step = _newton_step(form, point, R) if try_newton else None
-        length = 0.0 if newton_step is None else norm(form, newton_step)
-        if length > _MIN_STEP * R:
-            step0 = min(length, radius)
-            trial, taken, at_once = _line_search(
-                form, y, point, -newton_step / length, step0, 0.1 * step0, R, run, vstep_solver
-            )
-            run.n_newton += trial is not None
-            # trust radius: doubled after a step accepted at once, else the length that passed
-            radius = 2 * step0 if at_once else taken if trial is not None else 0.1 * step0
-            if trial is None:
-                cooldown = it + _NEWTON_COOLDOWN
-        quasi = _quasi_newton(form, pairs, pg) if pairs and trial is None else None
+        quasi = _quasi_newton(form, pairs, pg) if pairs else None
         if quasi is not None:
             length = norm(form, quasi)
             # a quasi-Newton step that must shrink 10-fold is a bad model: restart instead
@@ -761,8 +632,6 @@ def descend(
             run.reason = "no step passes the Armijo test (a kink of phi or a stationary point)"
             break
         previous, point = point, with_gradient(form, trial)
-        same = np.array_equal(previous.vstep.alpha > 0, point.vstep.alpha > 0)
-        stable = stable + 1 if same else 0
         run.point, run.n_iter = point, it + 1
         last_move, last_pg = point.p - previous.p, pg
         bb_lambda = _barzilai_borwein(form, previous, point) if use_bb else None
@@ -781,8 +650,6 @@ def descend(
 # _SQP_FACTOR below the lower ratio, multiply it above the upper one.
 _SQP_ACCEPT = 0.1
 _SQP_LOW, _SQP_HIGH, _SQP_FACTOR = 0.25, 0.75, 4.0
-# Trials of one SQP step before the descent declares that no step decreases phi.
-_SQP_TRIALS = 40
 
 
 def _sqp_model(form: Form, point: PhiPoint, R: float) -> SQPModel | None:
@@ -823,6 +690,7 @@ def _sqp_descent(
     rtol: float,
     window: int,
     vstep_solver: str,
+    trials: int,
     deadline: float,
     until: Callable[[PhiPoint], str | None] | None = None,
 ) -> DescentRun:
@@ -849,7 +717,9 @@ def _sqp_descent(
         trial = (
             None
             if model is None
-            else _sqp_trial(form, y, point, model, R, run, min(t, R / pg_norm), vstep_solver)
+            else _sqp_trial(
+                form, y, point, model, R, run, min(t, R / pg_norm), vstep_solver, trials
+            )
         )
         if trial is None:
             run.status = LOCAL_OPTIMAL
@@ -875,10 +745,12 @@ def _sqp_trial(
     run: DescentRun,
     t: float,
     vstep_solver: str,
+    trials: int,
 ) -> tuple[PhiPoint, float] | None:
-    """The first SQP trial point that passes the ratio test, with the next t; None if none."""
+    """The first of ``trials`` SQP trial points that passes the ratio test, with the next t;
+    None if none."""
     on_sphere = model.mu > 0
-    for _ in range(_SQP_TRIALS):
+    for _ in range(trials):
         out = model.step(t)
         if out is None or not (np.all(np.isfinite(out[1])) and math.isfinite(out[2])):
             t /= _SQP_FACTOR  # a failed (or, in rounding, non-finite) model: a shorter step

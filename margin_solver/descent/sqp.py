@@ -1,11 +1,11 @@
 """The support-aware step of the P_R descent: one sequential-QP model of phi around p.
 
 phi(p) = 1/2 ||v*(p)||^2 is the value of an SVM whose features z_i(p) = X_i^T softmax(X_i p)
-depend on p. A Newton step at a fixed support
-(:func:`margin_solver.descent.alternating.score_hessian`) is wrong as soon as a sample enters or
-leaves the support, which on lifted digit patches happens at nearly every step. The model here keeps
-all n margin constraints, linearised in (v, p) around the current pair, and the exact second
-derivatives of the Lagrangian (docs/theory.md, "Support-aware SQP step"):
+depend on p. A Newton step at a fixed support (tried and removed: docs/decisions.md, "Newton
+steps removed") is wrong as soon as a sample enters or leaves the support, which on lifted
+digit patches happens at nearly every step. The model here keeps all n margin constraints,
+linearised in (v, p) around the current pair, and the exact second derivatives of the
+Lagrangian (docs/theory.md, "Support-aware SQP step"):
 
     minimise over (v, dp)   1/2 ||v||^2 + (v - v0)^T C dp + 1/2 dp^T P dp
                             + mu/2 (||p + dp||^2 - ||p||^2) + 1/(2t) ||dp||^2

@@ -64,6 +64,7 @@ from margin_solver.core.results import (
     RecordMixin,
     ResultMixin,
 )
+from margin_solver.core.tolerances import ARMIJO
 from margin_solver.core.validation import (
     InvalidInputError,
     check_int,
@@ -82,8 +83,7 @@ __all__ = [
     "regularization_path",
 ]
 
-#: Armijo sufficient-decrease constant and the BB step's safeguards (relative to 1 / nu^2).
-_ARMIJO = 1e-4
+#: The BB step's safeguards (relative to 1 / nu^2).
 _STEP_MIN, _STEP_MAX = 1e-10, 1e10
 _TINY = np.finfo(float).tiny
 
@@ -543,7 +543,7 @@ class _Problem:
             if F_new == -math.inf:  # log L of a loss below float64's normal range
                 break
             D = W_new - W
-            if math.isfinite(F_new) and F_new <= F + _ARMIJO * float(np.sum((grad @ self.G) * D)):
+            if math.isfinite(F_new) and F_new <= F + ARMIJO * float(np.sum((grad @ self.G) * D)):
                 return W_new, F_new, lg_new, grad_new
             step /= 2
         return W_new, F_new, lg_new, grad_new

@@ -1,4 +1,4 @@
-"""More starts for P_R when the first ones leave a gap: selections, penalised continuation, hops.
+"""More starts for P_R when the first ones leave a gap: selections, continuation, a screen.
 
 :func:`margin_solver.minnorm.solve.solve_min_norm` first descends from a few cheap starts. P_R is
 non-convex in p (design section 4.4) and, off the paper's model (n > d, shared tokens, tied
@@ -24,9 +24,9 @@ closed or its budget is spent:
     realisability decided by least distance with an LP fallback), each realised and
     descended. At large R, P_R tends to the best realisable selection's SVM norm, which can
     be far above LB when n > d. The family is skipped when the tokens are linearly
-    independent (then every selection is realisable) and above
-    :data:`REALISABLE_MAX_SAMPLES` samples. Its budget counts realisability problems and
-    SVMs (:data:`REALISABLE_WORK`), not seconds.
+    independent (then every selection is realisable) and above ``realisable_max_samples``
+    samples. Its budget counts realisability problems and SVMs (``realisable_work``), not
+    seconds.
 ``continuation_k``
     Continuation in R with a penalised v-step. phi_eps(p) = min ||v||^2 / 2 + sum_i xi_i^2
     / (2 eps) over ``y_i z_i^T v >= 1 - xi_i`` is the hard-margin SVM on the features
@@ -40,26 +40,26 @@ closed or its budget is spent:
     at a uniform radius inside the ball.
 ``screen_k``
     A screen, run after the other families' turns when the gap is still open: the
-    realisations of the :data:`SCREEN_SELECTIONS` realisable selections of smallest SVM norm
+    realisations of the ``screen_selections`` realisable selections of smallest SVM norm
     (the same branch-and-bound as ``realisable``, keeping that many best instead of one, with
-    a budget of its own, :data:`SCREEN_WORK`) and
-    :data:`SCREEN_RANDOM` random starts (as ``random_extra``) each descend
-    :data:`SCREEN_ITER` p-steps; the :data:`SCREEN_TOP` lowest are descended to the end. At
+    a budget of its own, ``screen_work``) and ``screen_random`` random starts (as
+    ``random_extra``) each descend ``screen_iter`` p-steps; the ``screen_top`` lowest are
+    descended to the end. At
     finite R attention stays soft and a selection's SVM norm ranks badly what its
     realisation descends to (a selection of SVM norm 4.14 wins where the best realisable one
     has 1.77, the ``search_quality`` benchmark), while the norm after a few steps ranks it
-    well: a cheap way to try many starts. Skipped above :data:`SCREEN_MAX_SAMPLES` samples. A more
-    patient caller makes it larger (``screen_scale``).
-``hop_k``
-    Basin hopping: a random perturbation of the best p (a fraction of R, in the span of the
-    tokens), then the exact descent. Not among the default :data:`IDEAS`: it measured worse
-    than the others (``search_quality --ablate``).
+    well: a cheap way to try many starts. Skipped above ``screen_max_samples`` samples. A
+    more patient caller makes it larger (``screen_scale``).
+
+The numbers in ``code`` quotes are fields of the strategy table
+(:class:`margin_solver.core.strategy.Strategy`, passed down as ``strategy``); docs/decisions.md
+says how each was chosen.
 
 A start whose exact descent cannot begin (phi = inf at its p) first descends on phi_eps for a
 few decreasing eps and then on phi.
 
 Nearly hard attention (:func:`hard_value`). When every sample puts all but at most
-:data:`HARD_LEAK` of its attention on one token, ``||v*(p)||`` is close to that selection's
+``hard_leak`` of its attention on one token, ``||v*(p)||`` is close to that selection's
 SVM norm, the value of P_R in the limit R -> infinity, and the gradient of phi is of the
 order of the leak; nearly every margin sits at 1 while few samples carry a positive dual, so
 the quasi-Newton descent changes the v-step's support at almost every trial point and
@@ -75,7 +75,7 @@ lower bound (LB is valid for every R).
 
 Spending in proportion to what a family can win: a family (other than ``selection`` and
 ``random``, whose starts are each another selection or an independent draw) whose start ends
-feasible more than :data:`RETIRE_RTOL` above the best norm so far is *retired*, and so is,
+feasible more than ``retire_rtol`` above the best norm so far is *retired*, and so is,
 from the start, a family the caller names (``retired``;
 :func:`margin_solver.minnorm.solve.solve_min_norm` names ``random`` when its first random starts all
 ended that far above). A retired family's turns are not run and not given to the others, so
@@ -97,6 +97,12 @@ import numpy as np
 from margin_solver.bounds.realisable import Realiser, realisable_selections
 from margin_solver.core.kernel import softmax
 from margin_solver.core.results import LOCAL_OPTIMAL, MAX_ITER
+from margin_solver.core.strategy import (
+    DEFAULT_STRATEGY,
+    FAMILIES,
+    Strategy,
+    deprecated_constants,
+)
 from margin_solver.descent.alternating import (
     STOPPED,
     DescentRun,
@@ -118,20 +124,6 @@ from margin_solver.svm.vstep import solve_vstep_from_support
 
 __all__ = [
     "FAMILIES",
-    "HARD_LEAK",
-    "HARD_RTOL",
-    "IDEAS",
-    "NEVER_RETIRED",
-    "POLISH_MAX_FAILS",
-    "REALISABLE_MAX_SAMPLES",
-    "REALISABLE_WORK",
-    "RETIRE_RTOL",
-    "SCREEN_ITER",
-    "SCREEN_MAX_SAMPLES",
-    "SCREEN_RANDOM",
-    "SCREEN_SELECTIONS",
-    "SCREEN_TOP",
-    "SCREEN_WORK",
     "PenalisedForm",
     "hard_descend",
     "hard_polish",
@@ -143,99 +135,46 @@ __all__ = [
     "settled_value",
 ]
 
-#: Every family of starts :func:`search_starts` knows (``"random"``: more random starts,
-#: alternately on the sphere and inside the ball; ``"screen"``: a final stage, not a turn).
-FAMILIES = ("selection", "realisable", "continuation", "hop", "random", "screen")
-#: The families used, taken in turn, then the screen (python -m
-#: margin_solver.bench.measure.search_quality measures the others).
-IDEAS = ("selection", "realisable", "continuation", "random", "screen")
-#: Best realisable selections (by SVM norm) whose realisations the screen tries. 24 rather
-#: than 12 closed the two misses of the 400 instances of two search-quality sets that both of
-#: two independent patient searches reached (1.0 % and 1.7 %), for 2-9 % more time; 48 rather
-#: than 24 found points 13.5 % and 5.0 % lower on two more (one that no patient search
-#: reached) and made no answer worse by more than 4.1e-4, for 13-20 % more time, measured on
-#: two machines (docs/decisions.md, "48 screened selections").
-SCREEN_SELECTIONS = 48
-#: Random starts the screen tries.
-SCREEN_RANDOM = 32
-#: p-steps of each screened start before the ranking. 40 steps with 32 random starts and 4
-#: descents, rather than 20, 16 and 3: on 720 search-quality instances of n = 6-14
-#: (generated and real tokens) 22 answers lower (one by 75 %) and 2 higher by at most 3e-4,
-#: for +34 % summed time; the default then within 1e-3 of the best of two patient searches
-#: on 99.5 % of each generated set and all real-token instances (docs/decisions.md,
-#: "A longer screen: 40 steps, 32 random starts, 4 descents").
-SCREEN_ITER = 40
-#: Screened starts descended to the end, lowest norm first.
-SCREEN_TOP = 4
-#: Realisability problems plus SVMs the ``realisable`` family's branch-and-bound may spend
-#: (0.15-0.35 ms each at n <= 32). 2000 stopped it short of the best realisable selection
-#: where it wins by 11-32 % (n = 13-25, T = 3-4, d = 5-40; docs/decisions.md, "The
-#: realisable family's budget, 2000 -> 10 000 work units"); most searches end long before it.
-REALISABLE_WORK = 10000
-#: The same for the screen's branch-and-bound (which keeps :data:`SCREEN_SELECTIONS`).
-SCREEN_WORK = 2000
-#: A family whose start ends feasible more than this (relative) above the best norm so far is
-#: retired: its later turns are not run (nor given to other families). Retiring after any
-#: start that improves nothing loses 1e-3 or more on 3 of the 200 search-quality instances,
-#: at 0.3 on none (docs/decisions.md, "Retire a family 30 % above the best"); an infeasible
-#: end says nothing and retires nothing. The families of :data:`NEVER_RETIRED` are exempt.
-RETIRE_RTOL = 0.3
-#: Families never retired by a start far above the best: each ``selection`` start is another
-#: selection and each ``random`` start an independent draw, so one far above says little
-#: about the next (digits n = 80, seed 4: a selection start at 1.8727 and then one at 1.2298,
-#: where retiring the family ended at 1.3120; digits tokens n = 13, T = 4, R sqrt(d) = 10:
-#: ``random_extra_0`` at 1.078 retired the random family, and half of a patient search's
-#: random starts on the sphere reach 0.571505 against the 0.578513 found without them). The
-#: caller can still retire ``random`` from the start (``retired``), as
-#: :func:`margin_solver.minnorm.solve.solve_min_norm` does when its first random starts all ended
-#: far above (digits n = 240: 20 times above).
-NEVER_RETIRED = ("selection", "random")
-#: Attention a sample may leave off its largest-attention token (``1 - max_t s_it``) for the
-#: point to count as nearly hard (:func:`hard_value`). At 1e-3 the realisations of the
-#: paper's model at R sqrt(d) = 100 (leak 1e-4) count, those at R sqrt(d) = 10 (leak ~0.3)
-#: do not.
-HARD_LEAK = 1e-3
-#: A nearly hard point whose ``||v*||`` is within this (relative) of its selection's SVM norm
-#: is settled (:func:`settled_value`): a descent could gain at most about this much, so a
-#: search after a settled best start screens selections by SVM norm
-#: (:func:`margin_solver.minnorm.solve.solve_min_norm`). The default ``gap_tol`` of
-#: :func:`margin_solver.minnorm.solve.solve_min_norm`, the precision it certifies.
-HARD_RTOL = 1e-4
-# hard_descend solves a dominated-looking selection's SVM only when the dual bound of the
-# iterate is at least this share of the best norm: below it, the exact norm was below the
-# best too in every test of docs/decisions.md, "Nearly hard attention: the dominance test
-# at every step" (bounds 0.010-0.028 against exact norms
-# 0.011-0.028, best 0.0365; paper data, kappa 4, R sqrt(d) = 100).
-_HARD_SVM_RATIO = 0.8
-#: Trust-region contractions in a row after which :func:`hard_polish` stops (lam grows
-#: 10-fold each: 1e6 in all).
-POLISH_MAX_FAILS = 6
-# First weight of the step length in hard_polish, relative to ||v||^2 / R^2 (not tuned: the
-# trust region adapts it; a prototype started 15 times higher took 4 more steps).
-_POLISH_LAM0 = 0.1
-#: Samples above which the ``realisable`` family is skipped: its budget then does not reach a
-#: complete selection (digits rows, n = 100, T = 8: none in 2000 steps, 15 s).
-REALISABLE_MAX_SAMPLES = 32
-#: Samples above which the screen is skipped. 48 rather than 32: on the digits study's cells
-#: at n = 40 the screen reached points 4.5 % (seed 1) and 0.9 % (seed 2) lower and changed no
-#: answer for the worse, for 1.4-1.7 s more per cell; on 54 paper instances it lowered two
-#: n = 40, T = 4 answers (by 1.5e-4 and 3.6e-3) at 2.3 s against 0.2 s each
-#: (docs/decisions.md, "The selection family is never retired; the screen up to 48 samples").
-SCREEN_MAX_SAMPLES = 48
+# The module constants before the strategy table, now its fields (docs/decisions.md).
+__getattr__ = deprecated_constants(
+    __name__,
+    {
+        "IDEAS": "search_ideas",
+        "SCREEN_SELECTIONS": "screen_selections",
+        "SCREEN_RANDOM": "screen_random",
+        "SCREEN_ITER": "screen_iter",
+        "SCREEN_TOP": "screen_top",
+        "SCREEN_WORK": "screen_work",
+        "SCREEN_MAX_SAMPLES": "screen_max_samples",
+        "REALISABLE_WORK": "realisable_work",
+        "REALISABLE_MAX_SAMPLES": "realisable_max_samples",
+        "RETIRE_RTOL": "retire_rtol",
+        "NEVER_RETIRED": "never_retired",
+        "HARD_LEAK": "hard_leak",
+        "HARD_RTOL": "hard_rtol",
+        "POLISH_MAX_FAILS": "polish_max_fails",
+    },
+)
 
 
-def hard_samples(attention: np.ndarray) -> np.ndarray:
+def hard_samples(attention: np.ndarray, strategy: Strategy = DEFAULT_STRATEGY) -> np.ndarray:
     """Per sample (rows of ``attention``, shape (n, T)): whether it leaves at most
-    :data:`HARD_LEAK` of its attention off its most attended token."""
-    return np.max(attention, axis=1) >= 1 - HARD_LEAK
+    ``strategy.hard_leak`` of its attention off its most attended token."""
+    return np.max(attention, axis=1) >= 1 - strategy.hard_leak
 
 
-def nearly_hard(attention: np.ndarray) -> bool:
+def nearly_hard(attention: np.ndarray, strategy: Strategy = DEFAULT_STRATEGY) -> bool:
     """Whether every sample is nearly hard (:func:`hard_samples`)."""
-    return bool(hard_samples(attention).all())
+    return bool(hard_samples(attention, strategy).all())
 
 
-def hard_value(H: np.ndarray, y: np.ndarray, T: int, attention: np.ndarray) -> float | None:
+def hard_value(
+    H: np.ndarray,
+    y: np.ndarray,
+    T: int,
+    attention: np.ndarray,
+    strategy: Strategy = DEFAULT_STRATEGY,
+) -> float | None:
     """SVM norm of the selection that ``attention`` nearly hard-selects, else None.
 
     Parameters
@@ -248,25 +187,29 @@ def hard_value(H: np.ndarray, y: np.ndarray, T: int, attention: np.ndarray) -> f
         Tokens per sample.
     attention : ndarray of shape (n, T)
         ``softmax(X_i p)`` at some p.
+    strategy : Strategy, optional
+        Its ``hard_leak`` says what nearly hard is.
 
     Returns
     -------
     float or None
         The selection SVM norm of ``argmax_t attention_it`` when every sample leaves at most
-        :data:`HARD_LEAK` of its attention off that token; None when some sample leaves more,
-        or when no v separates that selection.
+        ``strategy.hard_leak`` of its attention off that token; None when some sample leaves
+        more, or when no v separates that selection.
     """
-    if not nearly_hard(attention):
+    if not nearly_hard(attention, strategy):
         return None
     svm = selection_svm(H, y, T, np.argmax(attention, axis=1))
     return svm.norm if svm.feasible else None
 
 
-def settled_value(H: np.ndarray, y: np.ndarray, T: int, point: PhiPoint) -> float | None:
-    """:func:`hard_value` of a feasible point when ``||v*||`` is within :data:`HARD_RTOL`
+def settled_value(
+    H: np.ndarray, y: np.ndarray, T: int, point: PhiPoint, strategy: Strategy = DEFAULT_STRATEGY
+) -> float | None:
+    """:func:`hard_value` of a feasible point when ``||v*||`` is within ``strategy.hard_rtol``
     (relative) of it, else None."""
-    value = hard_value(H, y, T, point.attention) if point.feasible else None
-    if value is None or abs(math.sqrt(2 * point.phi) - value) > HARD_RTOL * value:
+    value = hard_value(H, y, T, point.attention, strategy) if point.feasible else None
+    if value is None or abs(math.sqrt(2 * point.phi) - value) > strategy.hard_rtol * value:
         return None
     return value
 
@@ -278,26 +221,29 @@ def settled_run(
     T: int,
     p0: np.ndarray,
     R: float,
-    vstep_solver: str = "ldp",
+    vstep_solver: str | None = None,
+    *,
+    strategy: Strategy = DEFAULT_STRATEGY,
     **options,
 ) -> DescentRun | None:
     """The start p0 finished without the descent when its attention is nearly hard, else None.
 
-    Nearly hard (every sample leaves at most :data:`HARD_LEAK` of its attention off one
+    Nearly hard (every sample leaves at most ``strategy.hard_leak`` of its attention off one
     token) and feasible: the descent would keep that selection and polish the last digits
     at one general v-step per trial point; :func:`hard_polish` gets there in a few
     linearised steps instead. Soft attention is decided before any v-step. ``options`` are
     :func:`hard_polish`'s (``gtol``, ``rtol``, ``window``, ``max_iter``, ``deadline``;
-    others ignored).
+    others ignored); ``vstep_solver`` overrides the strategy's.
     """
+    vstep_solver = strategy.vstep_solver if vstep_solver is None else vstep_solver
     p0 = project(form, p0, R)
-    if not nearly_hard(softmax(form.scores(p0))):
+    if not nearly_hard(softmax(form.scores(p0)), strategy):
         return None  # soft attention: decided before any v-step
     point = evaluate_phi(form, y, p0, vstep_solver)
     if not point.feasible:
         return None
-    run = hard_polish(form, y, point, R, vstep_solver=vstep_solver, **options)
-    value = hard_value(H, y, T, run.point.attention)
+    run = hard_polish(form, y, point, R, vstep_solver=vstep_solver, strategy=strategy, **options)
+    value = hard_value(H, y, T, run.point.attention, strategy)
     if value is not None:
         run.reason += f" (its selection's SVM norm: {value:.9g})"
     return run
@@ -312,9 +258,10 @@ def hard_polish(
     max_iter: int = 500,
     gtol: float = 1e-6,
     rtol: float = 1e-7,
-    window: int = 10,
-    vstep_solver: str = "ldp",
+    window: int | None = None,
+    vstep_solver: str | None = None,
     deadline: float = math.inf,
+    strategy: Strategy = DEFAULT_STRATEGY,
     **_,
 ) -> DescentRun:
     """Descent on phi by linearised-attention SVM steps, for nearly hard attention.
@@ -341,16 +288,19 @@ def hard_polish(
     Stops as :func:`margin_solver.descent.alternating.descend` does, with the same ``gtol``,
     ``rtol`` and ``window`` (status ``"local_optimal"``; a window of 3 steps ended up to
     2.6e-9 above the descent's norm on the paper's model, the same entry); when ``lam``
-    grew :data:`POLISH_MAX_FAILS` times in a row without an accepted step
+    grew ``strategy.polish_max_fails`` times in a row without an accepted step
     (``"local_optimal"``: no step of the model decreases phi); after ``max_iter`` accepted
     steps (``"max_iter"``); once ``deadline`` (a :func:`time.perf_counter` reading) has
-    passed (``"time_limit"``). ``point`` must be feasible. Other keywords (the quasi-Newton
-    descent's knobs) are ignored.
+    passed (``"time_limit"``). ``point`` must be feasible. ``window`` and ``vstep_solver``
+    override the strategy's; other keywords (the quasi-Newton descent's knobs) are ignored.
     """
+    window = strategy.window if window is None else window
+    vstep_solver = strategy.vstep_solver if vstep_solver is None else vstep_solver
+    max_fails = strategy.polish_max_fails
     point = with_gradient(form, point)
     run = DescentRun(point, MAX_ITER, f"reached max_iter={max_iter}", 0)
     run.count_fallbacks(point)
-    lam = _POLISH_LAM0 * 2 * point.phi / R**2  # ||v||^2 / R^2: the two terms' scales
+    lam = strategy.polish_lam0 * 2 * point.phi / R**2  # ||v||^2 / R^2: the two terms' scales
     phis = [point.phi]
     guess = None
     while True:
@@ -363,12 +313,13 @@ def hard_polish(
             or run.n_iter >= max_iter
         ):
             break
-        trial, lam, guess = _polish_step(form, y, point, R, lam, run, vstep_solver, guess)
+        trial, lam, guess = _polish_step(
+            form, y, point, R, lam, run, vstep_solver, guess, max_fails
+        )
         if trial is None:
             run.status = LOCAL_OPTIMAL
             run.reason = (
-                f"no linearised step decreases phi ({POLISH_MAX_FAILS} trust-region "
-                "contractions in a row)"
+                f"no linearised step decreases phi ({max_fails} trust-region contractions in a row)"
             )
             break
         point = with_gradient(form, trial)
@@ -387,11 +338,12 @@ def _polish_step(
     run: DescentRun,
     vstep_solver: str,
     guess: np.ndarray | None,
+    max_fails: int,
 ) -> tuple[PhiPoint | None, float, np.ndarray | None]:
-    """The next accepted point of :func:`hard_polish` (None after :data:`POLISH_MAX_FAILS`
-    rejections in a row), the updated ``lam`` and the support of the last linearised SVM
-    (``guess``: the previous one's, None when unknown); every v-step is counted in ``run``."""
-    for _ in range(POLISH_MAX_FAILS):
+    """The next accepted point of :func:`hard_polish` (None after ``max_fails`` rejections in
+    a row), the updated ``lam`` and the support of the last linearised SVM (``guess``: the
+    previous one's, None when unknown); every v-step is counted in ``run``."""
+    for _ in range(max_fails):
         q, predicted, guess = _linearised_step(form, y, point, R, lam, vstep_solver, guess)
         if q is not None:
             trial = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
@@ -476,7 +428,7 @@ def hard_descend(
         "stopped:" when the test proved the start dominated.
     """
     max_iter = options.pop("max_iter", 500)
-    test = _HardTest(H, y, T, best_norm)
+    test = _HardTest(H, y, T, best_norm, options.get("strategy", DEFAULT_STRATEGY))
     run = descend(form, y, p0, R, **options, max_iter=max_iter, until=test)
     if run.status == STOPPED and test.polish:
         return _joined(
@@ -493,16 +445,17 @@ class _HardTest:
     by the iterate's own v-step dual (:func:`_dual_norm_bound`: one product, no solve),
     which proves most dominated starts; the selection's SVM is solved only when every
     sample is nearly hard (the polish needs it) or when that bound is within
-    :data:`_HARD_SVM_RATIO` of the best norm (the exact norm may then reach it).
+    ``strategy.hard_svm_ratio`` of the best norm (the exact norm may then reach it).
     """
 
-    def __init__(self, H: np.ndarray, y: np.ndarray, T: int, best_norm: float):
+    def __init__(self, H: np.ndarray, y: np.ndarray, T: int, best_norm: float, strategy):
         self.H, self.y, self.T, self.best_norm = H, y, T, best_norm
+        self.strategy = strategy
         self.polish = False
 
     def __call__(self, point: PhiPoint) -> str | None:
         attention = point.attention
-        hard = hard_samples(attention)
+        hard = hard_samples(attention, self.strategy)
         every = bool(hard.all())
         own = math.sqrt(2 * point.phi)
         if not hard.any() or (own < self.best_norm and not every):
@@ -515,7 +468,7 @@ class _HardTest:
         )
         if min(bound, own) >= self.best_norm:
             return self._dominated(which, f"at least {bound:.9g}")
-        if not every and bound < _HARD_SVM_RATIO * self.best_norm:
+        if not every and bound < self.strategy.hard_svm_ratio * self.best_norm:
             return None
         svm = selection_svm(self.H, self.y, self.T, tokens, samples)
         if not svm.feasible:
@@ -590,28 +543,6 @@ class PenalisedForm:
         return K
 
 
-# Penalty weights eps of the continuation, relative to the mean squared token norm (the scale
-# of the feature Gram matrix): first large (phi_eps smooth, every p feasible), then small.
-_EPS_START, _EPS_END = 1e-2, 1e-6
-# Radius growth factor of the continuation, and p-steps per radius before the last.
-_R_FACTOR = 10.0
-_STAGE_ITER = 50
-# Penalty weights tried, in turn, when the exact descent cannot start (phi = inf there).
-_RESCUE_EPS = (1e-2, 1e-4, 1e-6)
-# Ridge (relative) of the attention SVM that finds the nearest realisable selection.
-_NEAREST_RIDGE = 1e-3
-# Value vectors in a row that may give no new feasible selection before the family gives up;
-# when attention is nearly hard (``hard``), a selection whose SVM norm is not below the best
-# norm is a miss too, and 5 suffice: at n = 100, T = 4, kappa 4-5, R sqrt(d) = 100 the 21
-# alternations of 20 cost 0.3x one Gram product and found nothing, and on both 200-instance
-# search-quality sets, 54 paper instances and two digits cells no answer changed with 5
-# (docs/decisions.md, "Nearly hard attention: the dominance test at every step").
-_SELECTION_MISSES = 20
-_HARD_SELECTION_MISSES = 5
-# Size of a hop, as fractions of R (cycled).
-_HOP_SIZES = (0.3, 1.0, 0.1)
-
-
 def search_starts(
     form,
     H: np.ndarray,
@@ -633,6 +564,7 @@ def search_starts(
     hard: bool = False,
     retired: Collection[str] = (),
     screen_scale: float = 1.0,
+    strategy: Strategy = DEFAULT_STRATEGY,
 ) -> Iterator[tuple[str, DescentRun]]:
     """Yield ``(name, run)`` for further starts of P_R until the gap closes or the budget ends.
 
@@ -661,8 +593,8 @@ def search_starts(
         runs them again.
     max_starts : int, default=8
         Turns of the families at most: starts run, plus turns of retired families. The
-        screen (``"screen"`` in ``ideas``) comes after them, with :data:`SCREEN_TOP` starts
-        of its own.
+        screen (``"screen"`` in ``ideas``) comes after them, with ``strategy.screen_top``
+        starts of its own.
     time_limit : float, default=inf
         Seconds; no new start begins after it.
     gap_rtol : float, default=1e-9
@@ -671,12 +603,13 @@ def search_starts(
         Relative gap ``(norm - lower_bound) / norm`` at which the screen is not begun
         (``gap_rtol`` when omitted): e.g. the gap that certifies the answer.
     rng : numpy.random.Generator, optional
-        Randomness of the random value vectors, directions and hops.
+        Randomness of the random value vectors and directions.
     ideas : tuple of str, optional
         Families of starts (of :data:`FAMILIES`), taken in turn (``"screen"`` last, once the
-        turns are spent); :data:`IDEAS` by default.
+        turns are spent); ``strategy.search_ideas`` by default.
     options : dict, optional
-        Keyword options of :func:`descend` (``max_iter``, ``gtol``, ``rtol``).
+        Keyword options of :func:`descend` (``max_iter``, ``gtol``, ``rtol``, ``deadline``);
+        its other knobs come from ``strategy``.
     hard : bool, default=False
         The attention is nearly hard at this R (the best point is, and sits at its
         selection's SVM norm): the ``selection`` family realises only selections whose SVM
@@ -684,18 +617,22 @@ def search_starts(
         norm; the others count as misses.
     retired : collection of str, optional
         Families retired from the start (e.g. ``"random"`` when the first random starts
-        ended far above the best). A family not in :data:`NEVER_RETIRED` is also retired
-        once one of its starts ends feasible more than :data:`RETIRE_RTOL` above the best
+        ended far above the best). A family not in ``strategy.never_retired`` is also retired
+        once one of its starts ends feasible more than ``strategy.retire_rtol`` above the best
         norm so far. A retired
         family's turns count against ``max_starts`` without running: the search ends sooner.
         Once every family is retired the turns end, but the screen is still tried: its
         starts are not the families'.
     screen_scale : float, default=1.0
         Size of the screen relative to the default (at least 1): the screen realises
-        ``screen_scale`` times :data:`SCREEN_SELECTIONS` selections (found with as many times
-        :data:`SCREEN_WORK`) and draws that many times :data:`SCREEN_RANDOM` random starts,
-        and descends ``sqrt(screen_scale)`` times :data:`SCREEN_TOP` of them (rounded) to the
+        ``screen_scale`` times ``strategy.screen_selections`` selections (found with as many
+        times ``strategy.screen_work``) and draws that many times ``strategy.screen_random``
+        random starts, and descends ``sqrt(screen_scale)`` times ``strategy.screen_top`` of
+        them (rounded) to the
         end. :func:`margin_solver.minnorm.solve.solve_min_norm` scales it with ``search_starts``.
+    strategy : Strategy, optional
+        The strategy table (:class:`margin_solver.core.strategy.Strategy`): the families'
+        budgets and gates, and the knobs of every descent.
 
     Yields
     ------
@@ -710,8 +647,9 @@ def search_starts(
         or a branch-and-bound over selections still running at the deadline.
     """
     rng = np.random.default_rng() if rng is None else rng
-    options = dict(options or {})
-    context = _Context(form, H, y, T, R, options, float(np.mean(np.diag(H))) or 1.0, rng, hard)
+    options = {**(options or {}), "strategy": strategy}
+    scale = float(np.mean(np.diag(H))) or 1.0
+    context = _Context(form, H, y, T, R, options, strategy, scale, rng, hard)
     context.seen.update(np.asarray(tokens, dtype=np.int64).tobytes() for tokens in realised)
     context.best = lambda: best
     deadline = time.perf_counter() + time_limit
@@ -719,10 +657,9 @@ def search_starts(
         "selection": _selection_starts(context, selections, lambda: best),
         "realisable": _realisable_starts(context, deadline),
         "continuation": _continuation_starts(context),
-        "hop": _hop_starts(context, lambda: best),
         "random": _random_starts(context),
     }
-    ideas = IDEAS if ideas is None else ideas
+    ideas = strategy.search_ideas if ideas is None else ideas
     active = [name for name in ideas if name != "screen"]
     retired = set(retired)
     done = 0
@@ -753,7 +690,10 @@ def search_starts(
         if run.point.feasible:
             if best is None or run.norm < best.norm:
                 best = run
-            elif run.norm > best.norm * (1 + RETIRE_RTOL) and family not in NEVER_RETIRED:
+            elif (
+                run.norm > best.norm * (1 + strategy.retire_rtol)
+                and family not in strategy.never_retired
+            ):
                 retired.add(family)
         yield name, run
         if all(name in retired for name in active):
@@ -777,6 +717,7 @@ class _Context:
     T: int
     R: float
     options: dict
+    strategy: Strategy
     scale: float
     rng: np.random.Generator
     hard: bool = False
@@ -812,9 +753,7 @@ class _Context:
     def descend(self, p0: np.ndarray) -> DescentRun:
         """The exact descent from p0 (none when :func:`settled_run` says it needs none);
         when phi = inf there, first penalised descents."""
-        settled = settled_run(
-            self.form, self.H, self.y, self.T, p0, self.R, self.options.get("vstep_solver", "ldp")
-        )
+        settled = settled_run(self.form, self.H, self.y, self.T, p0, self.R, strategy=self.strategy)
         if settled is not None:
             return settled
         if self.hard:
@@ -824,7 +763,7 @@ class _Context:
         else:
             run = descend(self.form, self.y, p0, self.R, **self.options)
         p = run.point.p
-        for eps in _RESCUE_EPS:
+        for eps in self.strategy.rescue_eps:
             if run.point.feasible:
                 break
             p = self._penalised(p, self.R, eps, self.options.get("max_iter", 500))
@@ -839,14 +778,15 @@ class _Context:
     def continuation(self, p0: np.ndarray) -> DescentRun:
         """Penalised descents at radii growing from ``1 / rms token norm`` to R, then exact."""
         radius = min(self.R, 1.0 / math.sqrt(self.scale))
-        stages = max(1, math.ceil(math.log(self.R / radius, _R_FACTOR)) + 1)
-        eps_list = np.geomspace(_EPS_START, _EPS_END, stages)
+        factor = self.strategy.continuation_radius_factor
+        stages = max(1, math.ceil(math.log(self.R / radius, factor)) + 1)
+        eps_list = np.geomspace(*self.strategy.continuation_eps, stages)
         p = project(self.form, p0 * radius, radius)
         for eps in eps_list:
-            p = self._penalised(p, radius, float(eps), _STAGE_ITER)
+            p = self._penalised(p, radius, float(eps), self.strategy.continuation_stage_iter)
             if radius >= self.R:
                 break
-            new_radius = min(self.R, radius * _R_FACTOR)
+            new_radius = min(self.R, radius * factor)
             length = norm(self.form, p)
             if length > 0:  # sharpen the attention found so far
                 p = p * (new_radius / max(length, radius))
@@ -871,7 +811,9 @@ def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> I
             g = context.rng.standard_normal(n * T)
             yield None, y[:, None] * (H @ g).reshape(n, T)
 
-    misses, limit = 0, _HARD_SELECTION_MISSES if context.hard else _SELECTION_MISSES
+    strategy = context.strategy
+    misses = 0
+    limit = strategy.hard_selection_misses if context.hard else strategy.selection_misses
     for tokens, margins in value_vectors():
         if misses > limit:  # value vectors keep giving nothing new
             return
@@ -894,7 +836,7 @@ def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> I
         c = attention_svm(H, T, tokens, context.R)
         label = "selection"
         if c is None:
-            c = attention_svm(H, T, tokens, context.R, ridge=_NEAREST_RIDGE)
+            c = attention_svm(H, T, tokens, context.R, ridge=strategy.nearest_ridge)
             label = "nearest_selection"
         if c is None:
             continue
@@ -905,7 +847,7 @@ def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> I
 def _realisable_starts(context: _Context, deadline: float) -> Iterator:
     """Realisations of the improving selections of the realisable-selection search, best
     first; the search ends by half the time left to ``deadline``."""
-    if context.n > REALISABLE_MAX_SAMPLES:
+    if context.n > context.strategy.realisable_max_samples:
         return
     realiser = Realiser(context.H, context.T)
     if realiser.Z.shape[1] == context.n * context.T:  # every selection is realisable
@@ -919,7 +861,7 @@ def _realisable_starts(context: _Context, deadline: float) -> Iterator:
             context.H,
             context.y,
             context.T,
-            max_work=REALISABLE_WORK,
+            max_work=context.strategy.realisable_work,
             realiser=realiser,
             deadline=own,
         )
@@ -935,7 +877,9 @@ def _realisable_starts(context: _Context, deadline: float) -> Iterator:
         context.seen.add(key)
         c = attention_svm(context.H, context.T, tokens, context.R)
         if c is None:  # realisable only within the attention SVM's tolerance
-            c = attention_svm(context.H, context.T, tokens, context.R, ridge=_NEAREST_RIDGE)
+            c = attention_svm(
+                context.H, context.T, tokens, context.R, ridge=context.strategy.nearest_ridge
+            )
         if c is None:
             continue
         yield f"realisable_{k}", context.descend(context.form.from_coefficients(c))
@@ -951,19 +895,6 @@ def _continuation_starts(context: _Context) -> Iterator:
         direction = context.random_direction()
         if direction is None:
             return
-
-
-def _hop_starts(context: _Context, best) -> Iterator:
-    k = 0
-    while True:
-        run = best()
-        direction = context.random_direction()
-        if run is None or direction is None:
-            return
-        size = _HOP_SIZES[k % len(_HOP_SIZES)] * context.R
-        p0 = project(context.form, run.point.p + size * direction, context.R)
-        yield f"hop_{k}", context.descend(p0)
-        k += 1
 
 
 def _random_points(context: _Context) -> Iterator[np.ndarray]:
@@ -986,13 +917,19 @@ def _screen_starts(context: _Context, deadline: float, scale: float) -> Iterator
     """The screen's descents (module docstring), ``scale`` times its default size
     (:func:`search_starts`, ``screen_scale``); no start after ``deadline``
     (:meth:`_Context.past`)."""
-    if context.n > SCREEN_MAX_SAMPLES:
+    strategy = context.strategy
+    if context.n > strategy.screen_max_samples:
         return
     H, T, R, form = context.H, context.T, context.R, context.form
-    keep = round(SCREEN_SELECTIONS * scale)
+    keep = round(strategy.screen_selections * scale)
     found = list(
         realisable_selections(
-            H, context.y, T, max_work=round(SCREEN_WORK * scale), keep=keep, deadline=deadline
+            H,
+            context.y,
+            T,
+            max_work=round(strategy.screen_work * scale),
+            keep=keep,
+            deadline=deadline,
         )
     )
     if context.past(deadline):
@@ -1004,8 +941,8 @@ def _screen_starts(context: _Context, deadline: float, scale: float) -> Iterator
         c = attention_svm(H, T, tokens, R)
         if c is not None:
             pool.append(form.from_coefficients(c))
-    pool.extend(itertools.islice(_random_points(context), round(SCREEN_RANDOM * scale)))
-    short = {**context.options, "max_iter": SCREEN_ITER}
+    pool.extend(itertools.islice(_random_points(context), round(strategy.screen_random * scale)))
+    short = {**context.options, "max_iter": strategy.screen_iter}
     screened = []
     for p0 in pool:
         if context.past(deadline):
@@ -1013,7 +950,9 @@ def _screen_starts(context: _Context, deadline: float, scale: float) -> Iterator
         run = descend(form, context.y, p0, R, **short)
         if run.point.feasible:
             screened.append((run.norm, len(screened), run.point.p))
-    for k, (_, _, p) in enumerate(sorted(screened)[: round(SCREEN_TOP * math.sqrt(scale))]):
+    for k, (_, _, p) in enumerate(
+        sorted(screened)[: round(strategy.screen_top * math.sqrt(scale))]
+    ):
         if context.past(deadline):
             return
         yield f"screen_{k}", context.descend(p)

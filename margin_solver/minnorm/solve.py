@@ -2,73 +2,17 @@
 
     (P_R)  minimize ||v||  s.t.  y_i f(X_i; v, p) >= 1 for all i,  ||p|| <= R,
 
-with f(X; v, p) = v^T X^T softmax(X p) (docs/theory.md, min-norm section). P_R is non-convex
-in p, so :func:`solve_min_norm` runs the alternating solver
-(:func:`margin_solver.descent.alternating.descend`) from several starts and keeps the smallest
-feasible norm:
-
-``"zero"``
-    p = 0 (uniform attention).
-``"first_step"``
-    The token selection induced by the first GD step's v, ``v_1 ∝ sum_i y_i xbar_i`` (each
-    sample's token with the largest ``y_i <v_1, x_it>``), realised by the attention-SVM p of
-    norm R (:func:`margin_solver.svm.selection.attention_svm`).
-``"hard_selection"``
-    The hard-selection alternation from that selection (best token for v, SVM on those
-    tokens, repeat), realised the same way.
-``"lb_selection"``
-    With ``certify=True``: the selection of the lower bound LB (the finite-R bound's first
-    stage, computed before the starts), realised the same way; as R grows P_R approaches
-    LB through it whenever the selection is linearly separable. Without it, up to
-    ``SCREEN_MIN_SAMPLES`` samples, when the other starts agree (no search follows): LB's
-    selection when its SVM norm is below their best norm (:func:`_agreeing_starts_selection`).
-``"bound_point"``
-    With ``certify=True``: the point at which the finite-R bound's branch-and-bound found a
-    smaller norm than every start (``LowerBoundResult.point``), descended after the bound.
-``"random_k"``
-    ``n_random_starts`` seeded random p of norm R in the span of the tokens.
-
-``"p0"``
-    A caller's starting p (``p0=``, e.g. a GD endpoint), projected on the span of the tokens
-    (the part orthogonal to every token changes no score) and rescaled onto the ball when
-    longer than R; run first (after the selection starts when attention is nearly hard).
-
-Then, when the certified gap is open, when d <= n T (the tokens are linearly dependent: some
-selections cannot be realised by any p and the v-step can be infeasible) or when these starts
-show the landscape is rugged (a start where no v interpolates, or final norms more than
-``SPREAD_RTOL`` apart), up to ``search_starts`` further starts from
-:mod:`margin_solver.minnorm.search` (selections of small SVM norm or their nearest realisable ones,
-the best selections some p realises, continuation in R with a penalised v-step, more random
-starts; then, up to 48 samples, the best of a screen of many starts by a few descent steps
-each), stopping as soon as the gap
-to the bound closes. Uncertified, the bound that may close it is LB's branch-and-bound, whose
-selections are also the search's first starts; above ``SCREEN_MIN_SAMPLES`` samples, when the
-best first start is already above the SVM norm of its first incumbent (so its bound cannot
-stop the search), it gets a number of SVMs in proportion to the first starts' v-step solves
-(:func:`_search_guide`), and a family of further starts that ends far above the best is
-retired (:mod:`margin_solver.minnorm.search`).
-
-When attention is nearly hard at this R (the first selection start's realisation is), a
-nearly hard realisation is not descended but polished by linearised-attention SVM steps
-(:func:`margin_solver.minnorm.search.hard_polish`), the selection starts run first, the other
-starts stop early or switch to the polish (:func:`margin_solver.minnorm.search.hard_descend`), and
-for n > ``SCREEN_MIN_SAMPLES`` a search triggered only by the spread screens selections by
-their SVM norm (docs/theory.md, "nearly hard attention").
-
-Starts whose selection repeats an earlier one are not re-run. With ``certify=True`` the
-finite-R bound (:func:`margin_solver.bounds.lower.global_lower_bound` with ``R``) gives a lower
-bound on P_R and the relative ``gap = (norm - lower_bound) / norm``: its first stage LB
-before the starts (a proof of infeasibility, the ``lb_selection`` start, the value that
-stops the search), its other stages after the search against the best point found
-(:func:`_finite_r_bound`), so that the bound runs no descent of its own and sees what the
-search found.
-
-Statuses (docs/statuses.md, "Min-norm specifics"): ``optimal`` only when certified (a
-feasible point and ``gap <= gap_tol``); a descent that met its stopping test without that
-certificate is ``local_optimal``; ``infeasible`` only with a proof that covers every p in the
-ball (two samples with the same tokens and opposite labels, or LB infeasible); a search that
-found no feasible point without such a proof is ``no_feasible_point_found``. The returned
-(v, p) is checked at return: ``min_i y_i f(X_i; v, p) >= 1 - FEAS_TOL`` in float64.
+with f(X; v, p) = v^T X^T softmax(X p). P_R is non-convex in p, so :func:`solve_min_norm` runs
+the alternating solver (:func:`margin_solver.descent.alternating.descend`) from several
+starts (``zero``, ``first_step``, ``hard_selection``, ``lb_selection``, ``random_k``, a
+caller's ``p0``, after a certified bound its ``bound_point``), searches further
+(:mod:`margin_solver.minnorm.search`) when they leave a gap, and keeps the smallest feasible
+norm; with ``certify=True`` the finite-R bound
+(:func:`margin_solver.bounds.lower.global_lower_bound`) proves how far it can be from the
+optimum. docs/theory.md, "The solve: starts, search and certificate", says what each start
+is and when the search runs; the numbers behind those rules are the fields of the strategy
+table (:class:`margin_solver.core.strategy.Strategy`, docs/decisions.md). Statuses:
+docs/statuses.md, "Min-norm specifics".
 """
 
 from __future__ import annotations
@@ -111,6 +55,7 @@ from margin_solver.core.results import (
     ResultMixin,
     renamed,
 )
+from margin_solver.core.strategy import Strategy, deprecated_constants, strategy_from
 from margin_solver.core.validation import (
     InvalidInputError,
     check_gap_tol,
@@ -127,12 +72,10 @@ from margin_solver.descent.alternating import (
     DenseForm,
     DescentRun,
     KernelForm,
-    check_descent_options,
     descend,
     norm,
 )
 from margin_solver.minnorm.search import (
-    RETIRE_RTOL,
     hard_descend,
     nearly_hard,
     settled_run,
@@ -166,30 +109,17 @@ _LB_INFEASIBLE = (
     "data for any R"
 )
 
-#: With ``search_starts=None``, uncertified solves with d > n T search further only when the
-#: first starts' finite norms differ by more than this (relative) or some start is infeasible.
-SPREAD_RTOL = 0.05
-#: Budget of further starts of ``search_starts=None`` when the search runs.
-AUTO_SEARCH_STARTS = 8
-#: SVMs of branch-and-bound an uncertified solve spends on LB before searching: every
-#: selection that became its incumbent, best first, is a search start, and its bound stops
-#: the search when met (it is not reported: ``lower_bound`` stays None without ``certify``).
-#: A count, not seconds, so that the answer is the same on a loaded and an idle machine.
-SEARCH_BOUND_NODES = 3000
-#: SVMs of that branch-and-bound per v-step solve of the first starts when its bound cannot
-#: stop the search (:func:`_search_guide`). On the paper's model at n = 100, T = 4,
-#: R sqrt(d) = 10 (kappa = 5) its 3000 SVMs were most of the whole solve's 84 token Gram
-#: products (28 of 33 s in a profile) and found no selection beyond the first starts'.
-SEARCH_BOUND_NODES_PER_EVAL = 0.25
-# Relative gap to LB at which the search stops.
-_SEARCH_GAP_RTOL = 1e-9
-#: Samples above which a search triggered only by the spread of nearly hard first starts
-#: screens selections by their SVM norm instead of running LB's branch-and-bound and every
-#: family (:func:`_hard_spread`). On the paper's model at n = 100, T = 4, R sqrt(d) = 100
-#: the branch-and-bound's SVMs cost about a hundred token Gram products and found no better
-#: selection; up to this size (the search-quality instances, n <= 14) they are cheap and
-#: find LB's selection where the screen does not (gaussian n = 14, T = 2, d = 40).
-SCREEN_MIN_SAMPLES = 32
+# The module constants before the strategy table, now its fields (docs/decisions.md).
+__getattr__ = deprecated_constants(
+    __name__,
+    {
+        "SPREAD_RTOL": "spread_rtol",
+        "AUTO_SEARCH_STARTS": "auto_search_starts",
+        "SEARCH_BOUND_NODES": "search_bound_nodes",
+        "SEARCH_BOUND_NODES_PER_EVAL": "search_bound_nodes_per_eval",
+        "SCREEN_MIN_SAMPLES": "screen_min_samples",
+    },
+)
 
 
 @renamed(
@@ -343,6 +273,13 @@ def solve_min_norm(
 ) -> MinNormResult:
     """Approximately solve P_R by alternating v-steps with projected quasi-Newton p-steps.
 
+    Check every input once (``options`` into the strategy table); prove infeasibility when two
+    samples share their tokens with opposite labels; with ``certify``, compute the
+    hard-selection bound LB first; descend from the first starts; search further when they
+    leave a gap; with ``certify``, bound the best point at this R (and descend from a better
+    point the bound finds); return the best feasible point with its status. docs/theory.md,
+    "The solve: starts, search and certificate", describes the starts and the search's rules.
+
     Parameters
     ----------
     X : array-like of shape (n_samples, n_tokens, n_features) or Dataset
@@ -386,44 +323,26 @@ def solve_min_norm(
         Show progress bars on stderr: LB's, one over the starts (with the best norm so far),
         then the finite-R bound's.
     options : mapping, optional
-        Knobs of the descent from each start (:func:`margin_solver.descent.alternating.descend`),
-        for benchmarks and experts; unknown keys raise. Keys and defaults:
+        Fields of the strategy table (:class:`margin_solver.core.strategy.Strategy`: every
+        gate, budget and tuning number of the solve; docs/decisions.md says how each default
+        was chosen), for benchmarks and experts; unknown keys and bad values raise. E.g.
+        ``{"search_ideas": ("selection", "screen")}`` keeps two families of the search,
+        ``{"screen_top": 2}`` descends two screened starts. The descent's keys:
 
-        ``"memory"`` : int >= 0, default 30
-            L-BFGS curvature pairs kept; 0 takes projected-gradient directions only.
-        ``"use_bb"`` : bool, default True
-            Barzilai-Borwein trial lengths for projected-gradient steps; False uses the
-            doubling schedule alone.
-        ``"window"`` : int >= 1, default 10
-            Accepted steps over which the ``rtol`` test measures the decrease of phi.
-        ``"vstep_solver"`` : {"ldp", "ecos", "clarabel"}, default "ldp"
-            v-step engine tried first (the others stand in when it fails).
-        ``"newton"`` : bool, default False
-            Try Newton steps in the score space once the support is stable
-            (docs/theory.md, "Newton steps in the score space"). Opt-in: on the digits
-            study's cells it ends more descents at a stationary point, not all, and can
-            change which start wins (docs/decisions.md, "Newton steps in the score space stay
-            opt-in").
-        ``"sqp"`` : bool, default True
-            Support-aware sequential-QP steps (every margin linearised, so samples may
-            enter and leave the support within a step; docs/theory.md, "Support-aware SQP
-            step") after ``"sqp_after"`` (int >= 0, default 250) quasi-Newton steps: a
-            descent that stops within them is the quasi-Newton one (the paper's data);
-            on the digits study's cells the rest end at a stationarity or decrease test
-            instead of the 500-step cap (docs/decisions.md, "SQP after 250 quasi-Newton steps is
-            the default descent").
+        ``"memory"`` (30: L-BFGS pairs kept; 0 takes projected-gradient directions only),
+        ``"use_bb"`` (True: Barzilai-Borwein trial lengths), ``"window"`` (10: steps of the
+        ``rtol`` test), ``"vstep_solver"`` ("ldp", "ecos" or "clarabel": the engine tried
+        first), ``"sqp"`` (True: support-aware SQP steps after ``"sqp_after"``, 250,
+        quasi-Newton steps; docs/theory.md, "Support-aware SQP step").
 
         ``{"memory": 0, "use_bb": False, "sqp": False}`` is the plain projected-gradient
-        method that the quasi-Newton descent replaced (docs/decisions.md, "Quasi-Newton direction
-        for the P_R descent").
+        method that the quasi-Newton descent replaced (docs/decisions.md, "Quasi-Newton
+        direction for the P_R descent"). ``"newton"`` (Newton steps, removed) warns with a
+        DeprecationWarning and is ignored.
     gap_tol : float, default=1e-4 (:data:`DEFAULT_GAP_TOL`)
         Largest relative gap ``(norm - lower_bound) / norm`` for which a feasible point is
         certified ``"optimal"`` (the default of mixed-integer solvers, e.g. Gurobi's
-        MIPGap). Measured on the paper's model at ``R sqrt(d) = 100``: every gap up to
-        n = 100 is below it (at most 3.7e-5; 2.3e-10 for n <= 16), the docs' examples give
-        at most 1.3e-7, answers the bound does not prove have 0.066 and more; at n = 200 the
-        R-independent bound leaves 2e-4 to 8e-4 (raise ``gap_tol`` there;
-        docs/statuses.md).
+        MIPGap; docs/statuses.md says how it was chosen and when to raise it).
     time_limit : float, default=inf
         Seconds for the whole call (lower bound, starts, descents). On expiry the best
         feasible point so far is returned with status ``"time_limit"``, or
@@ -440,17 +359,12 @@ def solve_min_norm(
     search_starts : int, optional
         Further starts of :func:`margin_solver.minnorm.search.search_starts` after the first ones;
         the search stops early once the norm meets the lower bound (``certify``). None
-        (default): ``AUTO_SEARCH_STARTS`` of them when certified with an open gap, when
-        d <= n T, or when the first starts disagree (finite norms more than ``SPREAD_RTOL``
-        apart, or a start where no v interpolates), else none; when they disagree only in
-        norm, n > ``SCREEN_MIN_SAMPLES`` and the best is nearly hard at its selection's SVM
-        norm, a screen of selections by SVM norm. Up to
-        :data:`margin_solver.minnorm.search.SCREEN_MAX_SAMPLES` samples (48), when these leave the
-        gap to the bound open, :data:`margin_solver.minnorm.search.SCREEN_TOP` more: the best of a
-        screen of many starts by a few descent steps each (:mod:`margin_solver.minnorm.search`,
-        ``screen_k``). 0 turns the search off. A larger number is a more patient search:
-        more turns of the families, and a screen ``search_starts / AUTO_SEARCH_STARTS`` times
-        larger (:func:`margin_solver.minnorm.search.search_starts`, ``screen_scale``).
+        (default): the table's ``auto_search_starts`` (8) when certified with an open gap,
+        when d <= n T, or when the first starts disagree, else none (docs/theory.md, "The
+        solve: starts, search and certificate"). 0 turns the search off. A larger number is
+        a more patient search: more turns of the families, and a screen
+        ``search_starts / auto_search_starts`` times larger
+        (:func:`margin_solver.minnorm.search.search_starts`, ``screen_scale``).
 
     Returns
     -------
@@ -475,240 +389,343 @@ def solve_min_norm(
     >>> solve_min_norm(ds, R=10.0).status  # the same point, but nothing proves it
     'local_optimal'
     """
-    start_time = time.perf_counter()
-    X, y = _inputs(X, y)
-    if R is None:
-        raise InvalidInputError("R (the radius of the ball ||p|| <= R) is required.")
-    R = check_radius(R)
-    _check_choices(form, n_random_starts, max_iter)
-    if search_starts is not None:
-        check_int(search_starts, "search_starts", 0)
-    seed = check_seed(seed)
-    gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")
-    gap_tol = check_gap_tol(gap_tol)
-    time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
-    deadline = start_time + time_limit
-    descent = {"max_iter": max_iter, "gtol": gtol, "rtol": rtol, **check_descent_options(options)}
-    if bound_method not in BOUND_METHODS:
-        raise InvalidInputError(
-            f"Unknown bound_method {bound_method!r}; expected one of {list(BOUND_METHODS)}."
-        )
-    bound_time_limit = check_positive(bound_time_limit, "bound_time_limit", allow_inf=True)
-    n, T, d = X.shape
-    if p0 is not None:
-        p0 = check_vector(p0, d, "p0")
-    tol = (gap_tol, FEAS_TOL)
+    solve = _Solve(
+        X, y, R, certify, form, n_random_starts, seed, max_iter, gtol, rtol, bound_method,
+        bound_time_limit, progress, options, gap_tol, time_limit, p0, search_starts,
+    )  # fmt: skip
+    proof = solve.conflicting_samples()
+    if proof is not None:
+        return _warn(proof)
+    with single_threaded_blas():
+        for step in (solve.hard_bound, solve.first_starts, solve.search, solve.finite_r_bound):
+            proof = step()  # a proof of infeasibility ends the solve
+            if proof is not None:
+                return _warn(proof)
+    return _warn(solve.best())
 
-    if is_on_disk(X) and form == "dense":
-        raise InvalidInputError(
-            "form='dense' needs the tokens in memory; tokens on disk run in the kernel form "
-            "(form='auto' or 'kernel')."
-        )
-    use_kernel = form == "kernel" or (form == "auto" and (d > n * T or is_on_disk(X)))
-    gram = TokenGram(X)
-    # after the Gram product, which screens the samples to compare (none on most data)
-    conflicts = conflicting_pairs(X, y, gram.H)
-    if conflicts:
+
+class _Solve:
+    """One call of :func:`solve_min_norm`: its checked inputs and the runs so far, with one
+    method per step of the driver (each returns a result only when it proves infeasibility).
+    """
+
+    def __init__(
+        self,
+        X,
+        y,
+        R,
+        certify,
+        form,
+        n_random_starts,
+        seed,
+        max_iter,
+        gtol,
+        rtol,
+        bound_method,
+        bound_time_limit,
+        progress,
+        options,
+        gap_tol,
+        time_limit,
+        p0,
+        search_starts,
+    ):
+        self.start_time = time.perf_counter()
+        X, y = _inputs(X, y)
+        if R is None:
+            raise InvalidInputError("R (the radius of the ball ||p|| <= R) is required.")
+        self.R = check_radius(R)
+        _check_choices(form, n_random_starts, max_iter)
+        if search_starts is not None:
+            check_int(search_starts, "search_starts", 0)
+        self.seed = check_seed(seed)
+        gtol, rtol = check_positive(gtol, "gtol"), check_positive(rtol, "rtol")
+        self.gap_tol = check_gap_tol(gap_tol)
+        self.time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
+        self.deadline = self.start_time + self.time_limit
+        self.strategy = strategy_from(options)
+        # every descent's keywords (the strategy carries its knobs)
+        self.descent = {
+            "max_iter": max_iter,
+            "gtol": gtol,
+            "rtol": rtol,
+            "strategy": self.strategy,
+            "deadline": self.deadline,
+        }
+        if bound_method not in BOUND_METHODS:
+            raise InvalidInputError(
+                f"Unknown bound_method {bound_method!r}; expected one of {list(BOUND_METHODS)}."
+            )
+        self.bound_method = bound_method
+        self.bound_time_limit = check_positive(bound_time_limit, "bound_time_limit", allow_inf=True)
+        n, T, d = X.shape
+        self.p0 = None if p0 is None else check_vector(p0, d, "p0")
+        if is_on_disk(X) and form == "dense":
+            raise InvalidInputError(
+                "form='dense' needs the tokens in memory; tokens on disk run in the kernel form "
+                "(form='auto' or 'kernel')."
+            )
+        self.X, self.y, self.T = X, y, T
+        self.certify, self.progress = certify, progress
+        self.n_random_starts, self.search_starts = n_random_starts, search_starts
+        self.dependent = d <= n * T  # linearly dependent tokens: the search always runs
+        self.tol = (self.gap_tol, FEAS_TOL)
+        self.use_kernel = form == "kernel" or (form == "auto" and (d > n * T or is_on_disk(X)))
+        self.gram = TokenGram(X)
+        self.H = self.gram.H
+        self.form = KernelForm(X, self.gram) if self.use_kernel else DenseForm(X)
+        self.bound: LowerBoundResult | None = None
+        self.first = None
+        self.starts: list = []
+        self.runs: dict[str, DescentRun] = {}
+        self.start_norms: dict[str, float] = {}
+        self.feasible: dict[str, DescentRun] = {}
+        self.failed: list[DescentRun] = []
+        self.search_cut = False
+
+    def conflicting_samples(self) -> MinNormResult | None:
+        """``infeasible`` when two samples have the same tokens and opposite labels."""
+        # after the Gram product, which screens the samples to compare (none on most data)
+        conflicts = conflicting_pairs(self.X, self.y, self.H)
+        if not conflicts:
+            return None
         i, j = conflicts[0]
         why = (
             f"proven infeasible: samples {i} and {j} have the same tokens (in some order) and "
             f"opposite labels, so f(X_{i}; v, p) = f(X_{j}; v, p) for every (v, p) and R"
             + (f" ({len(conflicts)} such pairs)" if len(conflicts) > 1 else "")
         )
-        return _warn(_no_point(R, "dense", INFEASIBLE, why, None, start_time, tol))
-    solver_form = KernelForm(X, gram) if use_kernel else DenseForm(X)
+        return _no_point(self.R, "dense", INFEASIBLE, why, None, self.start_time, self.tol)
 
-    def bound_now(share: float = 1.0) -> LowerBoundResult:
+    def _lower_bound(self, share: float = 1.0) -> LowerBoundResult:
         """LB with ``share`` of the bound's time (a quarter when the finite-R stages follow)."""
-        limit = max(min(bound_time_limit, deadline - time.perf_counter()), 0.0) * share
+        limit = max(min(self.bound_time_limit, self.deadline - time.perf_counter()), 0.0) * share
         return trusted_lower_bound(
-            gram.H, y, T, bound_method, limit, progress, time.perf_counter(), first=first, X=X
+            self.H,
+            self.y,
+            self.T,
+            self.bound_method,
+            limit,
+            self.progress,
+            time.perf_counter(),
+            first=self.first,
+            X=self.X,
         )
 
-    with single_threaded_blas():
-        first = first_selection(gram.H, y, T)
-        # certify: LB first (its proof of infeasibility, its selection as a start, its value
-        # to stop the search); the finite-R stages after the search, against its best point
-        bound = bound_now(0.25 if T > 1 else 1.0) if certify else None
-        if bound is not None and bound.status == INFEASIBLE:
-            return _warn(
-                _no_point(
-                    R,
-                    solver_form.name,
-                    INFEASIBLE,
-                    _infeasibility_proof(bound),
-                    bound,
-                    start_time,
-                    tol,
-                )
+    def _infeasible(self, why: str) -> MinNormResult:
+        return _no_point(
+            self.R, self.form.name, INFEASIBLE, why, self.bound, self.start_time, self.tol
+        )
+
+    def hard_bound(self) -> MinNormResult | None:
+        """With ``certify``, LB before the starts: its proof of infeasibility, its selection
+        as a start, its value to stop the search (the finite-R stages come after it)."""
+        self.first = first_selection(self.H, self.y, self.T)
+        if not self.certify:
+            return None
+        self.bound = self._lower_bound(0.25 if self.T > 1 else 1.0)
+        if self.bound.status == INFEASIBLE:
+            return self._infeasible(_infeasibility_proof(self.bound))
+        return None
+
+    def _run(self, more: list) -> None:
+        """Run the starts ``more`` after the others (no progress bar)."""
+        with ProgressBar(False) as bar:
+            extra, extra_norms = _run_starts(
+                self.form, self.H, self.y, self.T, self.R, more, self.descent, bar
             )
-        starts = list(_starts(solver_form, gram.H, y, T, R, n_random_starts, seed, bound, first))
-        if p0 is not None:
-            starts.insert(0, ("p0", _warm_start(solver_form, gram, X, p0, R), None))
-        with ProgressBar(progress, total=len(starts), desc="P_R starts", unit="start") as bar:
-            runs, start_norms = _run_starts(
-                solver_form, gram.H, y, T, R, starts, {**descent, "deadline": deadline}, bar
+        self.runs.update(extra)
+        self.start_norms.update(extra_norms)
+        self.feasible = {k: r for k, r in self.runs.items() if r.point.feasible}
+
+    def first_starts(self) -> MinNormResult | None:
+        """Descend from the first starts; when none is feasible, LB's proof of infeasibility
+        or its selection as one more start."""
+        self.starts = list(
+            _starts(
+                self.form,
+                self.H,
+                self.y,
+                self.T,
+                self.R,
+                self.n_random_starts,
+                self.seed,
+                self.bound,
+                self.first,
             )
-        feasible = {k: r for k, r in runs.items() if r.point.feasible}
-        failed = [r for r in runs.values() if r.point.vstep.broke_down]
-        if not feasible and not failed and bound is None:
-            # try to prove infeasibility; a feasible LB selection gives one more start
-            bound = bound_now()
-            if bound.status == INFEASIBLE:
-                return _warn(
-                    _no_point(
-                        R, solver_form.name, INFEASIBLE, _LB_INFEASIBLE, bound, start_time, tol
-                    )
-                )
-            if bound.selection is not None and time.perf_counter() <= deadline:
-                feasible = _more_starts(
-                    solver_form,
-                    gram.H,
-                    y,
-                    T,
-                    R,
-                    [("lb_selection", None, bound.selection)],
-                    {**descent, "deadline": deadline},
-                    runs,
-                    start_norms,
-                )
-        budget = _search_budget(search_starts, start_norms, bound, d <= n * T)
+        )
+        if self.p0 is not None:
+            self.starts.insert(
+                0, ("p0", _warm_start(self.form, self.gram, self.X, self.p0, self.R), None)
+            )
+        with ProgressBar(
+            self.progress, total=len(self.starts), desc="P_R starts", unit="start"
+        ) as bar:
+            self.runs, self.start_norms = _run_starts(
+                self.form, self.H, self.y, self.T, self.R, self.starts, self.descent, bar
+            )
+        self.feasible = {k: r for k, r in self.runs.items() if r.point.feasible}
+        self.failed = [r for r in self.runs.values() if r.point.vstep.broke_down]
+        if self.feasible or self.failed or self.bound is not None:
+            return None
+        self.bound = self._lower_bound()
+        if self.bound.status == INFEASIBLE:
+            return self._infeasible(_LB_INFEASIBLE)
+        if self.bound.selection is not None and time.perf_counter() <= self.deadline:
+            self._run([("lb_selection", None, self.bound.selection)])
+        return None
+
+    def search(self) -> None:
+        """Further starts when the first ones leave a gap (:func:`_search_budget`); when they
+        agree on a small instance, LB's selection when it is better (the ``lb_selection``
+        start of :func:`_agreeing_starts_selection`)."""
+        strategy, n = self.strategy, len(self.y)
+        budget = _search_budget(
+            self.search_starts, self.start_norms, self.bound, self.dependent, strategy
+        )
         if (
             not budget
-            and search_starts is None
-            and bound is None
-            and feasible
-            and n <= SCREEN_MIN_SAMPLES
-            and time.perf_counter() <= deadline
+            and self.search_starts is None
+            and self.bound is None
+            and self.feasible
+            and n <= strategy.screen_min_samples
+            and time.perf_counter() <= self.deadline
         ):
-            selection = _agreeing_starts_selection(gram.H, y, T, runs, feasible, first, deadline)
+            selection = _agreeing_starts_selection(
+                self.H,
+                self.y,
+                self.T,
+                self.runs,
+                self.feasible,
+                self.first,
+                self.deadline,
+                strategy,
+            )
             if selection is not None:
-                feasible = _more_starts(
-                    solver_form,
-                    gram.H,
-                    y,
-                    T,
-                    R,
-                    [("lb_selection", None, selection)],
-                    {**descent, "deadline": deadline},
-                    runs,
-                    start_norms,
-                )
+                self._run([("lb_selection", None, selection)])
         # a search with turns to run that the deadline left out, or stopped
-        search_cut = bool(budget) and time.perf_counter() > deadline
-        if budget and not search_cut:
-            # run, or ended where an earlier start's polish ended (not its nearest realisable)
-            realised = [
-                s
-                for name, _, s in starts
-                if s is not None and math.isfinite(start_norms.get(name, math.inf))
-            ]
-            hard = _hard_spread(
-                search_starts, start_norms, bound, d <= n * T, gram.H, y, T, feasible
-            )
-            search_cut = _search(
-                solver_form,
-                gram.H,
-                y,
-                T,
-                R,
-                runs,
-                start_norms,
-                bound,
-                realised,
-                {**descent, "deadline": deadline},
-                budget,
-                seed,
-                deadline,
-                first,
-                hard,
-                gap_tol,
-            )
-            feasible = {k: r for k, r in runs.items() if r.point.feasible}
-        if certify:
-            bound = _finite_r_bound(
-                gram.H,
-                y,
-                T,
-                R,
-                bound,
-                feasible,
-                bound_method,
-                bound_time_limit,
-                deadline,
-                gap_tol,
-                progress,
-            )
-            if bound.status == INFEASIBLE:
-                return _warn(
-                    _no_point(
-                        R,
-                        solver_form.name,
-                        INFEASIBLE,
-                        _infeasibility_proof(bound),
-                        bound,
-                        start_time,
-                        tol,
-                    )
-                )
-            if bound.point is not None:
-                # the bound's branch-and-bound found a better p than every start: descend
-                # from it (its norm can only fall), so that the answer is that point
-                more = [("bound_point", _bound_point(solver_form, X, bound.point), None)]
-                feasible = _more_starts(
-                    solver_form,
-                    gram.H,
-                    y,
-                    T,
-                    R,
-                    more,
-                    {**descent, "deadline": deadline},
-                    runs,
-                    start_norms,
-                )
-                starts += more
-    skipped = [name for name, *_ in starts if name not in start_norms]
-    timed_out = bool(skipped) or search_cut or any(r.status == TIME_LIMIT for r in runs.values())
-    timed_out |= bound is not None and bound.status == TIME_LIMIT and time.perf_counter() > deadline
-    if feasible:
-        name = min(feasible, key=lambda k: feasible[k].norm)
-        result = _result(
-            X,
-            y,
-            R,
-            solver_form,
-            name,
-            feasible[name],
-            start_norms,
-            bound,
-            start_time,
-            tol,
-            timed_out,
+        self.search_cut = bool(budget) and time.perf_counter() > self.deadline
+        if not budget or self.search_cut:
+            return None
+        # run, or ended where an earlier start's polish ended (not its nearest realisable)
+        realised = [
+            s
+            for name, _, s in self.starts
+            if s is not None and math.isfinite(self.start_norms.get(name, math.inf))
+        ]
+        hard = _hard_spread(
+            self.search_starts,
+            self.start_norms,
+            self.bound,
+            self.dependent,
+            self.H,
+            self.y,
+            self.T,
+            self.feasible,
+            strategy,
         )
-    else:
-        if failed:  # every v-step engine broke down: that says nothing about feasibility
-            why = f"the v-step failed at a start point; {failed[0].reason}"
-            result = _no_point(R, solver_form.name, FAILED, why, bound, start_time, tol)
+        self.search_cut = _search(
+            self.form,
+            self.H,
+            self.y,
+            self.T,
+            self.R,
+            self.runs,
+            self.start_norms,
+            self.bound,
+            realised,
+            self.descent,
+            budget,
+            self.seed,
+            self.deadline,
+            self.first,
+            hard,
+            self.gap_tol,
+        )
+        self.feasible = {k: r for k, r in self.runs.items() if r.point.feasible}
+        return None
+
+    def finite_r_bound(self) -> MinNormResult | None:
+        """With ``certify``, the finite-R stages against the best point; a better point the
+        bound's branch-and-bound found is descended (its norm can only fall)."""
+        if not self.certify:
+            return None
+        self.bound = _finite_r_bound(
+            self.H,
+            self.y,
+            self.T,
+            self.R,
+            self.bound,
+            self.feasible,
+            self.bound_method,
+            self.bound_time_limit,
+            self.deadline,
+            self.gap_tol,
+            self.progress,
+        )
+        if self.bound.status == INFEASIBLE:
+            return self._infeasible(_infeasibility_proof(self.bound))
+        if self.bound.point is not None:
+            more = [("bound_point", _bound_point(self.form, self.X, self.bound.point), None)]
+            self._run(more)
+            self.starts += more
+        return None
+
+    def best(self) -> MinNormResult:
+        """The best feasible point with its status, or the result that says why none."""
+        runs, start_norms, feasible = self.runs, self.start_norms, self.feasible
+        skipped = [name for name, *_ in self.starts if name not in start_norms]
+        timed_out = (
+            bool(skipped) or self.search_cut or any(r.status == TIME_LIMIT for r in runs.values())
+        )
+        timed_out |= (
+            self.bound is not None
+            and self.bound.status == TIME_LIMIT
+            and time.perf_counter() > self.deadline
+        )
+        if feasible:
+            name = min(feasible, key=lambda k: feasible[k].norm)
+            result = _result(
+                self.X,
+                self.y,
+                self.R,
+                self.form,
+                name,
+                feasible[name],
+                start_norms,
+                self.bound,
+                self.start_time,
+                self.tol,
+                timed_out,
+            )
+        elif self.failed:  # every v-step engine broke down: that says nothing about feasibility
+            why = f"the v-step failed at a start point; {self.failed[0].reason}"
+            result = _no_point(
+                self.R, self.form.name, FAILED, why, self.bound, self.start_time, self.tol
+            )
+            result.start_norms = start_norms
         else:
-            result = _no_feasible_point(X, y, R, solver_form, runs, bound, start_time, tol)
+            result = _no_feasible_point(
+                self.X, self.y, self.R, self.form, runs, self.bound, self.start_time, self.tol
+            )
             if timed_out:
                 what = []
                 if skipped:
-                    what.append(f"{len(skipped)} of {len(starts)} first starts not run")
-                if search_cut:
+                    what.append(f"{len(skipped)} of {len(self.starts)} first starts not run")
+                if self.search_cut:
                     what.append("the search for further starts cut short")
-                result.message += f"; the time limit ({time_limit:g} s) stopped the search"
+                result.message += f"; the time limit ({self.time_limit:g} s) stopped the search"
                 if what:
                     result.message += f": {', '.join(what)}"
-        result.start_norms = start_norms
-    if skipped and feasible:
-        result.message += f"; starts not run (time limit): {', '.join(skipped)}"
-    if search_cut and feasible:
-        result.message += "; the time limit stopped the search for further starts"
-    result.vstep_fallbacks, note = _fallback_note(runs)
-    result.message += note
-    result.solve_time = time.perf_counter() - start_time
-    return _warn(result)
+            result.start_norms = start_norms
+        if skipped and feasible:
+            result.message += f"; starts not run (time limit): {', '.join(skipped)}"
+        if self.search_cut and feasible:
+            result.message += "; the time limit stopped the search for further starts"
+        result.vstep_fallbacks, note = _fallback_note(runs)
+        result.message += note
+        result.solve_time = time.perf_counter() - self.start_time
+        return result
 
 
 def _finite_r_bound(
@@ -855,7 +872,7 @@ def _run_starts(
                     else descend(form, y, p0, R, **descent)
                 )
                 start_norms[name] = run.norm
-                if settled is not None and nearly_hard(run.point.attention):
+                if settled is not None and nearly_hard(run.point.attention, descent["strategy"]):
                     # a later start on the selection this polish ended on ends here too
                     seen.setdefault(_key(np.argmax(run.point.attention, axis=1)), name)
                 logger.info(
@@ -869,21 +886,23 @@ def _key(selection) -> tuple[int, ...]:
     return tuple(int(t) for t in selection)
 
 
-def _search_budget(search_starts, start_norms: dict[str, float], bound, dependent: bool) -> int:
+def _search_budget(
+    search_starts, start_norms: dict[str, float], bound, dependent: bool, strategy: Strategy
+) -> int:
     """Further starts to run: ``search_starts``, or the automatic rule when it is None."""
     if search_starts is not None:
         return search_starts
     if bound is not None or dependent:
-        return AUTO_SEARCH_STARTS
+        return strategy.auto_search_starts
     finite = [v for v in start_norms.values() if math.isfinite(v)]
-    if len(finite) < len(start_norms) or max(finite) > min(finite) * (1 + SPREAD_RTOL):
-        return AUTO_SEARCH_STARTS
+    if len(finite) < len(start_norms) or max(finite) > min(finite) * (1 + strategy.spread_rtol):
+        return strategy.auto_search_starts
     return 0
 
 
-def _hard_spread(search_starts, start_norms, bound, dependent, H, y, T, feasible) -> bool:
+def _hard_spread(search_starts, start_norms, bound, dependent, H, y, T, feasible, strategy) -> bool:
     """True when the automatic search runs only because the first starts' norms spread, there
-    are more than :data:`SCREEN_MIN_SAMPLES` samples, and the best start is nearly hard at
+    are more than ``strategy.screen_min_samples`` samples, and the best start is nearly hard at
     its selection's SVM norm (:func:`margin_solver.minnorm.search.settled_value`).
 
     The spread then says which selections the starts ended in, and a nearly hard start ends
@@ -895,13 +914,13 @@ def _hard_spread(search_starts, start_norms, bound, dependent, H, y, T, feasible
         search_starts is not None
         or bound is not None
         or dependent
-        or len(y) <= SCREEN_MIN_SAMPLES
+        or len(y) <= strategy.screen_min_samples
         or not all(math.isfinite(v) for v in start_norms.values())
         or not feasible
     ):
         return False
     best = min(feasible.values(), key=lambda r: r.norm)
-    return settled_value(H, y, T, best.point) is not None
+    return settled_value(H, y, T, best.point, strategy) is not None
 
 
 def _search(
@@ -935,11 +954,12 @@ def _search(
     the first ones all ended far above the best (:func:`_retired_families`). The screen is
     skipped once the gap to the bound is at most ``gap_tol`` (certified: it could win no
     more than the certificate already allows)."""
+    strategy = options["strategy"]
     feasible = [r for r in runs.values() if r.point.feasible]
     best = min(feasible, key=lambda r: r.norm) if feasible else None
     incumbents: list[np.ndarray] = []
     if bound is None and not hard:
-        bound = _search_guide(H, y, T, runs, best, incumbents, deadline, first, gap_tol)
+        bound = _search_guide(H, y, T, runs, best, incumbents, deadline, first, gap_tol, strategy)
     if bound is not None and "lb_selection" in runs:
         realised = [*realised, bound.selection]
     lower = None if bound is None else bound.value
@@ -963,13 +983,14 @@ def _search(
         realised=realised,
         max_starts=budget,
         rng=rng,
-        gap_rtol=_SEARCH_GAP_RTOL,
+        gap_rtol=strategy.search_gap_rtol,
         screen_gap_rtol=gap_tol,
-        options=options,
+        options={k: v for k, v in options.items() if k != "strategy"},
         hard=hard,
         ideas=("selection",) if hard else None,
-        retired=_retired_families(runs, best),
-        screen_scale=budget / AUTO_SEARCH_STARTS,
+        retired=_retired_families(runs, best, strategy),
+        screen_scale=budget / strategy.auto_search_starts,
+        strategy=strategy,
         time_limit=deadline - time.perf_counter(),
     )
     while True:
@@ -984,26 +1005,18 @@ def _search(
         )
 
 
-def _more_starts(form, H, y, T, R, more, options, runs, start_norms) -> dict[str, DescentRun]:
-    """Run the starts ``more`` after the others (no progress bar), add them to ``runs`` and
-    ``start_norms``, and return the feasible runs."""
-    with ProgressBar(False) as bar:
-        extra, extra_norms = _run_starts(form, H, y, T, R, more, options, bar)
-    runs.update(extra)
-    start_norms.update(extra_norms)
-    return {k: r for k, r in runs.items() if r.point.feasible}
-
-
-def _agreeing_starts_selection(H, y, T, runs, feasible, first, deadline) -> np.ndarray | None:
+def _agreeing_starts_selection(
+    H, y, T, runs, feasible, first, deadline, strategy
+) -> np.ndarray | None:
     """LB's best selection, for the ``lb_selection`` start, when the first starts agree (no
     search) on a small instance and its SVM norm is below their best point's; else None.
 
     Agreeing starts can all end on one selection while a better one exists: on a generated
     instance (gaussian, n = 7, T = 3, d = 40, R sqrt(d) = 1e4) every first start ended at
-    0.417-0.427 and LB's selection, realised, at 0.358 (the ``search_quality``
-    benchmark, two patient searches). Up to :data:`SCREEN_MIN_SAMPLES` samples LB's
-    branch-and-bound (at most :data:`SEARCH_BOUND_NODES` SVMs, counted) is cheap; its selection
-    is realised only when its SVM norm is below the best norm by more than
+    0.417-0.427 and LB's selection, realised, at 0.358 (the ``search_quality`` benchmark, two
+    patient searches). Up to ``strategy.screen_min_samples`` samples
+    LB's branch-and-bound (at most ``strategy.search_bound_nodes`` SVMs, counted) is cheap; its
+    selection is realised only when its SVM norm is below the best norm by more than
     :data:`DEFAULT_GAP_TOL` (relative), since a realisation ends near or above it at large R,
     and not when some run ended on it already.
     """
@@ -1016,7 +1029,7 @@ def _agreeing_starts_selection(H, y, T, runs, feasible, first, deadline) -> np.n
         max(deadline - time.perf_counter(), 0.0),
         False,
         time.perf_counter(),
-        max_nodes=SEARCH_BOUND_NODES,
+        max_nodes=strategy.search_bound_nodes,
         first=first,
     )
     if (
@@ -1032,7 +1045,7 @@ def _agreeing_starts_selection(H, y, T, runs, feasible, first, deadline) -> np.n
 
 
 def _search_guide(
-    H, y, T, runs, best, incumbents, deadline, first, gap_tol=DEFAULT_GAP_TOL
+    H, y, T, runs, best, incumbents, deadline, first, gap_tol, strategy
 ) -> LowerBoundResult:
     """LB's branch-and-bound for an uncertified search; ``incumbents`` receives every
     selection that became its best, in order.
@@ -1042,22 +1055,22 @@ def _search_guide(
     branch-and-bound's first incumbent (the hard-selection alternation from the first GD
     step's v, the ``hard_selection`` start's selection). When the best start is already
     more than ``gap_tol`` above that norm the bound cannot stop the search, and the
-    branch-and-bound only offers further selections. Above :data:`SCREEN_MIN_SAMPLES`
-    samples it then gets :data:`SEARCH_BOUND_NODES_PER_EVAL` SVMs per v-step solve the first
-    starts spent (at most :data:`SEARCH_BOUND_NODES`), a budget in proportion to their
-    cost: there its :data:`SEARCH_BOUND_NODES` do not settle LB (paper's model, n = 100,
+    branch-and-bound only offers further selections. Above ``strategy.screen_min_samples``
+    samples it then gets ``strategy.search_bound_nodes_per_eval`` SVMs per v-step solve the
+    first starts spent (at most ``strategy.search_bound_nodes``), a budget in proportion to
+    their cost: there its ``search_bound_nodes`` do not settle LB (paper's model, n = 100,
     T = 4: relative gap 0.3 % after 3000 SVMs) and found no selection beyond the first. Up
     to that size the branch-and-bound settles LB within a few hundred SVMs, and its last
     incumbent, found just before, is what wins on 3 of the 200 search-quality instances
-    (the ``search_quality`` benchmark), so it keeps :data:`SEARCH_BOUND_NODES`, as when no start is
+    (the ``search_quality`` benchmark), so it keeps ``search_bound_nodes``, as when no start is
     feasible. Counts, not seconds: the answer does not depend on the load.
     """
-    max_nodes = SEARCH_BOUND_NODES
-    if best is not None and len(y) > SCREEN_MIN_SAMPLES:
-        stop_rtol = max(gap_tol, _SEARCH_GAP_RTOL)
+    max_nodes = strategy.search_bound_nodes
+    if best is not None and len(y) > strategy.screen_min_samples:
+        stop_rtol = max(gap_tol, strategy.search_gap_rtol)
         if not (first.feasible and best.norm <= first.norm * (1 + stop_rtol)):
             spent = sum(run.n_eval for run in runs.values())
-            max_nodes = min(max_nodes, math.ceil(SEARCH_BOUND_NODES_PER_EVAL * spent))
+            max_nodes = min(max_nodes, math.ceil(strategy.search_bound_nodes_per_eval * spent))
     return trusted_lower_bound(
         H,
         y,
@@ -1072,9 +1085,9 @@ def _search_guide(
     )
 
 
-def _retired_families(runs, best) -> tuple[str, ...]:
+def _retired_families(runs, best, strategy: Strategy) -> tuple[str, ...]:
     """``("random",)`` when every first random start is feasible and ended more than
-    :data:`margin_solver.minnorm.search.RETIRE_RTOL` above the best start, else ``()``: on such
+    ``strategy.retire_rtol`` above the best start, else ``()``: on such
     landscapes (digits tokens: random starts 9 to 30 times above the selection starts) more
     random starts cost a full descent each and are unlikely to win (on the 33 search-quality
     instances where this holds, none won by more than 1e-9, relative; on the digits cells
@@ -1082,7 +1095,8 @@ def _retired_families(runs, best) -> tuple[str, ...]:
     randoms = [run for name, run in runs.items() if name.startswith("random_")]
     if best is None or not randoms:
         return ()
-    if all(run.point.feasible and run.norm > best.norm * (1 + RETIRE_RTOL) for run in randoms):
+    threshold = best.norm * (1 + strategy.retire_rtol)
+    if all(run.point.feasible and run.norm > threshold for run in randoms):
         return ("random",)
     return ()
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from margin_solver.core.tolerances import SAME_TOKEN_RTOL
 from margin_solver.core.validation import InvalidInputError, check_radius, check_tokens
 from margin_solver.svm.vstep import solve_trusted_vstep
 
@@ -42,10 +43,6 @@ __all__ = [
     "token_margins",
 ]
 
-# Token differences with squared norm below this fraction of the mean squared token norm are
-# treated as zero: both tokens get the same score for every p, so the choice between them is
-# irrelevant and the constraint is dropped instead of making the attention SVM infeasible.
-_SAME_TOKEN_RTOL = 1e-12
 
 # Margins within this (relative to max(|margin|, 1); an SVM's margins are of order 1) count as
 # tied in best_tokens: far above the rounding of a margin, far below any real difference.
@@ -269,7 +266,7 @@ def attention_svm(
     E[np.arange(samples.size), other_rows] = -1.0
     K = _difference_gram(H, chosen_rows, other_rows)
     scale = max(float(np.mean(np.diag(H))), np.finfo(np.float64).tiny)
-    keep = np.diag(K) > _SAME_TOKEN_RTOL * scale
+    keep = np.diag(K) > SAME_TOKEN_RTOL * scale
     if not keep.any():
         return np.zeros((n, T))
     E, K = E[keep], K[np.ix_(keep, keep)]

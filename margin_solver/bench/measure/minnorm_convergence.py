@@ -47,9 +47,8 @@ from margin_solver.minnorm.solve import MinNormResult, solve_min_norm
 
 #: Descent options of each variant (``solve_min_norm(options=...)``).
 VARIANTS = {
-    "plain": {"memory": 0, "use_bb": False, "newton": False, "sqp": False},
-    "quasi-Newton": {"newton": False, "sqp": False},
-    "Newton": {"newton": True, "sqp": False},
+    "plain": {"memory": 0, "use_bb": False, "sqp": False},
+    "quasi-Newton": {"sqp": False},
     "SQP": {"sqp": True, "sqp_after": 0},
     "SQP after 250": {"sqp": True, "sqp_after": 250},
 }

@@ -46,11 +46,13 @@ Usage::
         [--ideas selection,continuation,random] [--out FILE.json]
     .venv/bin/python -m margin_solver.bench.measure.search_quality --summarise FILE.json
     .venv/bin/python -m margin_solver.bench.measure.search_quality --ablate FILE.json [--first 60]
-        [--idea-sets "none;selection;continuation;random;hop;selection,continuation,random"]
+        [--idea-sets "none;selection;continuation;random;selection,continuation,random"]
 
 ``--ablate`` reruns only the default solve on the first instances of an earlier run, once per
 set of search families (``none``: search off), and compares each with that run's best known
-norm (lowered by whatever the ablation finds).
+norm (lowered by whatever the ablation finds). ``--ideas`` and ``--ablate`` change the
+families through ``solve_min_norm(..., options={"search_ideas": ...})``, the strategy table
+(:class:`margin_solver.core.strategy.Strategy`).
 """
 
 from __future__ import annotations
@@ -66,7 +68,6 @@ from collections import Counter
 
 import numpy as np
 
-import margin_solver.minnorm.search
 from margin_solver.bench.page import rows_table
 from margin_solver.bench.provenance import run_metadata
 from margin_solver.bench.realdata import tabular_two_classes
@@ -74,6 +75,7 @@ from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.fileio import write_json
 from margin_solver.core.kernel import TokenGram
+from margin_solver.core.strategy import DEFAULT_STRATEGY, FAMILIES
 from margin_solver.descent.alternating import DenseForm, KernelForm, descend, norm
 from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.svm.selection import attention_svm, selection_svm
@@ -188,7 +190,8 @@ def patient_search(
             starts.append(form.from_coefficients(c))
     best = math.inf
     for p0 in starts:
-        run = descend(form, y, p0, R, max_iter=300)
+        # quasi-Newton descents, as in every earlier run (comparable best-known norms)
+        run = descend(form, y, p0, R, max_iter=300, sqp=False)
         if run.point.feasible:
             best = min(best, run.norm)
     return best
@@ -215,10 +218,13 @@ def run_instance(
     n_selections: int,
     patients: int = 1,
     solves: tuple[str, ...] = SOLVES,
+    ideas: tuple[str, ...] | None = None,
 ) -> dict:
     """One instance: the library's ``solves`` (of :data:`SOLVES`), then ``patients`` patient
     searches (the first with the instance's seed, as ``patient``; the others as
-    ``patient_2``, ...)."""
+    ``patient_2``, ...). ``ideas``: the search families of the library's solves (the
+    strategy's ``search_ideas``; its default when None)."""
+    strategy = {} if ideas is None else {"options": {"search_ideas": ideas}}
     X, y = make_instance(spec["kind"], spec["n"], spec["T"], spec["d"], spec["seed"])
     R = spec["R_sqrt_d"] / math.sqrt(X.shape[2])
     row = dict(spec, d=X.shape[2])
@@ -226,7 +232,7 @@ def run_instance(
         if method not in solves:
             continue
         t0 = time.perf_counter()
-        res = solve_min_norm(X, y, R=R, **options)
+        res = solve_min_norm(X, y, R=R, **options, **strategy)
         row[f"{method}_s"] = time.perf_counter() - t0
         row[method] = res.norm
         row[f"{method}_status"] = res.status
@@ -370,23 +376,23 @@ def ablate(path: str, first: int, idea_sets: list[tuple[str, ...]]) -> str:
     """Markdown table: the default solve with each family set on an earlier run's instances."""
     with open(path, encoding="utf-8") as handle:
         rows = json.load(handle)["rows"][:first]
-    saved = margin_solver.minnorm.search.IDEAS
     norms: dict[tuple[str, ...], list[float]] = {}
     seconds: dict[tuple[str, ...], float] = {}
-    try:
-        for ideas in idea_sets:
-            margin_solver.minnorm.search.IDEAS = ideas
-            norms[ideas], seconds[ideas] = [], 0.0
-            for row in rows:
-                X, y = make_instance(row["kind"], row["n"], row["T"], row["d"], row["seed"])
-                R = row["R_sqrt_d"] / math.sqrt(X.shape[2])
-                t0 = time.perf_counter()
-                norms[ideas].append(
-                    solve_min_norm(X, y, R=R, search_starts=None if ideas else 0).norm
-                )
-                seconds[ideas] += time.perf_counter() - t0
-    finally:
-        margin_solver.minnorm.search.IDEAS = saved
+    for ideas in idea_sets:
+        norms[ideas], seconds[ideas] = [], 0.0
+        for row in rows:
+            X, y = make_instance(row["kind"], row["n"], row["T"], row["d"], row["seed"])
+            R = row["R_sqrt_d"] / math.sqrt(X.shape[2])
+            t0 = time.perf_counter()
+            res = solve_min_norm(
+                X,
+                y,
+                R=R,
+                search_starts=None if ideas else 0,
+                options={"search_ideas": ideas},
+            )
+            norms[ideas].append(res.norm)
+            seconds[ideas] += time.perf_counter() - t0
     best = [
         min(
             [math.inf if r["best_known"] is None else r["best_known"]]
@@ -451,8 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         "--ideas",
         default=None,
         help="comma-separated families of the library's search "
-        f"(of {','.join(margin_solver.minnorm.search.FAMILIES)}); default: "
-        f"{','.join(margin_solver.minnorm.search.IDEAS)}",
+        f"(of {','.join(FAMILIES)}); default: {','.join(DEFAULT_STRATEGY.search_ideas)}",
     )
     parser.add_argument("--out", default="results/search_quality.json")
     parser.add_argument(
@@ -468,8 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=60, help="instances of --ablate")
     parser.add_argument(
         "--idea-sets",
-        default="none;selection;continuation;random;hop;"
-        "selection,continuation,random;selection,continuation,hop",
+        default="none;selection;continuation;random;selection,continuation,random",
         help="semicolon-separated family sets of --ablate",
     )
     args = parser.parse_args(argv)
@@ -505,11 +509,11 @@ def main(argv: list[str] | None = None) -> int:
             rows = json.load(handle)["rows"]
         print(report(rows))
         return 0
-    if args.ideas is not None:  # an ablation: the library's default families replaced
-        margin_solver.minnorm.search.IDEAS = tuple(args.ideas.split(",")) if args.ideas else ()
+    # an ablation: the library's default families replaced (through options=)
+    ideas = None if args.ideas is None else tuple(i for i in args.ideas.split(",") if i)
     meta = {
         **run_metadata(__spec__.name, argv),
-        "ideas": list(margin_solver.minnorm.search.IDEAS),
+        "ideas": list(DEFAULT_STRATEGY.search_ideas if ideas is None else ideas),
         "random": args.random,
         "selections": args.selections,
         "patients": args.patients,
@@ -522,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     started = time.time()
     for spec in instances(args.instances, args.seed, samples, kinds):
-        rows.append(run_instance(spec, args.random, args.selections, args.patients, solves))
+        rows.append(run_instance(spec, args.random, args.selections, args.patients, solves, ideas))
         meta["load_average_end"] = list(os.getloadavg())
         write_json(args.out, {"meta": meta, "table": summary_rows(rows), "rows": rows})
         r = rows[-1]

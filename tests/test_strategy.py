@@ -1,0 +1,131 @@
+"""The strategy table (margin_solver.core.strategy): one source of defaults, changed through
+``solve_min_norm(..., options=...)``, checked at the door."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from margin_solver.core.data import PaperDistribution
+from margin_solver.core.kernel import TokenGram
+from margin_solver.core.strategy import DEFAULT_STRATEGY, Strategy, strategy_from
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.descent.alternating import DenseForm, descend
+from margin_solver.minnorm.search import search_starts
+from margin_solver.minnorm.solve import solve_min_norm
+
+
+def test_the_table_is_frozen_and_descend_has_its_defaults():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DEFAULT_STRATEGY.screen_top = 2
+    assert strategy_from(None) is DEFAULT_STRATEGY
+    # descend called with no knobs is the solve's descent: SQP after 250 quasi-Newton steps
+    ds = PaperDistribution(d=30, T=3, snr=0.5, eta=0.1).sample(8, seed=4)
+    X, y = ds.X, ds.y.astype(float)
+    form = DenseForm(X)
+    own = descend(form, y, form.zeros(), 1.0, max_iter=30)
+    spelled = descend(form, y, form.zeros(), 1.0, max_iter=30, **DEFAULT_STRATEGY.descent_options())
+    assert (own.norm, own.n_iter, own.n_eval) == (spelled.norm, spelled.n_iter, spelled.n_eval)
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"screen_topp": 2}, r"Unknown options key\(s\) \['screen_topp'\]; valid keys: memory"),
+        ({"screen_top": -1}, r"options\['screen_top'\] must be an integer >= 0, got -1"),
+        ({"screen_iter": 2.5}, r"options\['screen_iter'\] must be an integer >= 1"),
+        ({"spread_rtol": math.nan}, r"options\['spread_rtol'\] must be a finite number"),
+        ({"hard_leak": 1.0}, r"options\['hard_leak'\] must be a finite number in \(0, 1\)"),
+        ({"search_ideas": ("selection", "hop")}, r"options\['search_ideas'\] must be a tuple"),
+        ({"rescue_eps": ()}, r"options\['rescue_eps'\] must be a non-empty tuple"),
+        ({"continuation_eps": (1e-6, 1e-2)}, r"first >= last"),
+        ({"sqp": "yes"}, r"options\['sqp'\] must be True or False"),
+    ],
+)
+def test_unknown_keys_and_bad_values_raise_one_line_messages(options, match):
+    X = np.random.default_rng(0).standard_normal((4, 2, 3))
+    with pytest.raises(InvalidInputError, match=match) as raised:
+        solve_min_norm(X, [1, -1, 1, -1], R=1.0, options=options)
+    assert "\n" not in str(raised.value)
+
+
+def test_the_removed_newton_option_warns_and_changes_nothing():
+    ds = PaperDistribution(d=40, snr=0.5, eta=0.0).sample(6, seed=1)
+    plain = solve_min_norm(ds, R=1.0, search_starts=0)
+    with pytest.warns(DeprecationWarning, match="Newton steps"):
+        old = solve_min_norm(ds, R=1.0, search_starts=0, options={"newton": True})
+    assert old.norm == plain.norm and old.start_norms == plain.start_norms
+
+
+def test_the_old_module_constants_warn_and_give_the_table_values():
+    import margin_solver.minnorm.search as search
+    import margin_solver.minnorm.solve as solve
+
+    with pytest.warns(DeprecationWarning, match=r"options=\{'screen_top'"):
+        assert DEFAULT_STRATEGY.screen_top == search.SCREEN_TOP
+    with pytest.warns(DeprecationWarning, match="spread_rtol"):
+        assert DEFAULT_STRATEGY.spread_rtol == solve.SPREAD_RTOL
+
+
+def _screen_only(strategy: Strategy) -> list:
+    """The runs of the screen alone (no family turns) on a small Gaussian instance."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((8, 2, 40))
+    y = np.where(rng.standard_normal(8) > 0, 1.0, -1.0)
+    return list(
+        search_starts(
+            DenseForm(X),
+            TokenGram(X).H,
+            y,
+            2,
+            1.0,
+            None,
+            ideas=("screen",),
+            options={"max_iter": 30},
+            rng=np.random.default_rng(0),
+            strategy=strategy,
+        )
+    )
+
+
+def test_a_smaller_screen_does_less_work():
+    # the screen's work: its final descents (screen_top) and the short descents before them
+    default = _screen_only(DEFAULT_STRATEGY)
+    smaller = _screen_only(strategy_from({"screen_top": 1, "screen_random": 4}))
+    assert len(default) == DEFAULT_STRATEGY.screen_top and len(smaller) == 1
+    assert sum(run.n_eval for _, run in smaller) < sum(run.n_eval for _, run in default)
+
+
+def test_options_reach_the_solve_and_change_its_work():
+    # the search's families through options: the screen left out runs none of its starts
+    from margin_solver.bench.measure.search_quality import make_instance
+
+    X, y = make_instance("integer", 8, 3, 3, 20261287)
+    R = 10 / math.sqrt(3)
+    ideas = tuple(i for i in DEFAULT_STRATEGY.search_ideas if i != "screen")
+    res = solve_min_norm(X, y, R=R, options={"search_ideas": ideas, "screen_top": 1})
+    assert not any(name.startswith("screen_") for name in res.start_norms)
+    fewer = solve_min_norm(X, y, R=R, options={"screen_top": 1})
+    assert sum(name.startswith("screen_") for name in fewer.start_norms) == 1
+
+
+def test_the_benchmark_ablates_through_options(tmp_path):
+    # search_quality --ablate: one family set per run, through options=, no module patched
+    import json
+
+    from margin_solver.bench.measure import search_quality
+
+    rows = [
+        {"kind": "gaussian", "n": 6, "T": 2, "d": 3, "seed": 20261130, "R_sqrt_d": 1.0},
+        {"kind": "integer", "n": 6, "T": 2, "d": 3, "seed": 20261131, "R_sqrt_d": 10.0},
+    ]
+    for row in rows:
+        X, y = search_quality.make_instance(row["kind"], row["n"], row["T"], row["d"], row["seed"])
+        R = row["R_sqrt_d"] / math.sqrt(row["d"])
+        row["best_known"] = solve_min_norm(X, y, R=R).norm
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"rows": rows}))
+    table = search_quality.ablate(str(path), 2, [(), ("selection",)])
+    assert "none (search off)" in table and "| selection |" in table
+    assert DEFAULT_STRATEGY.search_ideas[0] == "selection"  # nothing was overwritten
