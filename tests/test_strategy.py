@@ -129,3 +129,14 @@ def test_the_benchmark_ablates_through_options(tmp_path):
     table = search_quality.ablate(str(path), 2, [(), ("selection",)])
     assert "none (search off)" in table and "| selection |" in table
     assert DEFAULT_STRATEGY.search_ideas[0] == "selection"  # nothing was overwritten
+
+
+def test_global_lower_bound_takes_the_same_options():
+    from margin_solver.bounds.lower import global_lower_bound
+
+    ds = PaperDistribution(d=40, snr=0.5, eta=0.0).sample(6, seed=1)
+    with pytest.raises(InvalidInputError, match=r"Unknown options key\(s\) \['memroy'\]"):
+        global_lower_bound(ds.X, ds.y, R=1.0, options={"memroy": 0})
+    default = global_lower_bound(ds.X, ds.y, R=1.0)
+    same = global_lower_bound(ds.X, ds.y, R=1.0, options={"memory": 30})
+    assert same.value == default.value and same.incumbent == default.incumbent

@@ -41,8 +41,9 @@ import itertools
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +72,7 @@ from margin_solver.core.results import (
     ConvergenceWarning,
     ResultMixin,
 )
+from margin_solver.core.strategy import DEFAULT_STRATEGY, Strategy, strategy_from
 from margin_solver.core.tolerances import PRUNE_RTOL
 from margin_solver.core.validation import (
     InvalidInputError,
@@ -215,6 +217,7 @@ def global_lower_bound(
     gap_tol: float = 1e-4,
     gram: TokenGram | None = None,
     progress: bool = False,
+    options: Mapping[str, Any] | None = None,
 ) -> LowerBoundResult:
     """Compute a certified lower bound on P_R: the hard-selection bound LB, or with ``R``
     the finite-R bound.
@@ -252,6 +255,11 @@ def global_lower_bound(
         Show a progress bar on stderr (selections enumerated; or branch-and-bound's elapsed
         time against ``time_limit``, with nodes, proven bound and best selection, and for
         the finite-R bound the proven gap).
+    options : mapping, optional
+        Fields of the strategy table (:class:`margin_solver.core.strategy.Strategy`) for the
+        finite-R bound's incumbent descents (the descent's keys, as
+        :func:`margin_solver.minnorm.solve.solve_min_norm`'s ``options``); unknown keys and
+        bad values raise.
 
     Returns
     -------
@@ -260,8 +268,8 @@ def global_lower_bound(
     Raises
     ------
     InvalidInputError
-        On malformed X or y, an unknown method, a non-positive R or time limit, or a gap
-        tolerance outside (0, 1).
+        On malformed X or y, an unknown method, a non-positive R or time limit, a gap
+        tolerance outside (0, 1), or bad ``options``.
 
     Examples
     --------
@@ -279,12 +287,13 @@ def global_lower_bound(
             f"Unknown method {method!r}; expected one of {list(BOUND_METHODS)}."
         )
     time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
+    strategy = strategy_from(options)
     if R is not None:
         R = check_radius(R)
         gap_tol = check_gap_tol(gap_tol)
     H = (gram if gram is not None else TokenGram(X)).H
     result = trusted_lower_bound(
-        H, y, T, method, time_limit, progress, start, R=R, X=X, gap_tol=gap_tol
+        H, y, T, method, time_limit, progress, start, R=R, X=X, gap_tol=gap_tol, strategy=strategy
     )
     if not result.success:
         warnings.warn(
@@ -312,6 +321,7 @@ def trusted_lower_bound(
     first: SelectionSVM | None = None,
     hard_bound: LowerBoundResult | None = None,
     incumbent: tuple[float, np.ndarray | None] | None = None,
+    strategy: Strategy = DEFAULT_STRATEGY,
 ) -> LowerBoundResult:
     """:func:`global_lower_bound` on checked inputs (the worker behind that door).
 
@@ -336,6 +346,7 @@ def trusted_lower_bound(
     its SVMs count in ``nodes``, and its seconds in the time limit when ``start`` is moved
     back by its ``solve_time``), and ``incumbent``, ``(norm, selection)`` of the best
     feasible point of P_R found (``(inf, None)`` when none), which replaces the descents.
+    ``strategy``: the knobs of those descents.
     """
     if R is not None and T > 1:
         with single_threaded_blas():
@@ -352,6 +363,7 @@ def trusted_lower_bound(
                 first=first,
                 hard_bound=hard_bound,
                 incumbent=incumbent,
+                strategy=strategy,
             )
     if hard_bound is not None:  # T = 1: LB is P_R itself
         return hard_bound
@@ -464,6 +476,7 @@ def _finite_r(
     first: SelectionSVM | None = None,
     hard_bound: LowerBoundResult | None = None,
     incumbent: tuple[float, np.ndarray | None] | None = None,
+    strategy: Strategy = DEFAULT_STRATEGY,
 ) -> LowerBoundResult:
     """The finite-R bound: LB (valid for every R, tight at large R; at most a quarter of the
     time), the alternating solver's best point as incumbent, then the bounds in order of
@@ -498,7 +511,7 @@ def _finite_r(
             first.tokens if first.feasible else None,
             None if hard_bound.status == FAILED else hard_bound.selection,
         ]
-        incumbent = _descent_incumbent(X, H, y, R, selections)
+        incumbent = _descent_incumbent(X, H, y, R, selections, strategy)
     return _finite_r_stages(H, y, T, R, hard_bound, incumbent, time_limit, gap_tol, start, progress)
 
 
@@ -712,6 +725,7 @@ def _descent_incumbent(
     y: np.ndarray,
     R: float,
     selections: Sequence[np.ndarray | None],
+    strategy: Strategy,
 ) -> tuple[float, np.ndarray | None]:
     """The smallest ``||v||`` the alternating descent reaches from p = 0 and from each token
     selection of ``selections`` (shape (n,); None and repeats skipped) realised with norm R
@@ -728,7 +742,7 @@ def _descent_incumbent(
             starts.append(form.from_coefficients(coefficients))
     best, selection = math.inf, None
     for p0 in starts:
-        run = descend(form, y, p0, R)
+        run = descend(form, y, p0, R, strategy=strategy)
         if run.point.feasible and run.norm < best:
             best, selection = run.norm, np.argmax(run.point.attention, axis=1)
     return best, selection

@@ -265,14 +265,18 @@ def deprecated_constants(module: str, names: Mapping[str, str]) -> Callable[[str
     def __getattr__(attribute: str) -> Any:
         if attribute in names:
             key = names[attribute]
+            value = getattr(DEFAULT_STRATEGY, key)
+            if callable(value):  # a group of fields, e.g. the descent's
+                value, how = value(), f"Strategy().{key}(); options= change its fields"
+            else:
+                how = f"Strategy().{key}; change it with options={{{key!r}: ...}}"
             warnings.warn(
-                f"{module}.{attribute} is deprecated: the value is Strategy().{key} "
-                f"(margin_solver.core.strategy); change it with options={{{key!r}: ...}}.",
+                f"{module}.{attribute} is deprecated: the value is {how} "
+                "(margin_solver.core.strategy).",
                 DeprecationWarning,
                 stacklevel=2,
             )
-            value = getattr(DEFAULT_STRATEGY, key)
-            return value() if callable(value) else value
+            return value
         raise AttributeError(f"module {module!r} has no attribute {attribute!r}")
 
     return __getattr__
