@@ -46,9 +46,10 @@ MAX_TOKENS = 400
 # Relative safety margin on the computed bound: the token factor, the eigen-decompositions and
 # the secular equation are accurate to a few hundred eps relatively; this is far above that.
 _BOUND_ROUNDING = 1e-9
-# Ascent steps on alpha (each a few (nT)-square eigen-decompositions); the ascent stops when
-# the bound rose by less than _ASCENT_RISE (relative) over the last _ASCENT_WINDOW steps, or
-# is below half the ``floor`` at such a check.
+# Ascent steps on alpha (each a few (nT)-square eigen-decompositions): the stage's budget, a
+# count; the ascent stops sooner when the bound rose by less than _ASCENT_RISE (relative) over
+# the last _ASCENT_WINDOW steps, or is below half the ``floor`` at such a check. The certified
+# solves of docs/decisions.md ("The linearised bound") took at most 40.
 _ASCENT_STEPS = 200
 _ASCENT_WINDOW = 20
 _ASCENT_RISE = 1e-4
@@ -222,7 +223,9 @@ def linearised_bound(
         A bound proven otherwise: the ascent stops when, at a check every 20 steps (the
         first at the start), its bound is below half of this.
     deadline : float, default=inf
-        A :func:`time.perf_counter` reading after which the ascent takes no further step.
+        A caller's guard: a :func:`time.perf_counter` reading after which the ascent takes no
+        further step. Its budget is a count of steps; the guard changes nothing while it does
+        not act.
 
     Returns
     -------

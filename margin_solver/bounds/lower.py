@@ -26,8 +26,10 @@ Two exact methods:
     promising token fixed, or its other tokens (tokens whose lifted bound reaches the
     incumbent are dropped). The incumbent starts from the hard-selection alternation
     (:func:`hard_selection_alternation`) from the first GD step's v
-    (``v_1 ∝ sum_i y_i xbar_i``) and improves at solved nodes. With a time limit the result
-    still carries a proven bound: the smallest bound of the open nodes and solved leaves.
+    (``v_1 ∝ sum_i y_i xbar_i``) and improves at solved nodes. Its budget is a count of
+    SVMs (:func:`lb_nodes`), so that the same call proves the same bound on any machine; a
+    search stopped by it, or by a caller's time limit, still carries a proven bound: the
+    smallest bound of the open nodes and solved leaves.
     docs/theory.md, "Hard-selection branch-and-bound over token sets".
 
 With ``R`` given, :func:`global_lower_bound` bounds P_R itself through the attention that
@@ -51,8 +53,10 @@ from margin_solver.bounds.linbound import MAX_TOKENS as LINEARISED_MAX_TOKENS
 from margin_solver.bounds.linbound import linearised_bound
 from margin_solver.bounds.rbounds import (
     LOW_RANK_MAX,
+    P_BOX_NODES,
     finite_r_bound,
     low_rank_bound,
+    nodes_for_samples,
     realising_coefficients,
     score_rank,
 )
@@ -77,6 +81,7 @@ from margin_solver.core.tolerances import PRUNE_RTOL
 from margin_solver.core.validation import (
     InvalidInputError,
     check_gap_tol,
+    check_int,
     check_labels,
     check_magnitude,
     check_positive,
@@ -100,10 +105,13 @@ __all__ = [
     "BOUND_METHODS",
     "FINITE_R",
     "HARD_SELECTION",
+    "LB_FULL_SAMPLES",
+    "LB_NODES",
     "LowerBoundResult",
     "first_selection",
     "first_step_margins",
     "global_lower_bound",
+    "lb_nodes",
     "trusted_lower_bound",
 ]
 
@@ -122,9 +130,16 @@ ENUMERATION_LIMIT = 2**8
 _SATISFIED_TOL = 1e-9
 # The finite-R branch-and-bound stops when its proven bound has not risen over this many
 # SVMs (about 5 s on the shared machine): on degenerate inputs (d = 1, R large against the
-# tokens) its relaxation cannot tighten, and a certify call should not spend its whole time
-# limit there. Counted rather than timed so that answers do not depend on the machine.
+# tokens) its relaxation cannot tighten, and a certify call should not spend its whole
+# budget there. Counted rather than timed so that answers do not depend on the machine.
 _STALL_NODES = 2000
+#: SVMs of LB's branch-and-bound up to :data:`LB_FULL_SAMPLES` samples (:func:`lb_nodes`):
+#: the hard-selection bound's budget, and that of the finite-R bound's first stage. Every LB
+#: that finished in the seconds it had before used at most 1125 (docs/decisions.md, "LB").
+LB_NODES = 20_000
+#: Samples above which LB's budget shrinks as 1 / n: its SVMs cost 1.9 ms at n = 100, 4.3 ms
+#: at n = 200, 19 ms at n = 1000 (docs/decisions.md, "LB").
+LB_FULL_SAMPLES = 100
 
 
 @dataclass(repr=False)
@@ -135,10 +150,11 @@ class LowerBoundResult(ResultMixin):
     ----------
     value : float
         The proven lower bound. ``bound_kind="hard-selection"``: on LB, hence on P_R for
-        every R; LB itself when ``status == "optimal"`` (up to 1e-9 relative), the best bound
-        proven so far with ``"time_limit"``, ``inf`` when infeasible (no v satisfies any
-        selection, so P_R is infeasible for every R). ``bound_kind="finite-R"``: on P_R for
-        the given R; within ``gap_tol`` of ``incumbent`` when ``"optimal"``.
+        every R; LB itself when ``status == "optimal"`` (up to 1e-9 relative), the best
+        bound proven so far with ``"max_iter"`` or ``"time_limit"``, ``inf`` when infeasible
+        (no v satisfies any selection, so P_R is infeasible for every R).
+        ``bound_kind="finite-R"``: on P_R for the given R; within ``gap_tol`` of
+        ``incumbent`` when ``"optimal"``.
     incumbent : float
         Hard-selection: ``||v||`` of the best selection found (an upper bound on LB, not on
         P_R). Finite-R: the smallest ``||v||`` of a point (v, p) with ``||p|| <= R`` found
@@ -148,12 +164,13 @@ class LowerBoundResult(ResultMixin):
         else each sample's most attended token at the descent's point).
     status : str
         ``"failed"`` (an SVM's engines all broke down: ``value`` is the trivial bound 0),
-        ``"optimal"`` (the search finished: ``value`` is LB), ``"time_limit"`` (the
-        branch-and-bound stopped at its time limit: ``value`` is the bound proven so far, a
-        valid lower bound but not LB), ``"max_iter"`` (a budget of SVMs stopped it: LB's
-        ``max_nodes``, or the finite-R box search's SVMs without progress or no node left to
-        refine; ``value`` is the bound proven so far) or ``"infeasible"`` (the search finished and
-        no selection can be separated: P_R is infeasible for every R). docs/statuses.md.
+        ``"optimal"`` (the search finished: ``value`` is LB), ``"max_iter"`` (a budget of
+        work stopped it: LB's ``max_nodes``, or the finite-R box search's budget of SVMs, its
+        SVMs without progress or no node left to refine; ``value`` is the bound proven so
+        far, a valid lower bound but not LB), ``"time_limit"`` (the caller's time limit
+        stopped it first; ``value`` as with ``"max_iter"``) or ``"infeasible"`` (the search
+        finished and no selection can be separated: P_R is infeasible for every R).
+        docs/statuses.md.
     message : str
     method : str
         ``"enumerate"`` or ``"bnb"``; for the finite-R bound the stages that ran, joined by
@@ -213,11 +230,12 @@ def global_lower_bound(
     method: str = "auto",
     *,
     R: float | None = None,
-    time_limit: float = 60.0,
+    time_limit: float = math.inf,
     gap_tol: float = 1e-4,
     gram: TokenGram | None = None,
     progress: bool = False,
     options: Mapping[str, Any] | None = None,
+    max_nodes: int | None = None,
 ) -> LowerBoundResult:
     """Compute a certified lower bound on P_R: the hard-selection bound LB, or with ``R``
     the finite-R bound.
@@ -240,11 +258,16 @@ def global_lower_bound(
         Lagrangian bound (:func:`margin_solver.bounds.sdpbound.lagrangian_bound`), then
         branch-and-bound over the attention the ball can reach
         (:func:`margin_solver.bounds.rbounds.finite_r_bound`) run until one is within ``gap_tol``
-        of it (docs/theory.md, "Finite-R lower bound").
+        of it (docs/theory.md, "Finite-R lower bound"). Each stage has a budget of work
+        (SVMs, ascent steps, solver iterations), never of seconds, so that the same call
+        gives the same bound on any machine.
         With T = 1 attention plays no role and LB is P_R itself, so LB is returned.
-    time_limit : float, default=60.0
-        Seconds after which branch-and-bound stops with status ``"time_limit"`` and the best
-        bound proven so far (enumeration ignores it: use it only where T^n is small).
+    time_limit : float, default=inf
+        A guard, in seconds: once it has passed, branch-and-bound stops between nodes (and a
+        finite-R stage between steps), with status ``"time_limit"`` and the best bound proven
+        so far. It changes nothing while it does not act. Enumeration ignores it (use it only
+        where T^n is small); the Lagrangian bound's set-up (cvxpy's compilation, about 1 s
+        at n = 40) cannot be cut short and may overrun it.
     gap_tol : float, default=1e-4
         Finite-R bound only: stop, with status ``"optimal"``, once the relative gap between
         the incumbent and the proven bound is at most this; in (0, 1). (LB is solved to
@@ -252,9 +275,13 @@ def global_lower_bound(
     gram : TokenGram, optional
         Precomputed token Gram matrix of ``X`` (saves the O((nT)^2 d) product).
     progress : bool, default=False
-        Show a progress bar on stderr (selections enumerated; or branch-and-bound's elapsed
-        time against ``time_limit``, with nodes, proven bound and best selection, and for
-        the finite-R bound the proven gap).
+        Show a progress bar on stderr (selections enumerated; or branch-and-bound's SVMs
+        against ``max_nodes``, with proven bound and best selection, and for the finite-R
+        bound the box searches' SVMs and the proven gap).
+    max_nodes : int, optional
+        SVMs after which LB's branch-and-bound stops with status ``"max_iter"`` and the best
+        bound proven so far (with ``R``: its first stage; the other stages have budgets of
+        their own); :func:`lb_nodes` of n by default.
     options : mapping, optional
         Fields of the strategy table (:class:`margin_solver.core.strategy.Strategy`) for the
         finite-R bound's incumbent descents (the descent's keys, as
@@ -268,8 +295,8 @@ def global_lower_bound(
     Raises
     ------
     InvalidInputError
-        On malformed X or y, an unknown method, a non-positive R or time limit, a gap
-        tolerance outside (0, 1), or bad ``options``.
+        On malformed X or y, an unknown method, a non-positive R or time limit, a
+        ``max_nodes`` below 1, a gap tolerance outside (0, 1), or bad ``options``.
 
     Examples
     --------
@@ -288,12 +315,25 @@ def global_lower_bound(
         )
     time_limit = check_positive(time_limit, "time_limit", allow_inf=True)
     strategy = strategy_from(options)
+    if max_nodes is not None:
+        check_int(max_nodes, "max_nodes", 1)
     if R is not None:
         R = check_radius(R)
         gap_tol = check_gap_tol(gap_tol)
     H = (gram if gram is not None else TokenGram(X)).H
     result = trusted_lower_bound(
-        H, y, T, method, time_limit, progress, start, R=R, X=X, gap_tol=gap_tol, strategy=strategy
+        H,
+        y,
+        T,
+        method,
+        time_limit,
+        progress,
+        start,
+        R=R,
+        X=X,
+        gap_tol=gap_tol,
+        strategy=strategy,
+        max_nodes=max_nodes,
     )
     if not result.success:
         warnings.warn(
@@ -327,27 +367,31 @@ def trusted_lower_bound(
 
     ``H`` is the exactly symmetric (nT, nT) token Gram matrix
     (:attr:`margin_solver.core.kernel.TokenGram.H`), ``y`` float64 labels in {-1, +1}, ``method``
-    one of :data:`BOUND_METHODS`, ``time_limit`` positive; ``start`` the
-    :func:`time.perf_counter` reading the solve time counts from. With ``R`` (positive) the
+    one of :data:`BOUND_METHODS`; ``time_limit`` (positive, may be inf) the caller's guard
+    in seconds from ``start``, the :func:`time.perf_counter` reading the solve time counts
+    from. ``max_nodes`` is the budget of LB's branch-and-bound (status ``"max_iter"`` when it
+    stops it; a count, so that the answer is the same on a loaded and an idle machine; with
+    ``R`` its first stage; :func:`lb_nodes` when None). With ``R`` (positive) the
     finite-R bound, which also needs ``gap_tol`` (in (0, 1)) and, unless ``incumbent`` is
     given, the tokens ``X`` (for the alternating solver's incumbent). Nothing is validated:
     for callers that validated the data already
     (:func:`margin_solver.minnorm.solve.solve_min_norm`).
 
     ``first``: :func:`first_selection` when the caller has it (LB's first incumbent; a start
-    of the finite-R bound's descents); computed here when None. Without ``R``:
-    ``max_nodes`` also stops the branch-and-bound after that many SVMs (status
-    ``"max_iter"``; a budget that gives the same answer on a loaded and an idle machine),
-    and a list ``incumbents`` receives every selection (ndarray of shape (n,)) that became
-    the best found, in order (the search for P_R's starts realises them all).
+    of the finite-R bound's descents); computed here when None. Without ``R`` a list
+    ``incumbents`` receives every selection (ndarray of shape (n,)) that became the best
+    found, in order (the search for P_R's starts realises them all).
 
     With ``R``, a caller that ran its own starts passes what it has, so nothing is done
     twice: ``hard_bound``, LB as this function returned it without ``R`` (its first stage;
-    its SVMs count in ``nodes``, and its seconds in the time limit when ``start`` is moved
-    back by its ``solve_time``), and ``incumbent``, ``(norm, selection)`` of the best
-    feasible point of P_R found (``(inf, None)`` when none), which replaces the descents.
+    its SVMs count in ``nodes``; a ``"time_limit"`` status makes the finite-R bound's
+    ``"time_limit"`` unless it closes the gap), and ``incumbent``, ``(norm, selection)`` of
+    the best feasible point of P_R found (``(inf, None)`` when none), which replaces the
+    descents.
     ``strategy``: the knobs of those descents.
     """
+    if max_nodes is None:
+        max_nodes = lb_nodes(len(y))
     if R is not None and T > 1:
         with single_threaded_blas():
             return _finite_r(
@@ -360,6 +404,7 @@ def trusted_lower_bound(
                 gap_tol,
                 start,
                 progress,
+                max_nodes=max_nodes,
                 first=first,
                 hard_bound=hard_bound,
                 incumbent=incumbent,
@@ -418,14 +463,14 @@ def _hard_selection_bound(
     progress: bool,
     start: float,
     *,
-    max_nodes: int | None = None,
+    max_nodes: int,
     incumbents: list | None = None,
     first: SelectionSVM | None = None,
     X: np.ndarray | None = None,
 ) -> LowerBoundResult:
-    """LB by enumeration or branch-and-bound (``method``, ``"auto"`` by the size of T^n);
-    ``X``, the tokens behind H, lets exactly equal tokens prove a selection infeasible
-    (:func:`margin_solver.svm.selection.selection_svm`)."""
+    """LB by enumeration or branch-and-bound (``method``, ``"auto"`` by the size of T^n; at
+    most ``max_nodes`` SVMs); ``X``, the tokens behind H, lets exactly equal tokens prove a
+    selection infeasible (:func:`margin_solver.svm.selection.selection_svm`)."""
     if method == "auto":
         method = "enumerate" if T ** len(y) <= ENUMERATION_LIMIT else "bnb"
     if method == "enumerate":
@@ -434,9 +479,12 @@ def _hard_selection_bound(
         ) as bar:
             best, nodes, failed, floor = _enumerate(H, y, T, bar, incumbents, X)
         return _finish(best, floor, OPTIMAL, "enumerate", nodes, start, failed, floor)
-    total = time_limit if math.isfinite(time_limit) else None
     with ProgressBar(
-        progress, total=total, desc="lower bound (branch-and-bound)", unit="s", bar_format=_BNB_BAR
+        progress,
+        total=max_nodes,
+        desc="lower bound (branch-and-bound)",
+        unit="SVM",
+        bar_format=_BNB_BAR,
     ) as bar:
         return _branch_and_bound(
             H,
@@ -452,14 +500,22 @@ def _hard_selection_bound(
         )
 
 
+def lb_nodes(n: int) -> int:
+    """The default budget of SVMs of LB's branch-and-bound for n samples (:data:`LB_NODES`
+    up to :data:`LB_FULL_SAMPLES` samples, in proportion to 1 / n above)."""
+    return nodes_for_samples(n, LB_NODES, LB_FULL_SAMPLES)
+
+
 def first_selection(H: np.ndarray, y: np.ndarray, T: int) -> SelectionSVM:
     """The hard-selection alternation from the first GD step's selection
     (:func:`first_step_margins`): LB's first incumbent and a start of P_R's solver."""
     return hard_selection_alternation(H, y, T, first_step_margins(H, y, T))
 
 
-# elapsed seconds against the time limit, then nodes, proven bound and best selection
-_BNB_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.0f} s{postfix}"
+# SVMs against the budget, then proven bound and best selection
+_BNB_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} SVMs{postfix}"
+# the finite-R box searches' SVMs (their budgets stop them, or their stall rule), bound, gap
+_STAGES_BAR = "{desc}: {n:.0f} SVMs [{elapsed}]{postfix}"
 
 
 def _finite_r(
@@ -473,13 +529,14 @@ def _finite_r(
     start: float,
     progress: bool,
     *,
+    max_nodes: int,
     first: SelectionSVM | None = None,
     hard_bound: LowerBoundResult | None = None,
     incumbent: tuple[float, np.ndarray | None] | None = None,
     strategy: Strategy = DEFAULT_STRATEGY,
 ) -> LowerBoundResult:
-    """The finite-R bound: LB (valid for every R, tight at large R; at most a quarter of the
-    time), the alternating solver's best point as incumbent, then the bounds in order of
+    """The finite-R bound: LB (valid for every R, tight at large R; at most ``max_nodes``
+    SVMs), the alternating solver's best point as incumbent, then the bounds in order of
     cost until one is within ``gap_tol`` of it (:func:`_finite_r_stages`). ``hard_bound``
     and ``incumbent`` given (:func:`trusted_lower_bound`) skip the first two steps."""
     n = len(y)
@@ -493,9 +550,8 @@ def _finite_r(
             return _conflict_result(clash[0], 0, start, R)
         if first is None:
             first = first_selection(H, y, T)
-        budget = (time_limit - (time.perf_counter() - start)) / 4
         hard_bound = _hard_selection_bound(
-            H, y, T, method, budget, False, time.perf_counter(), first=first, X=X
+            H, y, T, method, time_limit, False, start, max_nodes=max_nodes, first=first, X=X
         )
     if incumbent is None:
         # solve_min_norm's deterministic starts: without the first step's selection the
@@ -529,10 +585,17 @@ def _finite_r_stages(
 ) -> LowerBoundResult:
     """The finite-R bound's stages after LB (``hard_bound``) against the best point
     ``incumbent = (norm, selection)``, in order of cost until one is within ``gap_tol`` of
-    it: the linearised bound (tight at small R), the Lagrangian bound (T = 2),
-    branch-and-bound over boxes of p when the reachable scores span at most
-    ``LOW_RANK_MAX`` dimensions (half the time left), then over score boxes for the time left.
-    The largest bound proven is kept; ``point`` is set when a search found a better point."""
+    it: the linearised bound (tight at small R; at most ``linbound``'s ascent steps), the
+    Lagrangian bound (T = 2 and n at most its ``MAX_SAMPLES``; at most the SDP solver's
+    iterations), branch-and-bound over boxes of p when the reachable scores span at most
+    ``LOW_RANK_MAX`` dimensions (:data:`~margin_solver.bounds.rbounds.P_BOX_NODES` SVMs),
+    then over score boxes (:func:`~margin_solver.bounds.rbounds.score_box_nodes` SVMs); each
+    box search also stops after :data:`_STALL_NODES` SVMs without progress. Budgets of work,
+    not shares of seconds, so that the bound is the same on any machine. ``time_limit``
+    (seconds from ``start``) is the caller's guard: past it, the running stage stops between
+    steps or nodes and no further stage begins (status ``"time_limit"``, as when it stopped
+    LB). The largest bound proven is kept; ``point`` is set when a search found a better
+    point."""
     n = len(y)
     incumbent, selection = incumbent
     nodes = hard_bound.nodes
@@ -568,40 +631,41 @@ def _finite_r_stages(
     if hard_bound.selection is not None:
         selection = hard_bound.selection
     methods = [HARD_SELECTION]
-    total = time_limit if math.isfinite(time_limit) else None
+    deadline = start + time_limit
+    # the guard stopped a stage (LB's included), or left one unrun
+    cut = hard_bound.status == TIME_LIMIT
+    proven = min(hard_bound.value, incumbent)
+    found, point = None, None
+
+    def next_stage() -> bool:
+        """True while the gap is open and the guard has not passed (``cut`` then)."""
+        nonlocal cut
+        if proven >= incumbent * (1 - gap_tol):
+            return False
+        cut |= time.perf_counter() > deadline
+        return not cut
+
     with ProgressBar(
-        progress, total=total, desc="lower bound (finite R)", unit="s", bar_format=_BNB_BAR
+        progress, desc="lower bound (finite R)", unit="SVM", bar_format=_STAGES_BAR
     ) as bar:
 
         def show(bound: float) -> None:
             gap = (incumbent - bound) / incumbent if math.isfinite(incumbent) else math.nan
-            bar.set_to(
-                min(time.perf_counter() - start, time_limit),
-                bound=f"{bound:.6g}",
-                best=f"{incumbent:.6g}",
-                gap=f"{gap:.2e}",
-            )
+            bar.update(0, bound=f"{bound:.6g}", best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
 
-        proven = min(hard_bound.value, incumbent)
         show(proven)
-        if n * T <= LINEARISED_MAX_TOKENS and proven < incumbent * (1 - gap_tol):
-            left = time_limit - (time.perf_counter() - start)
-            value = _linearised(
-                H, y, T, R, incumbent * (1 - gap_tol), proven, time.perf_counter() + left / 2
-            )
+        if n * T <= LINEARISED_MAX_TOKENS and next_stage():
+            value = _linearised(H, y, T, R, incumbent * (1 - gap_tol), proven, deadline)
             proven = max(proven, min(value, incumbent))
             methods.append("linearised")
             show(proven)
-        if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and proven < incumbent * (1 - gap_tol):
-            left = time_limit - (time.perf_counter() - start)
-            sdp = lagrangian_bound(H, y, R, time_limit=left / 2)
-            if not sdp.skipped:
-                proven = max(proven, min(sdp.value, incumbent))
-                methods.append("lagrangian")
-                show(proven)
-        found, point = None, None
+        if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and next_stage():
+            sdp = lagrangian_bound(H, y, R, time_limit=deadline - time.perf_counter())
+            proven = max(proven, min(sdp.value, incumbent))
+            methods.append("lagrangian")
+            show(proven)
         searches = []
-        if proven < incumbent * (1 - gap_tol) and score_rank(H, n, T) <= LOW_RANK_MAX:
+        if next_stage() and score_rank(H, n, T) <= LOW_RANK_MAX:
             searches.append(
                 (
                     "p-boxes",
@@ -615,7 +679,8 @@ def _finite_r_stages(
                         start=start,
                         bar=bar,
                         floor=proven,
-                        time_limit=(time.perf_counter() - start + time_limit) / 2,
+                        time_limit=time_limit,
+                        max_nodes=P_BOX_NODES,
                         stall_nodes=_STALL_NODES,
                     ),
                 )
@@ -639,11 +704,12 @@ def _finite_r_stages(
             )
         )
         for name, search in searches:
-            if proven >= incumbent * (1 - gap_tol):
+            if not next_stage():
                 break
             methods.append(name)
             found = search()
             nodes += found.nodes
+            cut |= found.status == TIME_LIMIT
             if found.status == INFEASIBLE:
                 return LowerBoundResult(
                     math.inf,
@@ -672,12 +738,14 @@ def _finite_r_stages(
             f"of the best point found: bound {proven:.6g}, best {incumbent:.6g}"
         )
     else:
-        # the box search ran whenever the gap was open, so its stop says why it stayed open
-        status = found.status if found is not None and found.status == TIME_LIMIT else MAX_ITER
+        # the box search runs whenever the gap is open and the guard allows: the guard, or
+        # the box search's own stop, says why it stayed open
+        status = TIME_LIMIT if cut else MAX_ITER
         why = (
-            "at the time limit"
-            if status == TIME_LIMIT
-            else f"after {_STALL_NODES} SVMs without progress (or no node left to refine)"
+            "by the caller's time limit"
+            if cut
+            else "at its budgets of work (SVMs of the box searches, or "
+            f"{_STALL_NODES} SVMs without progress, or no node left to refine)"
         )
         message = (
             f"stopped ({method}, {nodes} SVMs) {why}; proven finite-R bound "
@@ -703,7 +771,7 @@ def _linearised(
     H: np.ndarray, y: np.ndarray, T: int, R: float, target: float, floor: float, deadline: float
 ) -> float:
     """The linearised bound (:func:`margin_solver.bounds.linbound.linearised_bound`, with its
-    ``target``, ``floor`` and ``deadline``; at most half the time left) from the v-step's
+    ``target``, ``floor`` and ``deadline``, the caller's guard) from the v-step's
     duals at uniform attention (p = 0, where the attention is linearised); 0 when that SVM
     has no duals."""
     n = len(y)
@@ -902,30 +970,32 @@ def _branch_and_bound(
     start: float,
     bar: ProgressBar,
     *,
-    max_nodes: int | None = None,
+    max_nodes: int,
     incumbents: list | None = None,
     first: SelectionSVM | None = None,
     X: np.ndarray | None = None,
 ) -> LowerBoundResult:
+    """Best-first search until no node is open, ``max_nodes`` SVMs (``"max_iter"``) or the
+    caller's guard, ``time_limit`` seconds from ``start`` (``"time_limit"``)."""
     search = _SelectionSearch(H, y, T, incumbents, first, X)
     n = len(y)
     root = search.solve(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     search.evaluate(root, np.ones((n, T), dtype=bool), 0.0)
     heap = search.heap
-    stopped_by = TIME_LIMIT
+    stopped_by = MAX_ITER
     while heap:
         if search.prunes(heap[0].bound):
             heap.clear()
             break
-        if time.perf_counter() - start > time_limit:
+        if search.nodes >= max_nodes:
             break
-        if max_nodes is not None and search.nodes >= max_nodes:
-            stopped_by = MAX_ITER
+        if time.perf_counter() - start > time_limit:
+            stopped_by = TIME_LIMIT
             break
         if bar.throttle():
-            _show_gap(bar, search, start, time_limit)
+            _show_gap(bar, search)
         search.branch(heapq.heappop(heap))
-    _show_gap(bar, search, start, time_limit)
+    _show_gap(bar, search)
     status = OPTIMAL if not heap else stopped_by
     return _finish(
         search.incumbent,
@@ -939,13 +1009,12 @@ def _branch_and_bound(
     )
 
 
-def _show_gap(bar: ProgressBar, search: _SelectionSearch, start: float, time_limit: float) -> None:
-    """Elapsed time, nodes, proven bound, best selection and the relative gap between them."""
+def _show_gap(bar: ProgressBar, search: _SelectionSearch) -> None:
+    """SVMs solved, proven bound, best selection and the relative gap between them."""
     bound, best = search.proven(), search.incumbent.norm
     gap = (best - bound) / best if 0 < best < math.inf else math.nan
     bar.set_to(
-        min(time.perf_counter() - start, time_limit),
-        nodes=search.nodes,
+        search.nodes,
         bound=f"{bound:.6g}",
         best=f"{best:.6g}",
         gap=f"{gap:.2e}",
@@ -1017,7 +1086,7 @@ def _finish(
     if status == OPTIMAL:
         message = f"LB solved exactly by {method} ({nodes} SVMs)"
     else:
-        why = "time limit reached" if status == TIME_LIMIT else "node budget reached"
+        why = "the caller's time limit reached" if status == TIME_LIMIT else "node budget reached"
         message = (
             f"{why} after {nodes} SVMs; proven bound {bound:.6g}, best selection "
             f"{best.norm:.6g} (relative gap {(best.norm - bound) / best.norm:.3g})"

@@ -41,10 +41,15 @@ from margin_solver.svm.vstep import solve_vstep_from_support
 
 __all__ = [
     "LOW_RANK_MAX",
+    "P_BOX_NODES",
+    "SCORE_BOX_FULL_SAMPLES",
+    "SCORE_BOX_NODES",
     "FiniteRBound",
     "finite_r_bound",
     "low_rank_bound",
+    "nodes_for_samples",
     "realising_coefficients",
+    "score_box_nodes",
     "score_difference_gram",
     "score_rank",
     "vertex_attention",
@@ -55,6 +60,16 @@ _BALL_RTOL = 1e-9
 # Root box half-widths are widened by this factor so that rounding in G_jj cannot cut a
 # reachable score difference off.
 _WIDEN = 1 + 1e-9
+#: SVMs of :func:`finite_r_bound` (the search over boxes of score differences) by default, up
+#: to :data:`SCORE_BOX_FULL_SAMPLES` samples (:func:`score_box_nodes`): about what the 30 s
+#: of the old default gave it at n = 12 (docs/decisions.md, "Score boxes").
+SCORE_BOX_NODES = 30_000
+#: Samples above which the default budget of :func:`finite_r_bound` shrinks as 1 / n: its SVMs
+#: cost 1.4 ms at n = 12, 2.2 ms at n = 40, 7.2 ms at n = 200 (docs/decisions.md, "Score boxes").
+SCORE_BOX_FULL_SAMPLES = 20
+#: SVMs of :func:`low_rank_bound` (the search over boxes of p, n > d) by default: the old
+#: half of 30 s gave it 7,000-11,500 at load 9 (docs/decisions.md, "Boxes of p").
+P_BOX_NODES = 20_000
 
 
 @dataclass
@@ -69,9 +84,9 @@ class FiniteRBound:
         Smallest ``||v||`` of a point (v, p) found feasible for P_R (inf when none).
     status : str
         ``"optimal"`` when ``(incumbent - value) / incumbent <= gap_tol``, ``"infeasible"``
-        when every node was pruned as infeasible, ``"time_limit"`` when the time limit
-        stopped it, else ``"max_iter"`` (``stall_nodes`` SVMs without progress, or no node
-        left that can be refined).
+        when every node was pruned as infeasible, ``"time_limit"`` when the caller's time
+        limit stopped it, else ``"max_iter"`` (``max_nodes`` SVMs, ``stall_nodes`` SVMs
+        without progress, or no node left that can be refined).
     nodes : int
         SVMs solved.
     scores : ndarray of shape (n, T-1) or None
@@ -84,6 +99,19 @@ class FiniteRBound:
     status: str
     nodes: int
     scores: np.ndarray | None
+
+
+def nodes_for_samples(n: int, nodes: int, full_samples: int) -> int:
+    """A budget of SVMs for a branch-and-bound over n samples: ``nodes`` up to
+    ``full_samples`` samples, in proportion to 1 / n above, where the cost of its SVMs grows
+    about linearly with n, so that the search costs about the same time at any n."""
+    return nodes * full_samples // max(n, full_samples)
+
+
+def score_box_nodes(n: int) -> int:
+    """The default budget of SVMs of :func:`finite_r_bound` for n samples
+    (:data:`SCORE_BOX_NODES` up to :data:`SCORE_BOX_FULL_SAMPLES` samples)."""
+    return nodes_for_samples(n, SCORE_BOX_NODES, SCORE_BOX_FULL_SAMPLES)
 
 
 def score_difference_gram(H: np.ndarray, n: int, T: int) -> np.ndarray:
@@ -279,11 +307,12 @@ def finite_r_bound(
     R: float,
     *,
     incumbent: float = math.inf,
-    time_limit: float = 60.0,
+    time_limit: float = math.inf,
     gap_tol: float = 1e-4,
     start: float | None = None,
     bar: ProgressBar | None = None,
     floor: float = 0.0,
+    max_nodes: int | None = None,
     stall_nodes: int | None = None,
 ) -> FiniteRBound:
     """Branch-and-bound lower bound on P_R over boxes of score differences.
@@ -300,22 +329,27 @@ def finite_r_bound(
         Radius of the ball on p.
     incumbent : float, default=inf
         ``||v||`` of a known feasible point of P_R (e.g. from the alternating solver).
-    time_limit : float, default=60.0
-        Seconds (counted from ``start``) after which the bound proven so far is returned.
+    time_limit : float, default=inf
+        A caller's guard: seconds (counted from ``start``) after which the search stops
+        between nodes with the bound proven so far (status ``"time_limit"``). It changes
+        nothing while it does not act.
     gap_tol : float, default=1e-4
         The search stops when ``(incumbent - bound) / incumbent <= gap_tol``.
     start : float, optional
         ``time.perf_counter()`` at which the clock started (default: now).
     bar : ProgressBar, optional
-        Shows elapsed time, nodes, proven bound and gap.
+        Advanced by the SVMs solved; shows the proven bound and gap.
     floor : float, default=0.0
         A bound on P_R proven otherwise (e.g.
         :func:`margin_solver.bounds.sdpbound.lagrangian_bound`): the search stops once it is within
         ``gap_tol`` of the incumbent, and the progress bar shows the larger of the two.
+    max_nodes : int, optional
+        SVMs after which the search stops (checked between nodes; a count, not seconds, so
+        that the answer does not depend on the machine's speed); :func:`score_box_nodes`
+        of n by default.
     stall_nodes : int, optional
         Stop when the proven bound (the larger of the tree's and ``floor``) has not risen
-        (relatively by 1e-9) over this many SVMs (counted, not timed, so that the answer
-        does not depend on the machine's speed unless the time limit binds).
+        (relatively by 1e-9) over this many SVMs (counted, not timed, like ``max_nodes``).
 
     Returns
     -------
@@ -327,6 +361,7 @@ def finite_r_bound(
         time.perf_counter() if start is None else start,
         time_limit,
         bar if bar is not None else ProgressBar(False),
+        score_box_nodes(len(y)) if max_nodes is None else max_nodes,
         stall_nodes,
         root,
     )
@@ -425,11 +460,13 @@ class _Search:
         start: float,
         time_limit: float,
         bar: ProgressBar,
+        max_nodes: int,
         stall_nodes: int | None,
         unit: float,
     ) -> FiniteRBound:
-        """Search until the gap closes, the time limit, or ``stall_nodes`` without progress;
-        ``unit`` converts norms back to the caller's scale for the progress bar."""
+        """Search until the gap closes, ``max_nodes`` SVMs, ``stall_nodes`` without progress,
+        or the caller's time limit; ``unit`` converts norms back to the caller's scale for
+        the progress bar."""
         problem = self.problem
         n, T = problem.n, problem.T
         empty = np.zeros(0, dtype=np.int64)
@@ -448,14 +485,13 @@ class _Search:
             )
         ]
         best_proven, rose = 0.0, 0
+        shown = _Shown(bar, unit)
         while self.heap:
             if self.closes(self.heap[0].bound) or self.closes(self.known):
                 self.floor = min(self.floor, self.heap[0].bound)
                 self.heap = []
                 break
-            now = time.perf_counter()
-            if now - start > time_limit:
-                self.stopped_by = TIME_LIMIT
+            if self.nodes >= max_nodes:
                 break
             # progress counts only above the bound known from elsewhere
             proven = max(
@@ -465,16 +501,11 @@ class _Search:
                 best_proven, rose = proven, self.nodes
             elif stall_nodes is not None and self.nodes - rose > stall_nodes:
                 break
+            if time.perf_counter() - start > time_limit:
+                self.stopped_by = TIME_LIMIT
+                break
             if bar.throttle():
-                proven = self.proven()
-                gap = (self.incumbent - proven) / self.incumbent
-                bar.set_to(
-                    min(now - start, time_limit),
-                    nodes=self.nodes,
-                    bound=f"{proven / unit:.6g}",
-                    best=f"{self.incumbent / unit:.6g}",
-                    gap=f"{gap:.2e}",
-                )
+                shown(self.nodes, self.proven(), self.incumbent)
             node = heapq.heappop(self.heap)
             margins = problem.token_margins(node)
             pinned = np.zeros(n, dtype=bool)
@@ -513,6 +544,7 @@ class _Search:
             if not self.split(node, margins):
                 self.stuck = min(self.stuck, node.bound)
 
+        shown(self.nodes, self.proven(), self.incumbent)
         if (
             not math.isfinite(self.incumbent)
             and not self.heap
@@ -584,6 +616,24 @@ def _logistic(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1 + np.tanh(x / 2))
 
 
+class _Shown:
+    """A box search's progress on a bar that other stages may share: advanced by the SVMs
+    solved since the last call, with the proven bound, the best point and their gap."""
+
+    def __init__(self, bar: ProgressBar, unit: float) -> None:
+        self.bar, self.unit, self.nodes = bar, unit, 0
+
+    def __call__(self, nodes: int, proven: float, incumbent: float) -> None:
+        gap = (incumbent - proven) / incumbent if math.isfinite(incumbent) else math.nan
+        self.bar.update(
+            nodes - self.nodes,
+            bound=f"{proven / self.unit:.6g}",
+            best=f"{incumbent / self.unit:.6g}",
+            gap=f"{gap:.2e}",
+        )
+        self.nodes = nodes
+
+
 #: Largest dimension of the reachable score space (the rank of the score-difference Gram
 #: matrix G) for which :func:`low_rank_bound` branches on boxes of p itself.
 LOW_RANK_MAX = 3
@@ -620,12 +670,12 @@ def low_rank_bound(
     R: float,
     *,
     incumbent: float = math.inf,
-    time_limit: float = 60.0,
+    time_limit: float = math.inf,
     gap_tol: float = 1e-4,
     start: float | None = None,
     bar: ProgressBar | None = None,
     floor: float = 0.0,
-    max_nodes: int = 200_000,
+    max_nodes: int = P_BOX_NODES,
     stall_nodes: int | None = None,
 ) -> FiniteRBound:
     """Branch-and-bound lower bound on P_R over boxes of p, when the score space is small.
@@ -642,9 +692,9 @@ def low_rank_bound(
     feasible points (incumbents). Best-first; a box is split in two across the side that
     moves the scores most.
 
-    Parameters are those of :func:`finite_r_bound`; ``max_nodes`` caps the SVMs.
-    ``stall_nodes`` stops the search when the tree's own bound (without ``floor``) has not
-    risen by 1e-9 (relative) over that many SVMs.
+    Parameters are those of :func:`finite_r_bound`, with ``max_nodes`` defaulting to
+    :data:`P_BOX_NODES`; ``stall_nodes`` stops the search when the tree's own bound (without
+    ``floor``) has not risen by 1e-9 (relative) over that many SVMs.
 
     Returns
     -------
@@ -800,6 +850,11 @@ class _BoxSearch:
             heap.append(root)
         stopped = MAX_ITER
         best_tree, rose = 0.0, 0
+        shown = _Shown(bar, unit)
+
+        def proven() -> float:
+            return max(min(self.incumbent, self.floor, self.stuck, heap[0].bound), self.known)
+
         while heap:
             # progress of the tree's own bound (below a floor proven otherwise it still rises)
             tree = min(self.incumbent, self.floor, self.stuck, heap[0].bound)
@@ -811,21 +866,13 @@ class _BoxSearch:
                 self.floor = min(self.floor, heap[0].bound)
                 heap = []
                 break
-            now = time.perf_counter()
-            if now - start > time_limit:
-                stopped = TIME_LIMIT
-                break
             if self.nodes >= max_nodes:
                 break
+            if time.perf_counter() - start > time_limit:
+                stopped = TIME_LIMIT
+                break
             if bar.throttle():
-                proven = max(min(self.incumbent, self.floor, self.stuck, heap[0].bound), self.known)
-                bar.set_to(
-                    min(now - start, time_limit),
-                    nodes=self.nodes,
-                    bound=f"{proven / unit:.6g}",
-                    best=f"{self.incumbent / unit:.6g}",
-                    gap=f"{(self.incumbent - proven) / self.incumbent:.2e}",
-                )
+                shown(self.nodes, proven(), self.incumbent)
             box = heapq.heappop(heap)
             if self.closes(box.bound):  # the incumbent fell since it was pushed
                 self.floor = min(self.floor, box.bound)
@@ -838,6 +885,7 @@ class _BoxSearch:
                 child = self.evaluate(lo, hi, box.bound, box.support)
                 if child is not None:
                     heapq.heappush(heap, child)
+        shown(self.nodes, proven() if heap else self.incumbent, self.incumbent)
         if not heap and not math.isfinite(min(self.incumbent, self.floor, self.stuck)):
             return FiniteRBound(math.inf, math.inf, INFEASIBLE, self.nodes, None)
         value = max(

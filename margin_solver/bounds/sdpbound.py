@@ -27,32 +27,39 @@ so solver inaccuracy can only make it weaker, never invalid.
 from __future__ import annotations
 
 import math
-import sys
 import time
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MAX_SAMPLES", "LagrangianBound", "lagrangian_bound", "setup_seconds"]
+__all__ = [
+    "CLARABEL_MAX_ITER",
+    "MAX_SAMPLES",
+    "SCS_MAX_ITERS",
+    "LagrangianBound",
+    "lagrangian_bound",
+]
 
-#: Largest n the SDP is set up for. Measured on a 2-core machine (12 tangents per spacing,
-#: the paper's data, R sqrt(d) in {1, 3, 10}; docs/decisions.md, "The Lagrangian bound by
-#: SCS above n = 30"): Clarabel n = 12 in 0.4-0.9 s, n = 20 in 2-2.4 s, n = 40 in 80-190 s
-#: (an earlier machine); SCS n = 40 in 5-12 s, n = 60 in 21 s (0.8 GB), n = 100 in 530 s (3.3 GB).
+#: Largest n the SDP is set up for, and the size rule that alone decides whether the finite-R
+#: bound runs this stage (T = 2 and n <= MAX_SAMPLES). Measured on a 2-core machine (12
+#: tangents per spacing, the paper's data, R sqrt(d) in {1, 3, 10}; docs/decisions.md, "The
+#: Lagrangian bound by SCS above n = 30"): Clarabel n = 12 in 0.4-0.9 s, n = 20 in 2-2.4 s,
+#: n = 40 in 80-190 s (an earlier machine); SCS n = 40 in 5-12 s, n = 60 in 21 s (0.8 GB),
+#: n = 100 in 530 s (3.3 GB).
 MAX_SAMPLES = 60
 
 #: Up to this n the SDP is solved by Clarabel (interior point: the multipliers to about 1e-8),
 #: above it by SCS (first order, to ``SCS_EPS``): at n = 40 Clarabel took 80-190 s.
 CLARABEL_MAX_SAMPLES = 30
 
-#: Seconds of cvxpy's compilation and the solver's set-up (neither watches the time limit)
-#: at n = 40, measured on a 2-core AMD EPYC machine (1.25 s; 0.7 s at n = 32, 3.6 s at
-#: n = 50, 6.2 s at n = 60: about n^4.5). :func:`setup_seconds` scales it.
-SETUP_SECONDS_AT_40 = 1.25
+#: Clarabel's iteration budget (interior-point iterations; Clarabel's own default): it used at
+#: most 52 on the measured instances, n <= 30 (docs/decisions.md, "The Lagrangian SDP").
+CLARABEL_MAX_ITER = 200
 
-#: cvxpy's first import (seconds), also outside the time limit.
-IMPORT_SECONDS = 0.5
+#: SCS's iteration budget (ADMM iterations): it converged within 325-1300 on the paper's data,
+#: n = 30-60 (docs/decisions.md, "The Lagrangian SDP").
+SCS_MAX_ITERS = 2500
 
 #: SCS's relative tolerance. At n = 40 the certified bound is within 2e-4 of 1e-6's (below
 #: it by the solver's inaccuracy) in half the time (docs/decisions.md, "The Lagrangian bound
@@ -86,22 +93,14 @@ class LagrangianBound:
         The SDP solver's status.
     solve_time : float
         Seconds.
-    skipped : bool
-        True when no SDP was solved because its set-up would not fit in the time limit
-        (``value`` is then 0 and ``solver_status`` says why).
+    iterations : int or None
+        The solver's iterations (None when it reported none).
     """
 
     value: float
     solver_status: str
     solve_time: float
-    skipped: bool = False
-
-
-def setup_seconds(n: int) -> float:
-    """Predicted seconds before the SDP solver's first iterate (compilation and set-up,
-    plus cvxpy's import when it is not loaded yet), which no time limit can cut short."""
-    first_import = 0.0 if "cvxpy" in sys.modules else IMPORT_SECONDS
-    return SETUP_SECONDS_AT_40 * (n / 40) ** 4.5 + first_import
+    iterations: int | None = None
 
 
 def _h(u: np.ndarray) -> np.ndarray:
@@ -158,6 +157,7 @@ def lagrangian_bound(
     R: float,
     *,
     tangents: int = TANGENTS,
+    max_iter: int | None = None,
     time_limit: float = math.inf,
     solver: str = "auto",
 ) -> LagrangianBound:
@@ -173,11 +173,15 @@ def lagrangian_bound(
         Radius of the ball on p.
     tangents : int, default=12
         Tangent lines of h per sample and spacing (2 x this per sample).
+    max_iter : int, optional
+        The solver's iteration budget: :data:`CLARABEL_MAX_ITER` or :data:`SCS_MAX_ITERS` by
+        the solver when omitted. A count, so that the multipliers, hence the bound, are the
+        same on a loaded and an idle machine; the last iterate is certified as it is.
     time_limit : float, default=inf
-        Seconds for the SDP, counted from the call; on time-out the solver's last iterate is
-        certified as it is. The set-up before the first iterate cannot be cut short, so
-        when twice its prediction (:func:`setup_seconds`, a factor 2 for slower machines)
-        exceeds the limit nothing is solved (``skipped``, value 0).
+        A caller's guard: seconds counted from the call, passed to the solver as its time
+        limit when finite (the last iterate is then certified as it is). It decides nothing
+        while it does not act. cvxpy's compilation and the solver's set-up before the first
+        iterate cannot be cut short and may overrun it (about 1 s at n = 40, 6 s at n = 60).
     solver : {"auto", "CLARABEL", "SCS"}, default="auto"
         The SDP solver; ``"auto"``: Clarabel up to :data:`CLARABEL_MAX_SAMPLES` samples,
         SCS above.
@@ -197,15 +201,6 @@ def lagrangian_bound(
     if solver not in ("auto", "CLARABEL", "SCS"):
         raise ValueError(f"unknown solver {solver!r}; expected 'auto', 'CLARABEL' or 'SCS'")
     start = time.perf_counter()
-    needed = setup_seconds(len(y))
-    if 2 * needed > time_limit:
-        return LagrangianBound(
-            0.0,
-            f"skipped: its set-up takes about {needed:.2g} s, more "
-            f"than half the {time_limit:.2g} s given",
-            0.0,
-            skipped=True,
-        )
     import cvxpy as cp  # imported only here: half a second
 
     data = _Data(H, y, R, tangents)
@@ -243,13 +238,20 @@ def lagrangian_bound(
         cp.Maximize(cp.sum(alpha) - tau / 2),
         [(lmi + lmi.T) / 2 >> 0, (ellipsoid + ellipsoid.T) / 2 >> 0],
     )
+    # a set-up that overran the guard still gets a moment for an iterate to certify
     seconds = max(time_limit - (time.perf_counter() - start), 0.1)
     if solver == "auto":
         solver = "CLARABEL" if n <= CLARABEL_MAX_SAMPLES else "SCS"
     if solver == "CLARABEL":
-        options = {"time_limit": seconds} if math.isfinite(seconds) else {}
+        options = {"max_iter": CLARABEL_MAX_ITER if max_iter is None else max_iter}
+        if math.isfinite(seconds):
+            options["time_limit"] = seconds
     else:
-        options = {"eps_abs": SCS_EPS, "eps_rel": SCS_EPS}
+        options = {
+            "eps_abs": SCS_EPS,
+            "eps_rel": SCS_EPS,
+            "max_iters": SCS_MAX_ITERS if max_iter is None else max_iter,
+        }
         if math.isfinite(seconds):
             options["time_limit_secs"] = seconds
     try:
@@ -259,11 +261,15 @@ def lagrangian_bound(
             problem.solve(solver=solver, **options)
     except (cp.error.SolverError, ArithmeticError, ValueError) as exc:
         return LagrangianBound(0.0, f"solver error: {exc}", time.perf_counter() - start)
+    iterations = problem.solver_stats.num_iters if problem.solver_stats is not None else None
     if alpha.value is None or lam_t.value is None:
-        return LagrangianBound(0.0, str(problem.status), time.perf_counter() - start)
+        return LagrangianBound(0.0, str(problem.status), time.perf_counter() - start, iterations)
     value = _certified_value(data, alpha.value, lam_t.value, mu.value)
     return LagrangianBound(
-        value / math.sqrt(data.scale), str(problem.status), time.perf_counter() - start
+        value / math.sqrt(data.scale),
+        str(problem.status),
+        time.perf_counter() - start,
+        iterations,
     )
 
 
