@@ -1,8 +1,10 @@
-"""Shared fixtures: samples of the paper's distribution and their .npz files."""
+"""Shared fixtures: samples of the paper's distribution and their .npz files; clocks that
+make a time limit act at a known place on any machine."""
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,3 +43,57 @@ def saved_split() -> Callable[[Path, Dataset, Dataset], tuple[Path, Path]]:
         return train.save(root / "train.npz"), test.save(root / "test.npz")
 
     return save
+
+
+class _FastClock:
+    """A ``time`` stand-in a billion times faster than the real clock: a finite time limit
+    checked against it acts at its first check, on any machine."""
+
+    @staticmethod
+    def perf_counter() -> float:
+        return time.perf_counter() * 1e9
+
+
+@pytest.fixture
+def fast_clock(monkeypatch) -> Callable[[object], None]:
+    """``fast_clock(module)``: the clock of ``module`` (its ``time``) runs a billion times
+    faster for the test."""
+
+    def patch(module: object) -> None:
+        monkeypatch.setattr(module, "time", _FastClock)
+
+    return patch
+
+
+class _CountedClock:
+    """A ``time`` stand-in whose ``perf_counter`` moves only when a descent ends, by ``step``
+    seconds: the time limit binds after a known number of starts on any machine and load."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def slow_descents(monkeypatch) -> Callable[[float], None]:
+    """``slow_descents(step)``: every start of solve_min_norm takes ``step`` seconds of a
+    counted clock (the clock of minnorm and of the descent's deadline test; nothing sleeps)."""
+    from margin_solver.descent import alternating
+    from margin_solver.minnorm import solve as minnorm
+
+    def patch(step: float) -> None:
+        clock = _CountedClock(step)
+        real = minnorm.descend
+
+        def slow(*args, **kwargs):
+            run = real(*args, **kwargs)
+            clock.now += clock.step
+            return run
+
+        monkeypatch.setattr(minnorm, "time", clock)
+        monkeypatch.setattr(alternating, "time", clock)
+        monkeypatch.setattr(minnorm, "descend", slow)
+
+    return patch

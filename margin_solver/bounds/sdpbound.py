@@ -57,7 +57,7 @@ CLARABEL_MAX_SAMPLES = 30
 #: most 52 on the measured instances, n <= 30 (docs/decisions.md, "The Lagrangian SDP").
 CLARABEL_MAX_ITER = 200
 
-#: SCS's iteration budget (ADMM iterations): it converged within 325-1300 on the paper's data,
+#: SCS's iteration budget (ADMM iterations): it converged within 950-1400 on the paper's data,
 #: n = 30-60 (docs/decisions.md, "The Lagrangian SDP").
 SCS_MAX_ITERS = 2500
 

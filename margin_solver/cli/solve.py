@@ -45,14 +45,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--time-limit",
         type=float,
         default=math.inf,
-        help="seconds for the whole solve (default: none); on expiry the best feasible point "
-        "so far, status time_limit (exit 4)",
+        help="a guard on the whole solve, in seconds (default: none); when it acts, the best "
+        "feasible point so far, status time_limit (exit 4)",
     )
     parser.add_argument(
         "--bound-time-limit",
         type=float,
-        default=30.0,
-        help="seconds for the lower bound's branch-and-bound (default 30)",
+        default=math.inf,
+        help="a guard on the lower bound, in seconds (default: none; its stages have budgets "
+        "of work, so the answer is the same on any machine); when it acts, status time_limit "
+        "(exit 4)",
     )
     parser.add_argument(
         "--gap-tol",

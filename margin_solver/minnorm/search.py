@@ -846,16 +846,14 @@ def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> I
 
 def _realisable_starts(context: _Context, deadline: float) -> Iterator:
     """Realisations of the improving selections of the realisable-selection search, best
-    first; the search ends by half the time left to ``deadline``."""
+    first; the search spends its budget of work (:data:`REALISABLE_WORK`) unless
+    ``deadline``, the caller's guard, stops it."""
     if context.n > context.strategy.realisable_max_samples:
         return
     realiser = Realiser(context.H, context.T)
     if realiser.Z.shape[1] == context.n * context.T:  # every selection is realisable
         return
-    # the whole (budgeted) search first: its early incumbents are far from its last. Under a
-    # time limit it takes half the time left, so that its selections can still be descended.
-    now = time.perf_counter()
-    own = now + (deadline - now) / 2
+    # the whole (budgeted) search first: its early incumbents are far from its last
     found = list(
         realisable_selections(
             context.H,
@@ -863,12 +861,13 @@ def _realisable_starts(context: _Context, deadline: float) -> Iterator:
             context.T,
             max_work=context.strategy.realisable_work,
             realiser=realiser,
-            deadline=own,
+            deadline=deadline,
         )
     )
-    # it checks the clock before each node: past its deadline now, it was (or may have
+    # it checks the clock before each node: past the deadline now, it was (or may have
     # been) stopped by it
-    context.past(own)
+    if context.past(deadline):
+        return
     k = 0
     for tokens, _ in reversed(found):
         key = tokens.tobytes()

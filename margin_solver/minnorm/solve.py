@@ -263,7 +263,7 @@ def solve_min_norm(
     gtol: float = 1e-6,
     rtol: float = 1e-7,
     bound_method: str = "auto",
-    bound_time_limit: float = 30.0,
+    bound_time_limit: float = math.inf,
     progress: bool = False,
     options: Mapping[str, Any] | None = None,
     gap_tol: float = DEFAULT_GAP_TOL,
@@ -314,11 +314,17 @@ def solve_min_norm(
         gradient norm, and relative decrease of phi = ||v||^2 / 2 over 10 steps.
     bound_method : {"auto", "enumerate", "bnb"}, default="auto"
         Method of the lower bound (with ``certify``).
-    bound_time_limit : float, default=30.0
-        Seconds for the lower bound (with ``certify``, or when it is run to try to prove
-        infeasibility); on time-out the bound proven so far is used. With ``certify`` they
-        are shared by LB, before the starts (at most a quarter), and the finite-R stages
-        after the search (the rest); the starts' seconds do not count in them.
+    bound_time_limit : float, default=inf
+        A guard on the lower bound (with ``certify``, or when it is run to try to prove
+        infeasibility), in seconds of the bound's own stages: LB before the starts and the
+        finite-R stages after the search (the starts' seconds do not count). The bound's
+        stages have budgets of work (SVMs, ascent steps, solver iterations:
+        :func:`margin_solver.bounds.lower.global_lower_bound`), so that the answer is the
+        same on any machine; this guard only stops them early, between nodes or steps, and
+        then the bound proven so far is used and the status is ``"time_limit"`` unless that
+        bound certifies the point. It changes nothing while it does not act. The Lagrangian
+        bound's set-up (cvxpy's compilation, about 1 s at n = 40) cannot be cut short and
+        may overrun it.
     progress : bool, default=False
         Show progress bars on stderr: LB's, one over the starts (with the best norm so far),
         then the finite-R bound's.
@@ -344,13 +350,13 @@ def solve_min_norm(
         certified ``"optimal"`` (the default of mixed-integer solvers, e.g. Gurobi's
         MIPGap; docs/statuses.md says how it was chosen and when to raise it).
     time_limit : float, default=inf
-        Seconds for the whole call (lower bound, starts, descents). On expiry the best
-        feasible point so far is returned with status ``"time_limit"``, or
-        ``"no_feasible_point_found"`` saying the time limit stopped the search. The bound
-        gets at most the time left: LB before the starts a quarter of
-        ``min(bound_time_limit, time left)``, the finite-R stages after the search what is
-        left of ``bound_time_limit`` but no more than the time left then (none when the
-        starts used it all: the stages stop at once, with status ``"time_limit"``).
+        A guard on the whole call (lower bound, starts, descents), in seconds. Every stage
+        has a budget of work, so that the answer is the same on any machine; this guard
+        only stops the call early: on expiry the best feasible point so far is returned
+        with status ``"time_limit"`` (unless it is certified ``"optimal"``), or
+        ``"no_feasible_point_found"`` saying the time limit stopped the search; the message
+        names the guard that acted. It changes nothing while it does not act. The bound's
+        stages stop at it too (and at ``bound_time_limit``, whichever comes first).
     p0 : array-like of shape (n_features,), optional
         A warm start (e.g. a gradient-descent endpoint), run first (after the selection
         starts when attention is nearly hard) as the start ``"p0"``: its
@@ -482,6 +488,7 @@ class _Solve:
         self.feasible: dict[str, DescentRun] = {}
         self.failed: list[DescentRun] = []
         self.search_cut = False
+        self.guide_cut = False
 
     def conflicting_samples(self) -> MinNormResult | None:
         """``infeasible`` when two samples have the same tokens and opposite labels."""
@@ -497,9 +504,14 @@ class _Solve:
         )
         return _no_point(self.R, "dense", INFEASIBLE, why, None, self.start_time, self.tol)
 
-    def _lower_bound(self, share: float = 1.0) -> LowerBoundResult:
-        """LB with ``share`` of the bound's time (a quarter when the finite-R stages follow)."""
-        limit = max(min(self.bound_time_limit, self.deadline - time.perf_counter()), 0.0) * share
+    def _bound_seconds(self, spent: float = 0.0) -> float:
+        """The bound's guard: what is left of ``bound_time_limit`` after ``spent`` seconds of
+        the bound, and no more than the time left (inf unless the caller set a limit)."""
+        return max(min(self.bound_time_limit - spent, self.deadline - time.perf_counter()), 0.0)
+
+    def _lower_bound(self) -> LowerBoundResult:
+        """LB (its budget of SVMs) under the bound's guard."""
+        limit = self._bound_seconds()
         return trusted_lower_bound(
             self.H,
             self.y,
@@ -523,7 +535,7 @@ class _Solve:
         self.first = first_selection(self.H, self.y, self.T)
         if not self.certify:
             return None
-        self.bound = self._lower_bound(0.25 if self.T > 1 else 1.0)
+        self.bound = self._lower_bound()
         if self.bound.status == INFEASIBLE:
             return self._infeasible(_infeasibility_proof(self.bound))
         return None
@@ -591,7 +603,7 @@ class _Solve:
             and n <= strategy.screen_min_samples
             and time.perf_counter() <= self.deadline
         ):
-            selection = _agreeing_starts_selection(
+            selection, self.guide_cut = _agreeing_starts_selection(
                 self.H,
                 self.y,
                 self.T,
@@ -658,8 +670,7 @@ class _Solve:
             self.bound,
             self.feasible,
             self.bound_method,
-            self.bound_time_limit,
-            self.deadline,
+            self._bound_seconds(self.bound.solve_time),
             self.gap_tol,
             self.progress,
         )
@@ -675,13 +686,15 @@ class _Solve:
         """The best feasible point with its status, or the result that says why none."""
         runs, start_norms, feasible = self.runs, self.start_norms, self.feasible
         skipped = [name for name, *_ in self.starts if name not in start_norms]
-        timed_out = (
-            bool(skipped) or self.search_cut or any(r.status == TIME_LIMIT for r in runs.values())
-        )
-        timed_out |= (
-            self.bound is not None
-            and self.bound.status == TIME_LIMIT
-            and time.perf_counter() > self.deadline
+        guard = _guard_that_acted(
+            bool(skipped)
+            or self.search_cut
+            or self.guide_cut
+            or any(r.status == TIME_LIMIT for r in runs.values()),
+            self.bound is not None and self.bound.status == TIME_LIMIT,
+            time.perf_counter() > self.deadline,
+            self.time_limit,
+            self.bound_time_limit,
         )
         if feasible:
             name = min(feasible, key=lambda k: feasible[k].norm)
@@ -696,7 +709,7 @@ class _Solve:
                 self.bound,
                 self.start_time,
                 self.tol,
-                timed_out,
+                guard,
             )
         elif self.failed:  # every v-step engine broke down: that says nothing about feasibility
             why = f"the v-step failed at a start point; {self.failed[0].reason}"
@@ -708,13 +721,13 @@ class _Solve:
             result = _no_feasible_point(
                 self.X, self.y, self.R, self.form, runs, self.bound, self.start_time, self.tol
             )
-            if timed_out:
+            if guard is not None:
                 what = []
                 if skipped:
                     what.append(f"{len(skipped)} of {len(self.starts)} first starts not run")
                 if self.search_cut:
                     what.append("the search for further starts cut short")
-                result.message += f"; the time limit ({self.time_limit:g} s) stopped the search"
+                result.message += f"; {guard} stopped the search"
                 if what:
                     result.message += f": {', '.join(what)}"
             result.start_norms = start_norms
@@ -729,34 +742,50 @@ class _Solve:
 
 
 def _finite_r_bound(
-    H, y, T, R, hard_bound, feasible, method, bound_time_limit, deadline, gap_tol, progress
+    H, y, T, R, hard_bound, feasible, method, seconds, gap_tol, progress
 ) -> LowerBoundResult:
     """The finite-R bound's stages after LB (``hard_bound``, computed before the starts)
-    against the best of the ``feasible`` runs, for what is left of ``bound_time_limit``
-    after LB (at most the time left before ``deadline``); LB itself when T = 1."""
+    against the best of the ``feasible`` runs, each stage with its budget of work, under the
+    guard of ``seconds`` from now; LB itself when T = 1. Its ``solve_time`` includes LB's."""
     if feasible:
         best = min(feasible.values(), key=lambda run: run.norm)
         incumbent = best.norm, np.argmax(best.point.attention, axis=1)
     else:
         incumbent = math.inf, None
-    now = time.perf_counter()
-    limit = max(
-        min(bound_time_limit, hard_bound.solve_time + deadline - now), hard_bound.solve_time
-    )
-    # the clock moved back by LB's seconds: they count in the bound's time, the starts' do not
-    return trusted_lower_bound(
+    bound = trusted_lower_bound(
         H,
         y,
         T,
         method,
-        limit,
+        seconds,
         progress,
-        now - hard_bound.solve_time,
+        time.perf_counter(),
         R=R,
         gap_tol=gap_tol,
         hard_bound=hard_bound,
         incumbent=incumbent,
     )
+    if bound is not hard_bound:
+        bound.solve_time += hard_bound.solve_time
+    return bound
+
+
+def _guard_that_acted(
+    call_cut: bool,
+    bound_cut: bool,
+    past_deadline: bool,
+    time_limit: float,
+    bound_time_limit: float,
+) -> str | None:
+    """The caller's guard that stopped something (for the status ``"time_limit"`` and the
+    message), else None: ``time_limit`` when it cut the starts, the search or the bound
+    (the bound's clock passed the call's deadline), ``bound_time_limit`` when only the bound
+    was cut before that deadline."""
+    if call_cut or (bound_cut and past_deadline):
+        return f"the time limit (time_limit={time_limit:g} s)"
+    if bound_cut:
+        return f"the bound's time limit (bound_time_limit={bound_time_limit:g} s)"
+    return None
 
 
 def _infeasibility_proof(bound: LowerBoundResult) -> str:
@@ -1009,7 +1038,8 @@ def _agreeing_starts_selection(
     H, y, T, runs, feasible, first, deadline, strategy
 ) -> np.ndarray | None:
     """LB's best selection, for the ``lb_selection`` start, when the first starts agree (no
-    search) on a small instance and its SVM norm is below their best point's; else None.
+    search) on a small instance and its SVM norm is below their best point's, else None;
+    and whether ``deadline`` (the caller's time limit) stopped that branch-and-bound.
 
     Agreeing starts can all end on one selection while a better one exists: on a generated
     instance (gaussian, n = 7, T = 3, d = 40, R sqrt(d) = 1e4) every first start ended at
@@ -1032,6 +1062,7 @@ def _agreeing_starts_selection(
         max_nodes=strategy.search_bound_nodes,
         first=first,
     )
+    cut = guide.status == TIME_LIMIT
     if (
         guide.selection is None
         or not guide.incumbent < best.norm * (1 - DEFAULT_GAP_TOL)
@@ -1040,8 +1071,8 @@ def _agreeing_starts_selection(
             for r in runs.values()
         )
     ):
-        return None
-    return guide.selection
+        return None, cut
+    return guide.selection, cut
 
 
 def _search_guide(
@@ -1150,10 +1181,9 @@ def _realise(form, H, T, selection, R):
     return None if c is None else form.from_coefficients(c)
 
 
-def _result(
-    X, y, R, form, name, run, start_norms, bound, start_time, tol, timed_out
-) -> MinNormResult:
-    """The winning start's point, checked for feasibility in float64 and given its status."""
+def _result(X, y, R, form, name, run, start_norms, bound, start_time, tol, guard) -> MinNormResult:
+    """The winning start's point, checked for feasibility in float64 and given its status;
+    ``guard`` names the caller's time limit that stopped something (None when none did)."""
     gap_tol, feas_tol = tol
     point = run.point
     if isinstance(form, KernelForm):  # v and p in one pass over X
@@ -1192,13 +1222,19 @@ def _result(
         status = OPTIMAL
         message += f" <= gap_tol {gap_tol:g}: certified"
     else:
-        status = TIME_LIMIT if timed_out else MAX_ITER if run.status == MAX_ITER else LOCAL_OPTIMAL
+        status = (
+            TIME_LIMIT
+            if guard is not None
+            else MAX_ITER
+            if run.status == MAX_ITER
+            else LOCAL_OPTIMAL
+        )
         if bound is None:
             message += "; not certified (certify=False)"
         else:
             message += f" > gap_tol {gap_tol:g}: not certified"
-        if timed_out:
-            message += "; stopped by the time limit"
+        if guard is not None:
+            message += f"; stopped by {guard}"
     return MinNormResult(
         v=v,
         p=p,

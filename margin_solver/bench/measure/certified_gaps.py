@@ -99,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--large", action="store_true", help="n in {40, 100, 200}, d = 2000, T = 2")
     parser.add_argument("--n", type=int, nargs="+", help="these n only (default 8 12 16)")
-    parser.add_argument("--bound-time-limit", type=float, default=20.0)
+    parser.add_argument(
+        "--bound-time-limit",
+        type=float,
+        default=math.inf,
+        help="a guard on each bound, in seconds (default: none; the bound's budgets are work)",
+    )
     parser.add_argument("--out", metavar="FILE.json", help="also write the runs as JSON")
     args = parser.parse_args(argv)
     meta = run_metadata(__spec__.name, argv)  # before the run: its load average

@@ -92,7 +92,7 @@ PATIENT_SEED_STEP = 10**6
 SOLVES = {
     "before": {"search_starts": 0},
     "default": {},
-    "certified": {"certify": True, "bound_time_limit": 10.0},
+    "certified": {"certify": True},
 }
 MATCH_RTOL = 1e-3
 SEED = 20261130
