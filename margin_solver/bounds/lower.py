@@ -43,7 +43,7 @@ import itertools
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -664,45 +664,29 @@ def _finite_r_stages(
             proven = max(proven, min(sdp.value, incumbent))
             methods.append("lagrangian")
             show(proven)
+
+        def box_search(search: Callable[..., Any], **budget: Any) -> Any:
+            """``search`` (a box branch-and-bound of rbounds) against the incumbent and the
+            bound proven when it starts."""
+            return search(
+                H,
+                y,
+                T,
+                R,
+                incumbent=incumbent,
+                gap_tol=gap_tol,
+                start=start,
+                bar=bar,
+                floor=proven,
+                time_limit=time_limit,
+                stall_nodes=_STALL_NODES,
+                **budget,
+            )
+
         searches = []
         if next_stage() and score_rank(H, n, T) <= LOW_RANK_MAX:
-            searches.append(
-                (
-                    "p-boxes",
-                    lambda: low_rank_bound(
-                        H,
-                        y,
-                        T,
-                        R,
-                        incumbent=incumbent,
-                        gap_tol=gap_tol,
-                        start=start,
-                        bar=bar,
-                        floor=proven,
-                        time_limit=time_limit,
-                        max_nodes=P_BOX_NODES,
-                        stall_nodes=_STALL_NODES,
-                    ),
-                )
-            )
-        searches.append(
-            (
-                "bnb",
-                lambda: finite_r_bound(
-                    H,
-                    y,
-                    T,
-                    R,
-                    incumbent=incumbent,
-                    time_limit=time_limit,
-                    gap_tol=gap_tol,
-                    start=start,
-                    bar=bar,
-                    floor=proven,
-                    stall_nodes=_STALL_NODES,
-                ),
-            )
-        )
+            searches.append(("p-boxes", lambda: box_search(low_rank_bound, max_nodes=P_BOX_NODES)))
+        searches.append(("bnb", lambda: box_search(finite_r_bound)))
         for name, search in searches:
             if not next_stage():
                 break
