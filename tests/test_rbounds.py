@@ -206,7 +206,7 @@ def test_lagrangian_bound_by_scs_above_30_samples():
     # "The Lagrangian bound by SCS above n = 30")
     from margin_solver.bench.measure.certificate_frontier import paper
 
-    ds = paper(40, 2, 2000)
+    ds = paper(40, 2, 2000, seed=1)
     R = 3 / math.sqrt(2000)
     found = solve_min_norm(ds, R=R)
     bound = lagrangian_bound(TokenGram(ds.X).H, ds.y.astype(np.float64), R)

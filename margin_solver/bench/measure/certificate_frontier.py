@@ -1,4 +1,4 @@
-"""How far the certified lower bound reaches (issue 12, parts 1 and 2).
+"""How far the certified lower bound reaches, over several seeds per size.
 
 Two studies on the paper's data (kappa = n SNR^2 = 4, eta = 0.1), each row appended to one
 JSON results file (written after every row):
@@ -12,10 +12,13 @@ JSON results file (written after every row):
     d = 20,000 for (T, n) in {(4, 30), (4, 50), (8, 20), (2, 500)} (issue 12's targets) and
     beyond them {(4, 100), (8, 50), (2, 1000)}, the default budget of SVMs.
 
-Each row: n, T, R sqrt(d), seconds, nodes, proven bound, incumbent, relative gap, status,
-method. Run: ``.venv/bin/python -m margin_solver.bench.measure.certificate_frontier
-[--study finite_r] [--quick] [--time-limit SECONDS] [--out FILE.json]`` (a shim over
-:func:`main`). The budgets are counts of work, so the rows are the same on any machine;
+Each row: seed, n, T, R sqrt(d), seconds, nodes, proven bound, incumbent, relative gap,
+status, method; the file's ``frontier`` rows summarise the ``finite_r`` rows per (n, R): how
+many of the seeds' instances were certified (gap at most ``gap_tol``), the median and largest
+gap. One instance per size says little about the size, hence ``--seeds`` (default 0-4). Run:
+``.venv/bin/python -m margin_solver.bench.measure.certificate_frontier [--study finite_r]
+[--seeds 0 1 2 3 4] [--quick] [--time-limit SECONDS] [--out FILE.json]``. The budgets are
+counts of work, so the rows are the same on any machine;
 ``--time-limit`` is a guard (none by default) that makes them depend on it when it acts.
 
 ``--quick`` keeps n <= 20 (a smoke run, not the table).
@@ -27,12 +30,16 @@ import argparse
 import math
 import time
 
+import numpy as np
+
 from margin_solver.bench.provenance import run_metadata
 from margin_solver.bounds.lower import global_lower_bound
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.fileio import write_json
 
-SEED = 1
+SEEDS = (0, 1, 2, 3, 4)
+#: The finite-R study's tolerance: "certified" in the summary means a gap at most this.
+FINITE_R_GAP_TOL = 1e-3
 KAPPA = 4.0
 ETA = 0.1
 R_SCALES = (0.1, 1.0, 3.0, 10.0, 100.0)
@@ -40,11 +47,13 @@ R_SCALES = (0.1, 1.0, 3.0, 10.0, 100.0)
 HARD_SELECTION_CASES = ((4, 30), (4, 50), (8, 20), (2, 500), (4, 100), (8, 50), (2, 1000))
 
 
-def paper(n: int, T: int, d: int):
-    return PaperDistribution(d=d, T=T, snr=math.sqrt(KAPPA / n), eta=ETA).sample(n, seed=SEED)
+def paper(n: int, T: int, d: int, seed: int):
+    return PaperDistribution(d=d, T=T, snr=math.sqrt(KAPPA / n), eta=ETA).sample(n, seed=seed)
 
 
-def row(study: str, ds, R_scale: float | None, time_limit: float, gap_tol: float) -> dict:
+def row(
+    study: str, ds, seed: int, R_scale: float | None, time_limit: float, gap_tol: float
+) -> dict:
     """One bound, timed from the raw tokens (the token Gram product included)."""
     R = None if R_scale is None else R_scale / math.sqrt(ds.d)
     t0 = time.perf_counter()
@@ -52,6 +61,7 @@ def row(study: str, ds, R_scale: float | None, time_limit: float, gap_tol: float
     seconds = time.perf_counter() - t0
     return {
         "study": study,
+        "seed": seed,
         "n": ds.n,
         "T": ds.T,
         "d": ds.d,
@@ -67,6 +77,30 @@ def row(study: str, ds, R_scale: float | None, time_limit: float, gap_tol: float
     }
 
 
+def frontier(rows: list[dict]) -> list[dict]:
+    """Per (n, R sqrt(d)) of the ``finite_r`` rows: certified seeds, median and largest gap."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["study"] == "finite_r":
+            groups.setdefault((r["n"], r["R_sqrt_d"]), []).append(r)
+    summary = []
+    for (n, scale), group in groups.items():
+        gaps = [r["gap"] for r in group]
+        summary.append(
+            {
+                "n": n,
+                "R_sqrt_d": scale,
+                "seeds": len(group),
+                "certified": sum(g <= FINITE_R_GAP_TOL for g in gaps),
+                "median_gap": float(np.median(gaps)),
+                "largest_gap": max(gaps),
+                "median_s": float(np.median([r["seconds"] for r in group])),
+                "largest_nodes": max(r["nodes"] for r in group),
+            }
+        )
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line of the study: the rows into ``--out`` (JSON, rewritten after each row)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -76,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--n", type=int, nargs="+", help="finite_r study at these n only (default 12 20 40 100)"
     )
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--out", default="results/certificate_frontier.json")
     args = parser.parse_args(argv)
     limit = args.time_limit
@@ -90,17 +125,19 @@ def main(argv: list[str] | None = None) -> int:
             ),
             flush=True,
         )
-        write_json(args.out, {"meta": meta, "rows": rows})
+        write_json(args.out, {"meta": meta, "rows": rows, "frontier": frontier(rows)})
 
     if args.study in ("finite_r", "all"):
         for n in args.n or ((12, 20) if args.quick else (12, 20, 40, 100)):
-            ds = paper(n, 2, 2000)
-            for scale in R_SCALES:
-                emit(row("finite_r", ds, scale, limit, 1e-3))
+            for seed in args.seeds:
+                ds = paper(n, 2, 2000, seed)
+                for scale in R_SCALES:
+                    emit(row("finite_r", ds, seed, scale, limit, FINITE_R_GAP_TOL))
     if args.study in ("hard_selection", "all"):
         cases = ((4, 20), (8, 10)) if args.quick else HARD_SELECTION_CASES
         for T, n in cases:
-            emit(row("hard_selection", paper(n, T, 20_000), None, limit, 1e-4))
+            for seed in args.seeds:
+                emit(row("hard_selection", paper(n, T, 20_000, seed), seed, None, limit, 1e-4))
     return 0
 
 
