@@ -8,6 +8,7 @@ import pytest
 from margin_solver.bench.check_calibration import (
     _sizes,
     calibrate,
+    calibrated_entries,
     observed_regime,
     validation_table,
 )
@@ -25,6 +26,8 @@ def _row(kappa, err, margin=1.0, method="min-norm", status="optimal", predicted=
         "status": status,
         "predicted_regime": predicted,
         "n": 40,
+        "d": 1600,
+        "T": 2,
     }
 
 
@@ -66,21 +69,34 @@ def test_calibrate_finds_the_switch_and_prefers_the_widest_consistent_band():
     assert cal["upper_C"] == 1.0 and cal["miss"] == 0  # kappa_up(0.1) = 6.58 splits 4 and 8
 
 
-def test_validation_table_counts_failures_apart():
+def test_validation_table_counts_failures_and_silence_apart():
     rows = [
         _row(4, 0.0, predicted="benign"),
         _row(4, 0.4, predicted="benign"),
         _row(4, float("nan"), margin=float("nan"), status="failed", predicted="benign"),
         _row(4, 0.0, predicted="outside the theory"),
+        _row(8, 0.0, predicted="cannot tell"),
     ]
     (line,), total = validation_table(rows, "min-norm")
-    assert (line["agree"], line["miss"], line["not comparable"], line["no prediction"]) == (
-        1,
-        1,
-        1,
-        1,
-    )
+    assert line["d/n^2"] == 1.0 and line["T"] == 2
+    assert (line["agree"], line["miss"], line["not comparable"]) == (1, 1, 1)
+    assert (line["cannot tell"], line["outside the theory"]) == (1, 1)
+    # agreement over the decided predictions; the silent share beside it (2 of 4 comparable)
+    assert line["agreement"] == 0.5 and line["silent share"] == 0.5
     assert total["agree"] == 1
+    # another d / n^2 is another line
+    far = [{**r, "d": 16000} for r in rows]
+    lines, _ = validation_table(rows + far, "min-norm")
+    assert [t["d/n^2"] for t in lines] == [1.0, 10.0]
+
+
+def test_calibrated_entries_are_per_ratio_and_T():
+    rows = [_row(k, 0.5) for k in (0.5, 1.0)] + [_row(k, 0.0) for k in (4.0, 8.0)]
+    rows += [{**r, "d": 16000, "test_error_clean": 0.0 if r["kappa"] >= 1 else 0.5} for r in rows]
+    entries = calibrated_entries(rows, "min-norm", 100.0)
+    assert [(e["d/n^2"], e["T"]) for e in entries] == [(1.0, 2), (10.0, 2)]
+    assert [e["kappa_benign"] for e in entries] == [4.0, 1.0]
+    assert all(e["method"] == "min-norm" and e["R_scale"] == 100.0 for e in entries)
 
 
 @pytest.mark.slow

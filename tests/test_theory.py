@@ -451,6 +451,7 @@ def test_docs_show_the_regime_rules_table_the_code_applies():
         NO_INTERPOLATION,
         OUTSIDE,
         OUTSIDE,
+        CANNOT_TELL,  # outside the calibrated range
         CANNOT_TELL,
         NO_INTERPOLATION,
         BENIGN,

@@ -327,10 +327,10 @@ def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
     return csv, png, table, message
 
 
-def _check_calibration(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
+def _check_calibration(out: Path, size: str, **backend: Any) -> tuple[Path, Path | None, str, str]:
     from margin_solver.bench.check_calibration import run_check_calibration
 
-    return run_check_calibration(out, size)
+    return run_check_calibration(out, size, **backend)
 
 
 def _speed(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
@@ -431,6 +431,7 @@ STUDIES: dict[str, Study] = {
             "check-calibration",
             "Checker constants per method: calibration seeds, then validation seeds",
             custom=_check_calibration,
+            parallel=True,
         ),
         Study("speed", "Solver speed (v-step, min-norm, GD benchmarks)", custom=_speed),
         Study(
