@@ -209,15 +209,13 @@ def boundary_table(rows: list[dict[str, Any]], dims: str) -> list[dict[str, Any]
 
 
 def plot_figure1(csvs: dict[str, Path], out: Path) -> list[Path]:
-    """The heatmaps (rows: each run's noisy-label accuracy and clean-label error; columns: the
-    methods) with the fitted boundary and the authors' curve; written as ``out`` with the
-    suffixes .pdf (vector) and .png. Returns the paths written."""
-    from matplotlib import colormaps
-    from matplotlib.figure import Figure
+    """Draw the study's figures from its CSVs; return the paths written.
 
-    from margin_solver.bench.plots import save_figure
-    from margin_solver.bench.style import figure_style
-
+    ``out`` (``.pdf``, vector, and ``.png``): the paper's figure, noisy-label test accuracy at
+    ``d = 2 n_max^2``, one panel per method, with the fitted boundary (its band: the fits of
+    single seeds) and the authors' curve. ``out`` + ``_all``: every run's noisy-label accuracy
+    and clean-label error (rows) for every method (columns).
+    """
     panels = []
     for dims, csv in csvs.items():
         rows = _prepare(load_results(csv))
@@ -225,8 +223,23 @@ def plot_figure1(csvs: dict[str, Path], out: Path) -> list[Path]:
         d_text = f"$d = 2\\,n_{{\\max}}^2 = {int(rows[0]['d'])}$" if dims == "n2" else "$d = 2n$"
         panels.append((rows, fits, d_text, "test_accuracy_noisy"))
         panels.append((rows, fits, d_text, "test_error_clean"))
+    main = _draw(panels[:1], out)
+    every = _draw(panels, out.with_name(out.name + "_all"))
+    return [*main, *every]
+
+
+def _draw(panels: list[tuple[Any, ...]], out: Path) -> list[Path]:
+    """Heatmap rows of ``panels`` (rows, fits, d label, column), methods as columns."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    from margin_solver.bench.plots import save_figure
+    from margin_solver.bench.style import figure_style
+
     with figure_style():
-        fig = Figure(figsize=(4.2 * len(METHODS) + 1.2, 3.6 * len(panels)), layout="constrained")
+        fig = Figure(
+            figsize=(4.0 * len(METHODS) + 1.2, 3.4 * len(panels) + 0.4), layout="constrained"
+        )
         axes = fig.subplots(len(panels), len(METHODS), squeeze=False, sharex=True, sharey=True)
         for i, (rows, fits, d_text, column) in enumerate(panels):
             ns = sorted({float(r["n"]) for r in rows})
@@ -356,7 +369,7 @@ def run_figure1(
         messages.append(f"{dims}: {res.message}")
         csvs[dims] = csv
         tables += boundary_table(load_results(csv), dims)
-    pdf, png = plot_figure1(csvs, out / "figure1")
+    png = plot_figure1(csvs, out / "figure1")[1]
     return csvs["n2"], png, _markdown(tables, timing), "; ".join(messages), tables
 
 
