@@ -129,14 +129,21 @@ def _score(pairs: list[tuple[str | None, str]]) -> tuple[int, int]:
 def calibrate(rows: list[dict[str, Any]], method: str) -> dict[str, float]:
     """Thresholds that maximise agreements minus misses on ``rows`` of one sweep method.
 
-    Candidates are the grid's kappas and the geometric means of neighbours. Between two grid
+    Candidates are the grid's kappas, the geometric means of neighbours, half the smallest
+    and twice the largest. Between two grid
     points the data cannot place a threshold, so ties go to the widest band (the most
     conservative constants: thresholds on grid points), and for ``gd-two-step`` to the upper
     SNR limit's multiplier ``gd_upper_C`` nearest 1 (the derivation's value; candidates 0.5
     to 3).
     """
     kappas = sorted({float(r["kappa"]) for r in rows})
-    cands = sorted(set(kappas) | {math.sqrt(a * b) for a, b in itertools.pairwise(kappas)})
+    # Half the smallest and twice the largest kappa: a side no calibration cell supports gets
+    # a threshold beyond the grid (no prediction inside it) rather than on its edge.
+    cands = sorted(
+        set(kappas)
+        | {math.sqrt(a * b) for a, b in itertools.pairwise(kappas)}
+        | {kappas[0] / 2, kappas[-1] * 2}
+    )
     uppers = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0) if method == "gd-two-step" else (None,)
     best: tuple[Any, ...] | None = None
     for h, b, up in itertools.product(cands, cands, uppers):
@@ -214,10 +221,10 @@ def _rates(counts: Counter) -> dict[str, Any]:
     return {
         **{k: counts[k] for k in ("agree", "miss")},
         "agreement": counts["agree"] / decided if decided else None,
-        "cannot tell": counts["cannot tell"],
-        "outside the theory": counts["outside the theory"],
-        "silent share": (comparable - decided) / comparable if comparable else None,
-        "not comparable": counts["not comparable"],
+        "cannot_tell": counts["cannot tell"],
+        "outside_theory": counts["outside the theory"],
+        "silent_share": (comparable - decided) / comparable if comparable else None,
+        "not_comparable": counts["not comparable"],
     }
 
 
@@ -265,7 +272,7 @@ def _markdown(entries: list[dict], tables: list[dict], totals: dict[str, Counter
             f"| {e['kappa_harmful']:.3g} | {e['kappa_benign']:.3g} | {_fmt(e['upper_C'])} "
             f"| {e['agree']} | {e['miss']} |"
         )
-    keys = ("agree", "miss", "agreement", "cannot tell", "outside the theory", "silent share")
+    keys = ("agree", "miss", "agreement", "cannot_tell", "outside_theory", "silent_share")
     lines += [
         "",
         "Validation seeds (the checker's predictions with the package constants of the run):",
@@ -277,14 +284,14 @@ def _markdown(entries: list[dict], tables: list[dict], totals: dict[str, Counter
         n = ",".join(map(str, t["n"]))
         cells = " | ".join(_fmt(t[k]) for k in keys)
         lines.append(
-            f"| {t['method']} | {t['d/n^2']:g} | {t['T']} | {n} | {cells} | {t['not comparable']} |"
+            f"| {t['method']} | {t['d/n^2']:g} | {t['T']} | {n} | {cells} | {t['not_comparable']} |"
         )
     lines += ["", "| method | " + " | ".join(keys) + " | not comparable |"]
     lines.append("|---|" + "---|" * len(keys) + "---|")
     for label, tot in totals.items():
         rates = _rates(tot)
         cells = " | ".join(_fmt(rates[k]) for k in keys)
-        lines.append(f"| {label} | {cells} | {rates['not comparable']} |")
+        lines.append(f"| {label} | {cells} | {rates['not_comparable']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -58,9 +58,36 @@ class Calibrated:
     R_scale: float | None = None
 
 
-#: The per-method thresholds of the ``check-calibration`` study (full size: n in {10, 20},
-#: d / n^2 in {1, 4, 20, 100}, T in {2, 4}, eta = 0.1, kappa 0.25-16, seeds 0-2).
-CALIBRATION: tuple[Calibrated, ...] = ()
+#: The per-method thresholds chosen on the calibration seeds (0, 1) of the ``check-calibration``
+#: study at its quick size (n = 16, d / n^2 in {1, 4, 20, 100}, T in {2, 4}, eta = 0.1,
+#: kappa 0.25-16; two-step GD at its default steps, P_R at R nu = 20 and 100); validated on
+#: seeds 2, 3 (docs/decisions.md, "Checker constants per d / n^2 and T").
+CALIBRATION: tuple[Calibrated, ...] = (
+    Calibrated("two-step-gd", 1.0, 2, 1.0, 2.0, upper_C=1.0),
+    Calibrated("two-step-gd", 1.0, 4, 1.0, 32.0, upper_C=1.0),
+    Calibrated("two-step-gd", 4.0, 2, 0.125, 2.0, upper_C=1.0),
+    Calibrated("two-step-gd", 4.0, 4, 0.5, 32.0, upper_C=1.0),
+    Calibrated("two-step-gd", 20.0, 2, 0.125, 0.5, upper_C=1.0),
+    Calibrated("two-step-gd", 20.0, 4, 0.25, 2.0, upper_C=1.0),
+    Calibrated("two-step-gd", 100.0, 2, 0.125, 0.25, upper_C=1.0),
+    Calibrated("two-step-gd", 100.0, 4, 0.125, 0.5, upper_C=1.25),
+    Calibrated("min-norm", 1.0, 2, 1.0, 4.0, R_scale=100.0),
+    Calibrated("min-norm", 1.0, 4, 1.0, 4.0, R_scale=100.0),
+    Calibrated("min-norm", 4.0, 2, 2.0, 4.0, R_scale=100.0),
+    Calibrated("min-norm", 4.0, 4, 1.0, 8.0, R_scale=100.0),
+    Calibrated("min-norm", 20.0, 2, 1.0, 8.0, R_scale=100.0),
+    Calibrated("min-norm", 20.0, 4, 1.0, 8.0, R_scale=100.0),
+    Calibrated("min-norm", 100.0, 2, 2.0, 8.0, R_scale=100.0),
+    Calibrated("min-norm", 100.0, 4, 2.0, 4.0, R_scale=100.0),
+    Calibrated("min-norm", 1.0, 2, 1.0, 4.0, R_scale=20.0),
+    Calibrated("min-norm", 1.0, 4, 1.0, 4.0, R_scale=20.0),
+    Calibrated("min-norm", 4.0, 2, 2.0, 4.0, R_scale=20.0),
+    Calibrated("min-norm", 4.0, 4, 1.0, 8.0, R_scale=20.0),
+    Calibrated("min-norm", 20.0, 2, 1.0, 8.0, R_scale=20.0),
+    Calibrated("min-norm", 20.0, 4, 1.0, 8.0, R_scale=20.0),
+    Calibrated("min-norm", 100.0, 2, 1.0, 8.0, R_scale=20.0),
+    Calibrated("min-norm", 100.0, 4, 2.0, 4.0, R_scale=20.0),
+)
 
 #: The threshold fields the calibration table supplies (used as given only without it).
 THRESHOLDS = (
