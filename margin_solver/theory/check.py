@@ -812,7 +812,7 @@ def _thresholds(
 ) -> tuple[float, float, float, Condition | None]:
     """(c_harmful, C_benign, C_up, calibrated-range row) of the check's method.
 
-    With a calibration table (``c.calibration``) the thresholds are those of the method's
+    With a calibration table (``c.table``) the thresholds are those of the method's
     entry nearest this data's ``d / n^2``, T (and min-norm's ``R nu``), and the row says
     whether the data lie in the calibrated range; without one, the threshold fields of ``c``
     as given and no row.
@@ -823,15 +823,16 @@ def _thresholds(
         c.gd_kappa_benign if gd else c.kappa_benign,
         c.gd_upper_C,
     )
-    if not c.calibration:
+    table = c.table
+    if not table:
         return (*fixed, None)
     ratio = ds.d / ds.n**2
     # Other GD schedules show the min-norm interpolator's SNR side (at large R).
     method = "two-step-gd" if gd else "min-norm"
     R_scale = None if setting.R is None or method != "min-norm" else setting.R * math.sqrt(nu2)
-    entry, why = nearest_calibrated(c.calibration, method, ratio, ds.T, R_scale)
-    ratios = sorted({e.ratio for e in c.calibration if e.method == method})
-    Ts = sorted({e.T for e in c.calibration if e.method == method})
+    entry, why = nearest_calibrated(table, method, ratio, ds.T, R_scale)
+    ratios = sorted({e.ratio for e in table if e.method == method})
+    Ts = sorted({e.T for e in table if e.method == method})
     span = (
         f"calibrated for {method}: d / n^2 {ratios[0]:g}-{ratios[-1]:g}, T {Ts[0]}-{Ts[-1]}"
         if ratios
@@ -842,8 +843,8 @@ def _thresholds(
         None,
         name="calibrated_range",
         tag="calibration",
-        source="the check-calibration study (docs/decisions.md, Checker constants per "
-        "d / n^2 and T)",
+        source="docs/theory.md, Per-method predictions (thresholds per d / n^2 and T, from "
+        "the check-calibration study)",
         formula="d / n^2, T (and R nu) within the calibrated range",
         constant=span,
         holds=entry is not None,

@@ -170,8 +170,9 @@ class Constants:
         Subsample whole samples for the noise Gram matrix when ``n T`` exceeds this.
     seed : int, default=0
         Seeds subsampling and the estimators.
-    calibration : tuple of Calibrated, default=CALIBRATION
-        The per-method thresholds calibrated over ``d / n^2`` and T. A check uses the entry of
+    calibration : tuple of Calibrated, optional
+        The per-method thresholds calibrated over ``d / n^2`` and T (None: the package's
+        table :data:`CALIBRATION`, read when the check runs). A check uses the entry of
         its method nearest (in log ``d / n^2``, then T, then log ``R nu``) and says "cannot
         tell: outside the calibrated range" when ``d / n^2``, T or (min-norm) ``R nu`` lies
         outside the calibrated ones. With ``calibration=()`` the threshold fields above
@@ -200,14 +201,20 @@ class Constants:
     harmful_error: float = 0.25
     max_tokens: int = 4000
     seed: int = 0
-    calibration: tuple[Calibrated, ...] = CALIBRATION
+    calibration: tuple[Calibrated, ...] | None = None
+
+    @property
+    def table(self) -> tuple[Calibrated, ...]:
+        """The calibration table in force: ``calibration``, or :data:`CALIBRATION` if None."""
+        return CALIBRATION if self.calibration is None else self.calibration
 
     def __post_init__(self) -> None:
-        if not isinstance(self.calibration, tuple) or not all(
-            isinstance(e, Calibrated) for e in self.calibration
+        if self.calibration is not None and (
+            not isinstance(self.calibration, tuple)
+            or not all(isinstance(e, Calibrated) for e in self.calibration)
         ):
             raise InvalidInputError("Constants.calibration must be a tuple of Calibrated entries.")
-        if self.calibration:
+        if self.table:
             changed = [
                 name for name in THRESHOLDS if getattr(self, name) != getattr(Constants, name)
             ]
