@@ -292,7 +292,8 @@ def _draw(panels: list[tuple[Any, ...]], out: Path) -> list[Path]:
                         x, np.sqrt(lo / x), np.sqrt(hi / x), color="#d55e00", alpha=0.25, lw=0
                     )
                 ax.set_ylim(snrs[0], snrs[-1])
-                ax.set_title(f"{LABELS[method]}, {d_text}", fontsize=10)
+                what = "" if acc else ": clean-label error"
+                ax.set_title(f"{LABELS[method]}, {d_text}{what}", fontsize=10)
                 if i == len(panels) - 1:
                     ax.set_xlabel("$n$ (training samples)")
                 if j == 0:
@@ -304,8 +305,8 @@ def _draw(panels: list[tuple[Any, ...]], out: Path) -> list[Path]:
                 label="test accuracy (noisy labels)" if acc else "test error (clean labels)",
             )
         fig.suptitle(
-            rf"Test accuracy over $(n, \mathrm{{SNR}})$, $T = {T}$, $\eta = {ETA:g}$ "
-            "(mean over seeds; orange band: fits of single seeds)",
+            rf"Test accuracy (noisy labels) over $(n, \mathrm{{SNR}})$, $T = {T}$, "
+            rf"$\eta = {ETA:g}$ (mean over seeds; orange band: fits of single seeds)",
             fontsize=11,
         )
         return [save_figure(fig, out.with_suffix(suffix)) for suffix in (".pdf", ".png")]
@@ -401,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     atomic_write_text(args.out / "figure1.md", text)
     if args.json:
-        write_json(args.json, {"meta": meta, "rows": rows, "text": text})
+        write_json(args.json, {"meta": meta, "rows": rows})
     print(message)
     print(text)
     return 0
