@@ -20,7 +20,8 @@ from margin_solver.theory import Regime
 def test_bench_tiny_writes_every_study_and_resumes(tmp_path, capsys, monkeypatch):
     pytest.importorskip("sklearn")
     # Studies whose tiny run through run_study (what bench calls) is another test's: run once.
-    for name in ("check-calibration", *CLAIMS):  # test_check_calibration, test_claim_studies
+    # test_check_calibration, test_figure1, test_claim_studies
+    for name in ("check-calibration", "figure1", *CLAIMS):
         monkeypatch.delitem(STUDIES, name)
     out = tmp_path / "res"
     assert main(["bench", "--tiny", "--out", str(out), "--jobs", "1", "--no-progress"]) == 0

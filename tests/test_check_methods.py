@@ -28,6 +28,16 @@ from margin_solver.theory import (
     check_conditions,
     two_step_upper_kappa,
 )
+from margin_solver.theory import constants as theory_constants
+
+
+@pytest.fixture(autouse=True)
+def _scalar_thresholds(monkeypatch):
+    """These tests exercise the regime rules with the scalar threshold constants, mostly at
+    d / n^2 below the calibrated range (1-100), where the package's table would say "cannot
+    tell: outside the calibrated range"; tests/test_check_range.py covers the table."""
+    monkeypatch.setattr(theory_constants, "CALIBRATION", ())
+
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -10,15 +10,18 @@ import pytest
 
 from margin_solver.cli import main
 
+D = 1600
+
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, paper_split, saved_split):
     root = tmp_path_factory.mktemp("check")
-    saved_split(root, *paper_split(40, 200, seed=3, d=300, snr=0.45, eta=0.1))
-    v = np.zeros(300)
+    # d = n^2: inside the checker's calibrated range (d / n^2 = 1-100)
+    saved_split(root, *paper_split(40, 200, seed=3, d=D, snr=0.45, eta=0.1))
+    v = np.zeros(D)
     v[0], v[1] = 1.0, -1.0
-    (root / "sol.json").write_text(json.dumps({"v": v.tolist(), "p": [0.0] * 300}))
-    (root / "short.json").write_text(json.dumps({"v": [0.0] * 30, "p": [0.0] * 300}))
+    (root / "sol.json").write_text(json.dumps({"v": v.tolist(), "p": [0.0] * D}))
+    (root / "short.json").write_text(json.dumps({"v": [0.0] * 30, "p": [0.0] * D}))
     (root / "broken.json").write_text('{"v": [1, 2')
     (root / "list.json").write_text("[1, 2, 3]")
     (root / "junk.npz").write_bytes(b"not an npz archive")
@@ -67,7 +70,7 @@ def test_check_exit_zero_whatever_the_verdict(files, capsys):
         (["missing.npz"], "No dataset file"),
         (["junk.npz"], "junk.npz is not an .npz archive"),
         (["nox.npz"], "lacks the array"),
-        (["train.npz", "--solution", "short.json"], r"v of shape \(300,\)"),
+        (["train.npz", "--solution", "short.json"], r"v of shape \(1600,\)"),
         (["train.npz", "--solution", "broken.json"], "not valid JSON"),
         (["train.npz", "--solution", "list.json"], "must hold a JSON object"),
         (["train.npz", "--solution", "nothere.json"], "No solution file"),

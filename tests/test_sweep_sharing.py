@@ -55,7 +55,7 @@ def test_one_draw_per_point_and_rows_equal_the_cells_run_alone(monkeypatch):
 
 def test_the_checker_measures_a_point_once_and_rows_equal_the_unshared_ones(monkeypatch):
     config = SweepConfig(n_test=40)
-    grid = SweepGrid(n=[10], d=[100], kappa=[1.0, 10.0], methods=METHODS)
+    grid = SweepGrid(n=[10], d=[100], kappa=[1.0, 2.5], methods=METHODS)
     points = point_jobs([CellJob(c, SWEEP_METHODS[c.method], config) for c in grid.cells()])
     measured = []
     measure = sweeps.data_evidence

@@ -29,6 +29,16 @@ from margin_solver.theory import (
     data_evidence,
     rules_table,
 )
+from margin_solver.theory import constants as theory_constants
+
+
+@pytest.fixture(autouse=True)
+def _scalar_thresholds(monkeypatch):
+    """These tests exercise the regime rules with the scalar threshold constants, mostly at
+    d / n^2 below the calibrated range (1-100), where the package's table would say "cannot
+    tell: outside the calibrated range"; tests/test_check_range.py covers the table."""
+    monkeypatch.setattr(theory_constants, "CALIBRATION", ())
+
 
 ROWS = {
     "tokens_per_sample",
@@ -451,6 +461,7 @@ def test_docs_show_the_regime_rules_table_the_code_applies():
         NO_INTERPOLATION,
         OUTSIDE,
         OUTSIDE,
+        CANNOT_TELL,  # outside the calibrated range
         CANNOT_TELL,
         NO_INTERPOLATION,
         BENIGN,

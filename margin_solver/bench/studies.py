@@ -327,10 +327,17 @@ def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
     return csv, png, table, message
 
 
-def _check_calibration(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
+def _check_calibration(out: Path, size: str, **backend: Any) -> tuple[Path, Path | None, str, str]:
     from margin_solver.bench.check_calibration import run_check_calibration
 
-    return run_check_calibration(out, size)
+    return run_check_calibration(out, size, **backend)
+
+
+def _figure1(out: Path, size: str, **backend: Any) -> tuple[Path, Path | None, str, str]:
+    from margin_solver.bench.figure1 import run_figure1
+
+    csv, png, text, message, _ = run_figure1(out, size, **backend)
+    return csv, png, text, message
 
 
 def _speed(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
@@ -431,6 +438,13 @@ STUDIES: dict[str, Study] = {
             "check-calibration",
             "Checker constants per method: calibration seeds, then validation seeds",
             custom=_check_calibration,
+            parallel=True,
+        ),
+        Study(
+            "figure1",
+            "The paper's Figure 1: test accuracy over (n, SNR), fitted boundary vs SNR^2 = 2.1/n",
+            custom=_figure1,
+            parallel=True,
         ),
         Study("speed", "Solver speed (v-step, min-norm, GD benchmarks)", custom=_speed),
         Study(

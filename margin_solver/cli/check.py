@@ -52,13 +52,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="attention heads H of the model (default 1); the theorems cover one head, so "
         "H > 1 predicts 'outside the theory' and states the rows per head",
     )
-    names = ", ".join(f.name for f in dataclasses.fields(Constants))
+    # The calibration table is not a number: the API's Constants(calibration=...) sets it.
+    names = ", ".join(f.name for f in dataclasses.fields(Constants) if f.name != "calibration")
     parser.add_argument(
         "--constant",
         metavar="NAME=VALUE",
         action="append",
         default=[],
-        help=f"override a threshold constant (repeatable); names: {names}",
+        help="override a threshold constant (repeatable; a kappa threshold or gd_upper_C "
+        f"replaces the calibration table per d / n^2 and T); names: {names}",
     )
 
 
@@ -66,7 +68,7 @@ def parse_constants(items: list[str]) -> Constants:
     """Build :class:`Constants` from ``NAME=VALUE`` strings."""
     from margin_solver.theory import Constants
 
-    fields = {f.name: f for f in dataclasses.fields(Constants)}
+    fields = {f.name: f for f in dataclasses.fields(Constants) if f.name != "calibration"}
     values: dict[str, float | int] = {}
     for item in items:
         name, sep, raw = item.partition("=")
@@ -81,6 +83,12 @@ def parse_constants(items: list[str]) -> Constants:
         except ValueError:
             kind = "an integer" if integer else "a number"
             raise CLIError(f"--constant {name} needs {kind}, got {raw!r}.") from None
+    from margin_solver.theory.constants import THRESHOLDS
+
+    if set(values) & set(THRESHOLDS):
+        # Thresholds given by hand replace the calibration table (its entries would
+        # otherwise decide and the given values go unused).
+        return Constants(**values, calibration=())
     return Constants(**values)
 
 

@@ -21,7 +21,7 @@ from margin_solver.theory.check import (
     data_evidence,
     two_step_upper_kappa,
 )
-from margin_solver.theory.constants import DISCLAIMER, Constants
+from margin_solver.theory.constants import CALIBRATION, DISCLAIMER, Calibrated, Constants
 from margin_solver.theory.report import ConditionReport, ObservedBehaviour, format_report
 from margin_solver.theory.rules import RULES, Condition, Regime, rules_table
 
@@ -36,6 +36,7 @@ REGIMES = (BENIGN, HARMFUL, NO_INTERPOLATION, OUTSIDE, CANNOT_TELL)
 
 __all__ = [
     "BENIGN",
+    "CALIBRATION",
     "CANNOT_TELL",
     "DISCLAIMER",
     "HARMFUL",
@@ -45,6 +46,7 @@ __all__ = [
     "OUTSIDE",
     "REGIMES",
     "RULES",
+    "Calibrated",
     "Condition",
     "ConditionReport",
     "Constants",

@@ -42,10 +42,11 @@ from margin_solver.core.progress import verbose_switch
 from margin_solver.core.results import INFEASIBLE, STATUS_TABLE
 from margin_solver.core.validation import InvalidInputError, check_int
 from margin_solver.gd.endpoints import default_step_sizes, token_scale
-from margin_solver.theory.constants import Constants
+from margin_solver.theory.constants import Constants, nearest_calibrated
 from margin_solver.theory.report import ConditionReport, ObservedBehaviour
 from margin_solver.theory.rules import (
     ASSUMPTION,
+    CALIBRATION,
     COVERAGE,
     INTERPOLATION,
     REGIME,
@@ -619,8 +620,8 @@ def _conditions(
     n_pairs = 2 * geo.n_tokens * max(est.signal_rank, 1)
     sn_bound = c.signal_noise_C * math.sqrt(2 * math.log(max(2 * n_pairs, 2)) / d)
     gd = setting.method == "two-step-gd"
-    benign_c = c.gd_kappa_benign if gd else c.kappa_benign
-    harmful_c = c.gd_kappa_harmful if gd else c.kappa_harmful
+    nu2 = token_scale(ds.X)
+    harmful_c, benign_c, upper_C, range_row = _thresholds(ds, c, setting, nu2)
     benign_holds, benign_why = _decide(kappa, benign_c, kappa_ci, snr_unreliable, True)
     harmful_holds, harmful_why = _decide(kappa, harmful_c, kappa_ci, snr_unreliable, False)
     eta_holds, eta_why = _decide(eta, 1 / c.eta_C, eta_ci, eta_unreliable, False)
@@ -800,7 +801,66 @@ def _conditions(
             ),
         ),
     ]
-    return rows + _method_rows(ds, eta, kappa, kappa_ci, snr_unreliable, geo, est, c, setting)
+    rows += [] if range_row is None else [range_row]
+    return rows + _method_rows(
+        ds, eta, kappa, kappa_ci, snr_unreliable, geo, est, c, setting, nu2, upper_C
+    )
+
+
+def _thresholds(
+    ds: Dataset, c: Constants, setting: _Setting, nu2: float
+) -> tuple[float, float, float, Condition | None]:
+    """(c_harmful, C_benign, C_up, calibrated-range row) of the check's method.
+
+    With a calibration table (``c.table``) the thresholds are those of the method's
+    entry nearest this data's ``d / n^2``, T (and min-norm's ``R nu``), and the row says
+    whether the data lie in the calibrated range; without one, the threshold fields of ``c``
+    as given and no row.
+    """
+    gd = setting.method == "two-step-gd"
+    fixed = (
+        c.gd_kappa_harmful if gd else c.kappa_harmful,
+        c.gd_kappa_benign if gd else c.kappa_benign,
+        c.gd_upper_C,
+    )
+    table = c.table
+    if not table:
+        return (*fixed, None)
+    ratio = ds.d / ds.n**2
+    # Other GD schedules show the min-norm interpolator's SNR side (at large R).
+    method = "two-step-gd" if gd else "min-norm"
+    R_scale = None if setting.R is None or method != "min-norm" else setting.R * math.sqrt(nu2)
+    entry, why = nearest_calibrated(table, method, ratio, ds.T, R_scale)
+    ratios = sorted({e.ratio for e in table if e.method == method})
+    Ts = sorted({e.T for e in table if e.method == method})
+    span = (
+        f"calibrated for {method}: d / n^2 {ratios[0]:g}-{ratios[-1]:g}, T {Ts[0]}-{Ts[-1]}"
+        if ratios
+        else f"no calibration for {method}"
+    )
+    row = _row(
+        ratio,
+        None,
+        name="calibrated_range",
+        tag="calibration",
+        source="docs/theory.md, Per-method predictions (thresholds per d / n^2 and T, from "
+        "the check-calibration study)",
+        formula="d / n^2, T (and R nu) within the calibrated range",
+        constant=span,
+        holds=entry is not None,
+        estimated=False,
+        role=CALIBRATION,
+        note=(
+            f"thresholds of the entry at d / n^2 = {entry.ratio:g}, T = {entry.T}"
+            + (f", R nu = {entry.R_scale:g}" if entry.R_scale else "")
+            if entry is not None
+            else f"cannot tell: outside the calibrated range ({why})"
+        ),
+    )
+    if entry is None:
+        return (*fixed, row)
+    upper = entry.upper_C if entry.upper_C is not None else c.gd_upper_C
+    return (entry.kappa_harmful, entry.kappa_benign, upper, row)
 
 
 def _method_rows(
@@ -813,9 +873,10 @@ def _method_rows(
     est: SignalNoiseEstimate,
     c: Constants,
     setting: _Setting,
+    nu2: float,
+    upper_C: float,
 ) -> list[Condition]:
     n, T = ds.n, ds.T
-    nu2 = token_scale(ds.X)
     if setting.method == "min-norm":
         if setting.R is None:
             value, holds = None, True
@@ -869,7 +930,7 @@ def _method_rows(
     c0 = b0 * nu2 / (2 * n * T)
     gap = b1 * c0 * nu2 / (2 * n * T) / math.log(max(n, 2))
     upper = two_step_upper_kappa(eta)
-    upper_c = None if upper is None else c.gd_upper_C * upper
+    upper_c = None if upper is None else upper_C * upper
     upper_holds, upper_why = _decide(kappa, upper_c, kappa_ci, snr_unreliable, False)
     return [
         _row(
@@ -914,7 +975,7 @@ def _method_rows(
             source="the paper (Theorem 3.3, upper limit on the SNR); docs/theory.md, Step 2 and "
             "the default step sizes",
             formula="kappa <= C_up kappa_up(eta)",
-            constant=f"C_up = {c.gd_upper_C:g}",
+            constant=f"C_up = {upper_C:g}",
             holds=upper_holds,
             estimated=kappa_ci is not None,
             role=INTERPOLATION,

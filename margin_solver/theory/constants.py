@@ -16,12 +16,86 @@ import numpy as np
 
 from margin_solver.core.validation import InvalidInputError, check_seed
 
-__all__ = ["DISCLAIMER", "Constants"]
+__all__ = ["CALIBRATION", "DISCLAIMER", "THRESHOLDS", "Calibrated", "Constants"]
 
 DISCLAIMER = (
     "The paper's constants are not reproduced here (its full text is not available); every "
     "threshold uses a package default from Constants, so the verdicts are scaling-level, not "
     "the theorems' exact statements."
+)
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """One method's thresholds calibrated at one ratio ``d / n^2`` and one T.
+
+    Chosen on the calibration seeds of the ``check-calibration`` study
+    (:mod:`margin_solver.bench.check_calibration`; docs/decisions.md, "Checker constants per
+    d / n^2 and T").
+
+    Attributes
+    ----------
+    method : {"two-step-gd", "min-norm"}
+    ratio : float
+        ``d / n^2`` of the calibration data.
+    T : int
+        Tokens per sample of the calibration data.
+    kappa_harmful, kappa_benign : float
+        Harmful side ``kappa <= kappa_harmful``, benign side ``kappa >= kappa_benign``.
+    upper_C : float or None
+        Two-step GD: the multiplier of the upper SNR limit ``kappa_up(eta)``.
+    R_scale : float or None
+        Min-norm: the score scale ``R nu`` the interpolator was solved at (``nu^2`` the mean
+        squared token norm).
+    """
+
+    method: str
+    ratio: float
+    T: int
+    kappa_harmful: float
+    kappa_benign: float
+    upper_C: float | None = None
+    R_scale: float | None = None
+
+
+#: The per-method thresholds chosen on the calibration seeds (0, 1) of the ``check-calibration``
+#: study at its quick size (n = 16, d / n^2 in {1, 4, 20, 100}, T in {2, 4}, eta = 0.1,
+#: kappa 0.25-16; two-step GD at its default steps, P_R at R nu = 20 and 100); validated on
+#: seeds 2, 3 (docs/decisions.md, "Checker constants per d / n^2 and T").
+CALIBRATION: tuple[Calibrated, ...] = (
+    Calibrated("two-step-gd", 1.0, 2, 1.0, 2.0, upper_C=1.0),
+    Calibrated("two-step-gd", 1.0, 4, 1.0, 32.0, upper_C=1.0),
+    Calibrated("two-step-gd", 4.0, 2, 0.125, 2.0, upper_C=1.0),
+    Calibrated("two-step-gd", 4.0, 4, 0.5, 32.0, upper_C=1.0),
+    Calibrated("two-step-gd", 20.0, 2, 0.125, 0.5, upper_C=1.0),
+    Calibrated("two-step-gd", 20.0, 4, 0.25, 2.0, upper_C=1.0),
+    Calibrated("two-step-gd", 100.0, 2, 0.125, 0.25, upper_C=1.0),
+    Calibrated("two-step-gd", 100.0, 4, 0.125, 0.5, upper_C=1.25),
+    Calibrated("min-norm", 1.0, 2, 1.0, 4.0, R_scale=100.0),
+    Calibrated("min-norm", 1.0, 4, 1.0, 4.0, R_scale=100.0),
+    Calibrated("min-norm", 4.0, 2, 2.0, 4.0, R_scale=100.0),
+    Calibrated("min-norm", 4.0, 4, 1.0, 8.0, R_scale=100.0),
+    Calibrated("min-norm", 20.0, 2, 1.0, 8.0, R_scale=100.0),
+    Calibrated("min-norm", 20.0, 4, 1.0, 8.0, R_scale=100.0),
+    Calibrated("min-norm", 100.0, 2, 2.0, 8.0, R_scale=100.0),
+    Calibrated("min-norm", 100.0, 4, 2.0, 4.0, R_scale=100.0),
+    Calibrated("min-norm", 1.0, 2, 1.0, 4.0, R_scale=20.0),
+    Calibrated("min-norm", 1.0, 4, 1.0, 4.0, R_scale=20.0),
+    Calibrated("min-norm", 4.0, 2, 2.0, 4.0, R_scale=20.0),
+    Calibrated("min-norm", 4.0, 4, 1.0, 8.0, R_scale=20.0),
+    Calibrated("min-norm", 20.0, 2, 1.0, 8.0, R_scale=20.0),
+    Calibrated("min-norm", 20.0, 4, 1.0, 8.0, R_scale=20.0),
+    Calibrated("min-norm", 100.0, 2, 1.0, 8.0, R_scale=20.0),
+    Calibrated("min-norm", 100.0, 4, 2.0, 4.0, R_scale=20.0),
+)
+
+#: The threshold fields the calibration table supplies (used as given only without it).
+THRESHOLDS = (
+    "kappa_benign",
+    "kappa_harmful",
+    "gd_kappa_benign",
+    "gd_kappa_harmful",
+    "gd_upper_C",
 )
 
 
@@ -96,6 +170,14 @@ class Constants:
         Subsample whole samples for the noise Gram matrix when ``n T`` exceeds this.
     seed : int, default=0
         Seeds subsampling and the estimators.
+    calibration : tuple of Calibrated, optional
+        The per-method thresholds calibrated over ``d / n^2`` and T (None: the package's
+        table :data:`CALIBRATION`, read when the check runs). A check uses the entry of
+        its method nearest (in log ``d / n^2``, then T, then log ``R nu``) and says "cannot
+        tell: outside the calibrated range" when ``d / n^2``, T or (min-norm) ``R nu`` lies
+        outside the calibrated ones. With ``calibration=()`` the threshold fields above
+        (:data:`THRESHOLDS`) are used as given, at any ``d / n^2``; changing one of them
+        while the table is on is refused (it would not be used).
     """
 
     kappa_benign: float = 4.0
@@ -119,8 +201,28 @@ class Constants:
     harmful_error: float = 0.25
     max_tokens: int = 4000
     seed: int = 0
+    calibration: tuple[Calibrated, ...] | None = None
+
+    @property
+    def table(self) -> tuple[Calibrated, ...]:
+        """The calibration table in force: ``calibration``, or :data:`CALIBRATION` if None."""
+        return CALIBRATION if self.calibration is None else self.calibration
 
     def __post_init__(self) -> None:
+        if self.calibration is not None and (
+            not isinstance(self.calibration, tuple)
+            or not all(isinstance(e, Calibrated) for e in self.calibration)
+        ):
+            raise InvalidInputError("Constants.calibration must be a tuple of Calibrated entries.")
+        if self.table:
+            changed = [
+                name for name in THRESHOLDS if getattr(self, name) != getattr(Constants, name)
+            ]
+            if changed:
+                raise InvalidInputError(
+                    f"Constants: {', '.join(changed)} would not be used while the calibration "
+                    "table supplies the thresholds; pass calibration=() to use your own."
+                )
         for name in ("T_max", "max_tokens", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -128,7 +230,7 @@ class Constants:
         check_seed(self.seed, "Constants.seed")
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name == "seed":
+            if f.name in ("seed", "calibration"):
                 continue
             if (
                 isinstance(value, bool)
@@ -153,3 +255,67 @@ class Constants:
             raise InvalidInputError("Constants.harmful_error must be >= benign_error.")
         if not self.delta < 1:
             raise InvalidInputError(f"Constants.delta must lie in (0, 1), got {self.delta!r}.")
+
+
+def nearest_calibrated(
+    table: tuple[Calibrated, ...], method: str, ratio: float, T: int, R_scale: float | None
+) -> tuple[Calibrated | None, str]:
+    """The calibrated entry for a check, or None with the reason it lies outside the table.
+
+    Parameters
+    ----------
+    table : tuple of Calibrated
+    method : {"two-step-gd", "min-norm"}
+    ratio : float
+        ``d / n^2`` of the data.
+    T : int
+    R_scale : float or None
+        Min-norm's ``R nu`` (None: R = infinity, the hard-selection limit, which takes the
+        largest calibrated ``R nu``; above the largest the selection is only harder, so that
+        entry applies too).
+
+    Returns
+    -------
+    (entry, reason) : (Calibrated or None, str)
+        ``reason`` is empty when ``entry`` is given; otherwise it names the quantity outside
+        the calibrated range, e.g. ``"d / n^2 = 0.375; calibrated 1-100"``.
+
+    Examples
+    --------
+    >>> table = (Calibrated("min-norm", 1.0, 2, 2.0, 4.0, R_scale=100.0),
+    ...          Calibrated("min-norm", 20.0, 2, 1.0, 2.0, R_scale=100.0))
+    >>> nearest_calibrated(table, "min-norm", 10.0, 2, None)[0].ratio
+    20.0
+    >>> nearest_calibrated(table, "min-norm", 0.5, 2, None)[1]
+    'd / n^2 = 0.5; calibrated 1-20'
+    """
+    entries = [e for e in table if e.method == method]
+    if not entries:
+        return None, f"no calibrated thresholds for {method}"
+    tol = 1e-9
+
+    def span(values: list[float], value: float, name: str, fmt: str = "g") -> str:
+        lo, hi = min(values), max(values)
+        if value < lo * (1 - tol) or value > hi * (1 + tol):
+            return f"{name} = {value:.3{fmt}}; calibrated {lo:g}-{hi:g}"
+        return ""
+
+    for why in (
+        span([e.ratio for e in entries], ratio, "d / n^2"),
+        span([float(e.T) for e in entries], float(T), "T"),
+    ):
+        if why:
+            return None, why
+    if method == "min-norm":
+        scales = sorted({e.R_scale for e in entries if e.R_scale is not None})
+        if R_scale is None or R_scale >= scales[-1]:
+            R_scale = scales[-1]
+        elif R_scale < scales[0] * (1 - tol):
+            return None, f"R nu = {R_scale:.3g}; calibrated {scales[0]:g} and above"
+
+    def distance(e: Calibrated) -> tuple[float, float, float]:
+        dr = abs(math.log(e.ratio / ratio))
+        dR = abs(math.log(e.R_scale / R_scale)) if e.R_scale and R_scale else 0.0
+        return (dr, abs(e.T - T), dR)
+
+    return min(entries, key=distance), ""

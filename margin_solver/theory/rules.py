@@ -16,6 +16,7 @@ from margin_solver.theory.constants import Constants
 
 __all__ = [
     "ASSUMPTION",
+    "CALIBRATION",
     "COVERAGE",
     "INTERPOLATION",
     "REGIME",
@@ -53,6 +54,8 @@ class Regime(str, Enum):
 REGIME, ASSUMPTION, INTERPOLATION, SOFT = "regime", "assumption", "interpolation", "soft"
 #: A row saying whether the method's setting (step sizes, R) is one the theorem covers.
 COVERAGE = "coverage"
+#: A row saying whether the data lie where the method's thresholds were calibrated.
+CALIBRATION = "calibration"
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ class Condition:
         the reason in ``note``).
     estimated : bool
         True when ``value`` depends on a quantity estimated from the data rather than given.
-    role : {"regime", "assumption", "interpolation", "coverage", "soft"}
+    role : {"regime", "assumption", "interpolation", "coverage", "calibration", "soft"}
         How a failure changes the prediction (:data:`RULES`); ``"soft"`` rows only warn.
     note : str
     interval : (float, float) or None
@@ -161,6 +164,11 @@ def _not_covered(ev: Evidence) -> str | None:
     )
 
 
+def _uncalibrated(ev: Evidence) -> str | None:
+    failed = [r for r in ev.rows if r.role == CALIBRATION and r.holds is False]
+    return failed[0].note if failed else None
+
+
 def _undecided(ev: Evidence) -> str | None:
     rows = [
         r
@@ -234,6 +242,13 @@ RULES: tuple[RegimeRule, ...] = (
         Regime.OUTSIDE,
         False,
         _not_covered,
+    ),
+    RegimeRule(
+        "the `calibration` row fails: d / n^2, T or min-norm's R nu lies outside the range "
+        "the method's thresholds were calibrated on (cannot tell: outside the calibrated range)",
+        Regime.CANNOT_TELL,
+        False,
+        _uncalibrated,
     ),
     RegimeRule(
         "an `assumption` or `interpolation` row cannot be decided: its estimate's interval "
