@@ -286,7 +286,10 @@ def solve_min_norm(
 
     Check every input once (``options`` into the strategy table); prove infeasibility when two
     samples share their tokens with opposite labels; with ``certify``, compute the
-    hard-selection bound LB first; descend from the first starts; search further when they
+    hard-selection bound LB first and realise and polish its best selection (the root
+    heuristic: when that point meets LB within ``gap_tol`` it is returned certified and
+    nothing below runs, neither the first starts, ``p0`` included, nor the search);
+    descend from the first starts; search further when they
     leave a gap; with ``certify``, bound the best point at this R (and descend from a better
     point the bound finds); return the best feasible point with its status. docs/theory.md,
     "The solve: starts, search and certificate", describes the starts and the search's rules.
@@ -576,15 +579,21 @@ class _Solve:
         if bound is None or bound.selection is None or time.perf_counter() > self.deadline:
             return None
         key = _key(bound.selection)
-        if key not in self.realised:
-            self.realised[key] = _settle(
-                self.form, self.H, self.y, self.T, bound.selection, self.R, self.descent
+        with ProgressBar(self.progress, total=1, desc="P_R root heuristic", unit="start") as bar:
+            if key not in self.realised:
+                self.realised[key] = _settle(
+                    self.form, self.H, self.y, self.T, bound.selection, self.R, self.descent
+                )
+            run = self.realised[key][1]
+            if run is None or not run.point.feasible:
+                bar.update(1, best="not nearly hard" if run is None else "infeasible")
+                return None
+            *_, norm, min_margin, repair = _dense_point(
+                self.X, self.y, self.form, run.point, FEAS_TOL
             )
-        run = self.realised[key][1]
-        if run is None or not run.point.feasible:
-            return None
-        *_, norm, min_margin, repair = _dense_point(self.X, self.y, self.form, run.point, FEAS_TOL)
-        if repair or min_margin < 1 - FEAS_TOL or norm - bound.value > self.gap_tol * norm:
+            gap = (norm - bound.value) / norm
+            bar.update(1, bound=f"{bound.value:.6g}", best=f"{norm:.6g}", gap=f"{gap:.2e}")
+        if repair or min_margin < 1 - FEAS_TOL or gap > self.gap_tol:
             return None
         self.closed = True
         self.runs = {"lb_selection": run}
