@@ -213,8 +213,9 @@ class MinNormResult(ResultMixin):
         SVMs of the bound's branch-and-bounds (LB's over token sets and the finite-R box
         searches; ``bound.nodes``), 0 without a bound.
     work : int
-        ``nodes`` plus the v-step solves of every descent and polish run (their
-        ``n_eval``): a count of the solve's work, the same on any machine and load.
+        ``nodes`` plus the exact v-step solves of every descent and polish run (their
+        ``n_eval``; the polish's linearised SVMs and the realisations' attention SVMs are
+        not counted): a count of the solve's work, the same on any machine and load.
     repaired : bool
         True when the descent's v fell short of ``min_margin >= 1 - feas_tol`` in the dense
         recomputation and was rescaled by ``1 / min_margin`` (a feasible point with a
