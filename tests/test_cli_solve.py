@@ -75,10 +75,13 @@ def test_infeasible_data_is_one_line_and_exit_no_answer(tmp_path, capsys):
 
 def test_progress_bars_only_on_a_terminal(data_file, capsys, monkeypatch):
     assert main(["solve", str(data_file), "--R", "3", "--certify"]) == 0
-    assert "P_R starts" not in capsys.readouterr().err  # pytest's stderr is not a terminal
+    assert "P_R" not in capsys.readouterr().err  # pytest's stderr is not a terminal
     monkeypatch.setattr("sys.stderr.isatty", lambda: True)
     assert main(["solve", str(data_file), "--R", "3", "--certify"]) == 0
     err = capsys.readouterr().err
-    assert "P_R starts" in err and "lower bound" in err
+    # the root heuristic certifies LB's selection here: no first start runs
+    assert "P_R root heuristic" in err and "lower bound" in err and "gap=" in err
+    assert main(["solve", str(data_file), "--R", "3"]) == 0
+    assert "P_R starts" in capsys.readouterr().err
     assert main(["solve", str(data_file), "--R", "3", "--no-progress"]) == 0
-    assert "P_R starts" not in capsys.readouterr().err
+    assert "P_R" not in capsys.readouterr().err

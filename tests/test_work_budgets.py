@@ -1,7 +1,7 @@
-"""Budgets in work, not seconds: a certified solve gives the same norm, status and gap, bit for
-bit, on a slow clock, on a fast clock and beside busy processes; the caller's time limits are
-guards that change the answer only when they act, and then say so (docs/decisions.md,
-"Budgets in work")."""
+"""Budgets in work, not seconds: a certified solve gives the same norm, status, gap and count
+of work, bit for bit, on a slow clock, on a fast clock and beside busy processes; the
+caller's time limits are guards that change the answer only when they act, and then say so
+(docs/decisions.md, "Budgets in work")."""
 
 from __future__ import annotations
 
@@ -53,14 +53,14 @@ CASES = {
 }
 
 
-def _answer(case: str, **options) -> tuple[float, str, float]:
+def _answer(case: str, **options) -> tuple[float, str, float, int]:
     X, y, R = CASES[case]()
     res = solve_min_norm(X, y, R=R, certify=True, **options)
-    return res.norm, res.status, res.gap
+    return res.norm, res.status, res.gap, res.work
 
 
 @pytest.fixture(scope="module")
-def normal_speed() -> dict[str, tuple[float, str, float]]:
+def normal_speed() -> dict[str, tuple[float, str, float, int]]:
     """Every case's answer on the real clock, computed once for the module."""
     return {case: _answer(case) for case in CASES}
 

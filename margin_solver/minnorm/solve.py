@@ -180,7 +180,10 @@ class MinNormResult(ResultMixin):
     selected_token : ndarray of int, shape (n_samples,) or None
         Argmax of each sample's attention.
     start : str or None
-        Name of the winning start (of the best attempt with ``"no_feasible_point_found"``).
+        Name of the winning start (of the best attempt with ``"no_feasible_point_found"``):
+        the heuristic that found the point returned. With ``certify``, ``"lb_selection"``
+        alone in ``start_norms`` is the root heuristic that closed the gap (LB's selection
+        realised and polished; no other start ran).
     start_norms : dict
         Final ``||v||`` of every start run as its v-step computed it, ``sqrt(c^T K c)`` in the
         kernel form (inf when infeasible there); starts the time limit left unrun are
@@ -206,6 +209,13 @@ class MinNormResult(ResultMixin):
         ``"infeasible"``.
     gap_tol, feas_tol : float
         The tolerances the status was decided with.
+    nodes : int
+        SVMs of the bound's branch-and-bounds (LB's over token sets and the finite-R box
+        searches; ``bound.nodes``), 0 without a bound.
+    work : int
+        ``nodes`` plus the exact v-step solves of every descent and polish run (their
+        ``n_eval``; the polish's linearised SVMs and the realisations' attention SVMs are
+        not counted): a count of the solve's work, the same on any machine and load.
     repaired : bool
         True when the descent's v fell short of ``min_margin >= 1 - feas_tol`` in the dense
         recomputation and was rescaled by ``1 / min_margin`` (a feasible point with a
@@ -242,6 +252,8 @@ class MinNormResult(ResultMixin):
     gap_tol: float = DEFAULT_GAP_TOL
     feas_tol: float = FEAS_TOL
     repaired: bool = False
+    nodes: int = 0
+    work: int = 0
 
     @property
     def normalized_margin(self) -> float:
@@ -275,7 +287,10 @@ def solve_min_norm(
 
     Check every input once (``options`` into the strategy table); prove infeasibility when two
     samples share their tokens with opposite labels; with ``certify``, compute the
-    hard-selection bound LB first; descend from the first starts; search further when they
+    hard-selection bound LB first and realise and polish its best selection (the root
+    heuristic: when that point meets LB within ``gap_tol`` it is returned certified and
+    nothing below runs, neither the first starts, ``p0`` included, nor the search);
+    descend from the first starts; search further when they
     leave a gap; with ``certify``, bound the best point at this R (and descend from a better
     point the bound finds); return the best feasible point with its status. docs/theory.md,
     "The solve: starts, search and certificate", describes the starts and the search's rules.
@@ -403,7 +418,13 @@ def solve_min_norm(
     if proof is not None:
         return _warn(proof)
     with single_threaded_blas():
-        for step in (solve.hard_bound, solve.first_starts, solve.search, solve.finite_r_bound):
+        for step in (
+            solve.hard_bound,
+            solve.root_heuristic,
+            solve.first_starts,
+            solve.search,
+            solve.finite_r_bound,
+        ):
             proof = step()  # a proof of infeasibility ends the solve
             if proof is not None:
                 return _warn(proof)
@@ -489,6 +510,11 @@ class _Solve:
         self.failed: list[DescentRun] = []
         self.search_cut = False
         self.guide_cut = False
+        # selection -> (its realisation, its polish or None), shared by the root heuristic
+        # and the first starts
+        self.realised: dict[tuple[int, ...], tuple] = {}
+        # the root heuristic's point meets LB within gap_tol: no first start, no search
+        self.closed = False
 
     def conflicting_samples(self) -> MinNormResult | None:
         """``infeasible`` when two samples have the same tokens and opposite labels."""
@@ -540,6 +566,43 @@ class _Solve:
             return self._infeasible(_infeasibility_proof(self.bound))
         return None
 
+    def root_heuristic(self) -> None:
+        """With ``certify``, LB's best selection realised and, when its attention is nearly
+        hard, polished (the ``lb_selection`` start, run before the others): when that point,
+        recomputed in float64 as it will be returned, is feasible and within ``gap_tol`` of
+        LB, it is certified, and neither the first starts nor the search run (they could
+        win no more than the certificate allows). The bound's search and the point come
+        from one branch-and-bound: LB's incumbent selection is the point's selection.
+
+        A soft realisation is left to the first starts (its descent there depends on the
+        norms of the starts before it)."""
+        bound = self.bound
+        if bound is None or bound.selection is None or time.perf_counter() > self.deadline:
+            return None
+        key = _key(bound.selection)
+        with ProgressBar(self.progress, total=1, desc="P_R root heuristic", unit="start") as bar:
+            if key not in self.realised:
+                self.realised[key] = _settle(
+                    self.form, self.H, self.y, self.T, bound.selection, self.R, self.descent
+                )
+            run = self.realised[key][1]
+            if run is None or not run.point.feasible:
+                bar.update(1, best="not nearly hard" if run is None else "infeasible")
+                return None
+            *_, norm, min_margin, repair = _dense_point(
+                self.X, self.y, self.form, run.point, FEAS_TOL
+            )
+            gap = (norm - bound.value) / norm
+            bar.update(1, bound=f"{bound.value:.6g}", best=f"{norm:.6g}", gap=f"{gap:.2e}")
+        if repair or min_margin < 1 - FEAS_TOL or gap > self.gap_tol:
+            return None
+        self.closed = True
+        self.runs = {"lb_selection": run}
+        self.start_norms = {"lb_selection": run.norm}
+        self.feasible = dict(self.runs)
+        logger.info("root heuristic lb_selection: ||v|| = %.6g, within gap_tol of LB", run.norm)
+        return None
+
     def _run(self, more: list) -> None:
         """Run the starts ``more`` after the others (no progress bar)."""
         with ProgressBar(False) as bar:
@@ -552,7 +615,9 @@ class _Solve:
 
     def first_starts(self) -> MinNormResult | None:
         """Descend from the first starts; when none is feasible, LB's proof of infeasibility
-        or its selection as one more start."""
+        or its selection as one more start. Not run when the root heuristic closed the gap."""
+        if self.closed:
+            return None
         self.starts = list(
             _starts(
                 self.form,
@@ -574,7 +639,15 @@ class _Solve:
             self.progress, total=len(self.starts), desc="P_R starts", unit="start"
         ) as bar:
             self.runs, self.start_norms = _run_starts(
-                self.form, self.H, self.y, self.T, self.R, self.starts, self.descent, bar
+                self.form,
+                self.H,
+                self.y,
+                self.T,
+                self.R,
+                self.starts,
+                self.descent,
+                bar,
+                self.realised,
             )
         self.feasible = {k: r for k, r in self.runs.items() if r.point.feasible}
         self.failed = [r for r in self.runs.values() if r.point.vstep.broke_down]
@@ -590,7 +663,10 @@ class _Solve:
     def search(self) -> None:
         """Further starts when the first ones leave a gap (:func:`_search_budget`); when they
         agree on a small instance, LB's selection when it is better (the ``lb_selection``
-        start of :func:`_agreeing_starts_selection`)."""
+        start of :func:`_agreeing_starts_selection`). Not run when the root heuristic closed
+        the gap."""
+        if self.closed:
+            return None
         strategy, n = self.strategy, len(self.y)
         budget = _search_budget(
             self.search_starts, self.start_norms, self.bound, self.dependent, strategy
@@ -735,8 +811,15 @@ class _Solve:
             result.message += f"; starts not run (time limit): {', '.join(skipped)}"
         if self.search_cut and feasible:
             result.message += "; the time limit stopped the search for further starts"
+        if self.closed:
+            result.message += (
+                "; the root heuristic (LB's selection realised and polished) met LB within "
+                "gap_tol: no further start or search was run"
+            )
         result.vstep_fallbacks, note = _fallback_note(runs)
         result.message += note
+        result.nodes = 0 if self.bound is None else self.bound.nodes
+        result.work = result.nodes + sum(run.n_eval for run in runs.values())
         result.solve_time = time.perf_counter() - self.start_time
         return result
 
@@ -844,7 +927,7 @@ def _fallback_note(runs: dict[str, DescentRun]) -> tuple[int, str]:
 
 
 def _run_starts(
-    form, H, y, T, R, starts, descent, bar
+    form, H, y, T, R, starts, descent, bar, realised=None
 ) -> tuple[dict[str, DescentRun], dict[str, float]]:
     """Descend from every start; a start repeating an earlier selection reuses its norm.
 
@@ -859,17 +942,17 @@ def _run_starts(
     that start's norm, and every other start descends by
     :func:`margin_solver.minnorm.search.hard_descend`, which stops once its nearly hard samples'
     selection cannot beat the best norm so far, or switches to the polish (docs/theory.md,
-    "Nearly hard attention").
+    "Nearly hard attention"). ``realised`` caches :func:`_settle` by selection (the root
+    heuristic's realisation of LB's selection is not computed twice).
     """
     runs: dict[str, DescentRun] = {}
     start_norms: dict[str, float] = {}
     seen: dict[tuple[int, ...], str] = {}
-    realised: dict[tuple[int, ...], tuple] = {}
+    realised = {} if realised is None else realised
 
     def realise(key, selection):
         if key not in realised:
-            p0 = _realise(form, H, T, selection, R)
-            realised[key] = p0, None if p0 is None else settled_run(form, H, y, T, p0, R, **descent)
+            realised[key] = _settle(form, H, y, T, selection, R, descent)
         return realised[key]
 
     first = next((s for _, _, s in starts if s is not None), None)
@@ -1181,31 +1264,25 @@ def _realise(form, H, T, selection, R):
     return None if c is None else form.from_coefficients(c)
 
 
+def _settle(form, H, y, T, selection, R, descent) -> tuple:
+    """``(p0, run)``: the realisation of ``selection`` (None when no p singles it out) and,
+    when its attention is nearly hard, its polish
+    (:func:`margin_solver.minnorm.search.settled_run`), else None."""
+    p0 = _realise(form, H, T, selection, R)
+    return p0, None if p0 is None else settled_run(form, H, y, T, p0, R, **descent)
+
+
 def _result(X, y, R, form, name, run, start_norms, bound, start_time, tol, guard) -> MinNormResult:
     """The winning start's point, checked for feasibility in float64 and given its status;
     ``guard`` names the caller's time limit that stopped something (None when none did)."""
     gap_tol, feas_tol = tol
     point = run.point
-    if isinstance(form, KernelForm):  # v and p in one pass over X
-        v, p = TokenGram.materialize(X, np.stack([point.value_coefficients, point.p]))
-    else:
-        v, p = TokenGram.materialize(X, point.value_coefficients), point.p
-    # the norm of the v returned, which on ill-conditioned tokens can differ from the
-    # v-step's coefficient form sqrt(c^T K c) in the fifth digit
-    norm = float(np.linalg.norm(v))
-    message = f"best of {len(start_norms)} starts: {name!r}, ||v|| = {norm:.6g} ({run.reason})"
-    min_margin = float(np.min(margins(X, y, v, p)))
-    repaired = False
-    if min_margin < 1 - feas_tol and min_margin > 0:
-        # v / min_margin meets every constraint with a norm larger by 1 / min_margin
-        v, repaired = v / min_margin, True
-        new_norm = float(np.linalg.norm(v))
-        message += (
-            f"; v rescaled by 1/min_margin = {1 / min_margin:.9g} to restore "
-            f"feasibility (min margin was {min_margin:.9g}, ||v|| {norm:.6g} -> "
-            f"{new_norm:.6g})"
-        )
-        norm, min_margin = new_norm, float(np.min(margins(X, y, v, p)))
+    v, p, first_norm, norm, min_margin, repair = _dense_point(X, y, form, point, feas_tol)
+    message = (
+        f"best of {len(start_norms)} start{'s' * (len(start_norms) != 1)}: {name!r}, "
+        f"||v|| = {first_norm:.6g} ({run.reason})" + repair
+    )
+    repaired = bool(repair)
     lower = None if bound is None else bound.value
     gap = math.nan if lower is None else (norm - lower) / norm
     feasible = min_margin >= 1 - feas_tol
@@ -1261,6 +1338,33 @@ def _result(X, y, R, form, name, run, start_norms, bound, start_time, tol, guard
         feas_tol=feas_tol,
         repaired=repaired,
     )
+
+
+def _dense_point(X, y, form, point, feas_tol) -> tuple:
+    """``(v, p, first_norm, norm, min_margin, repair)``: a descent's point as dense v and p,
+    ``||v||`` of the v-step's v, and ``||v||`` and ``min_i y_i f_i`` recomputed in float64
+    after the repair, if any: when ``0 < min_margin < 1 - feas_tol``, v is rescaled by
+    ``1 / min_margin`` and ``repair`` is the message's note saying so (else "")."""
+    if isinstance(form, KernelForm):  # v and p in one pass over X
+        v, p = TokenGram.materialize(X, np.stack([point.value_coefficients, point.p]))
+    else:
+        v, p = TokenGram.materialize(X, point.value_coefficients), point.p
+    # the norm of the v returned, which on ill-conditioned tokens can differ from the
+    # v-step's coefficient form sqrt(c^T K c) in the fifth digit
+    norm = first_norm = float(np.linalg.norm(v))
+    min_margin = float(np.min(margins(X, y, v, p)))
+    repair = ""
+    if min_margin < 1 - feas_tol and min_margin > 0:
+        # v / min_margin meets every constraint with a norm larger by 1 / min_margin
+        v = v / min_margin
+        norm = float(np.linalg.norm(v))
+        repair = (
+            f"; v rescaled by 1/min_margin = {1 / min_margin:.9g} to restore "
+            f"feasibility (min margin was {min_margin:.9g}, ||v|| {first_norm:.6g} -> "
+            f"{norm:.6g})"
+        )
+        min_margin = float(np.min(margins(X, y, v, p)))
+    return v, p, first_norm, norm, min_margin, repair
 
 
 def _no_point(R, form_name, status, message, bound, start_time, tol) -> MinNormResult:
