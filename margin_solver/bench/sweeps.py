@@ -849,6 +849,8 @@ def _check_image_data(cells: Sequence[Cell], config: SweepConfig) -> None:
         except TypeError as exc:  # an option the loader does not take
             raise InvalidInputError(f"data options for {cell.data} data: {exc}") from None
         except InvalidInputError as exc:
+            if cell.data not in DATA_SOURCES:  # a file: its message names it
+                raise
             raise InvalidInputError(f"{cell.data} data with options {options}: {exc}") from None
 
 
