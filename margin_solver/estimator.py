@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,23 +29,40 @@ except ImportError as exc:  # pragma: no cover -- the test extra installs scikit
 
 from margin_solver.core.kernel import multihead_outputs, outputs
 from margin_solver.core.results import ConvergenceWarning as SolverConvergenceWarning
-from margin_solver.core.validation import InvalidInputError, check_magnitude, check_tokens
+from margin_solver.core.validation import (
+    InvalidInputError,
+    check_magnitude,
+    check_memory,
+    check_tokens,
+)
 from margin_solver.gd.endpoints import gradient_descent, token_scale
 from margin_solver.minnorm.multihead import solve_min_norm_heads
 from margin_solver.minnorm.solve import solve_min_norm
 
-__all__ = ["FIT_METHODS", "NotFittedError", "SingleHeadAttentionClassifier"]
+__all__ = ["FIT_METHODS", "NotFittedError", "SingleHeadAttentionClassifier", "position_tokens"]
 
 #: Solvers :class:`SingleHeadAttentionClassifier` fits with (its ``method``).
 FIT_METHODS = ("min-norm", "gd")
-#: Default ``R`` of min-norm is this over ``nu`` (root mean squared token norm): scores
-#: ``<x, p>`` then reach about 10, close to hard token selection.
-DEFAULT_SCORE_RANGE = 10.0
-#: The gradient-descent fit that stands in when min-norm finds no interpolator: normalised
-#: steps, which cannot diverge where the constant schedule's default step does (docs/decisions.md,
-#: "The classifier's stand-in fit").
+#: Default radii of min-norm, tried in order: ``R = c / nu`` (``nu^2`` the mean squared training
+#: token norm, so attention scores reach about ``c``); the first ``R`` at which min-norm finds an
+#: interpolator is kept. Soft attention first: on digits 3 vs 8 (block positions, 3-fold)
+#: ``c = 1`` scored 0.985, ``c = 3`` 0.965 and ``c = 10`` (the single default before) 0.925
+#: (docs/decisions.md, "The classifier's default R").
+DEFAULT_SCORE_RANGES = (1.0, 10.0)
+#: Options of min-norm in the classifier (``solver_options`` overrides them): the descents
+#: from the deterministic starts only, no random starts and no further search. A classifier
+#: needs an interpolator in seconds, not the best one the search can find: 3 s instead of
+#: 27 s per fold on digits 3 vs 8 (docs/decisions.md, "The classifier's default R").
+MIN_NORM_OPTIONS = {"search_starts": 0, "n_random_starts": 0}
+#: The gradient-descent fit that stands in when min-norm finds no interpolator at any default
+#: radius (or at the ``R`` given): normalised steps, which cannot diverge where the constant
+#: schedule's default step does, with weight decay, the soft-margin fit that needs no
+#: interpolator (docs/decisions.md, "The classifier's stand-in fit").
 FALLBACK_GD_SCHEDULE = "normalized"
 FALLBACK_GD_STEPS = 500
+FALLBACK_WEIGHT_DECAY = 1e-2
+#: How 2-D rows become tokens (``positions``): see :func:`position_tokens`.
+POSITIONS = ("auto", "block", "none")
 
 #: Keyword arguments each solver receives from the classifier's own parameters (parameter
 #: name -> solver keyword); every other solver keyword goes through ``solver_options``.
@@ -66,6 +83,15 @@ _SOLVER_KEYWORDS = {
 _SOLVERS = {"gd": gradient_descent, "min-norm": solve_min_norm}
 
 
+class _Fit(NamedTuple):
+    """What :meth:`SingleHeadAttentionClassifier._solve` fitted (see the fitted attributes)."""
+
+    result: Any
+    solution: str
+    R: float | None
+    note: str | None = None
+
+
 class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
     """Binary classifier ``f(X) = v^T X^T softmax(X p)`` fitted by min-norm or by GD.
 
@@ -80,10 +106,21 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
         ``d`` (``X.reshape(n, T, d)``), so that ``StandardScaler`` and other transformers
         can come first in a ``Pipeline``. Without it a 2-D row is one token (the model is then
         linear, ``v^T x``). 3-D input ``(n, T, d)`` is read as it is.
+    positions : {"auto", "block", "none"}, default="auto"
+        Where each token's position goes. The model is blind to token order and shares one
+        ``v`` and one ``p`` across tokens, so cut from a fixed layout (the rows of an image,
+        blocks of a feature vector) a token loses where it came from. ``"block"`` places token
+        ``t`` in its own block of ``T * d`` coordinates (:func:`position_tokens`): ``v`` and
+        ``p`` then hold one weight vector per position, uniform attention (``p = 0``) is the
+        linear model on the whole row, and attention reweights the positions per sample.
+        ``"none"`` uses the tokens as they are. ``"auto"``: ``"block"`` for 2-D input cut into
+        ``n_tokens >= 2`` tokens, ``"none"`` for 3-D input (tokens given as tokens, as in the
+        paper's model, whose signal token may stand anywhere) and for one-token rows.
     R : float, optional
-        Norm cap on ``p``. For ``"min-norm"`` it defaults to ``10 / nu`` (``nu^2`` the mean
-        squared training token norm), so attention scores reach about 10; GD has no cap
-        unless given.
+        Norm cap on ``p``. For ``"min-norm"``, when not given, ``R = c / nu`` for ``c`` in
+        :data:`DEFAULT_SCORE_RANGES` (1, then 10; ``nu^2`` the mean squared training token
+        norm, so attention scores reach about ``c``), keeping the first at which min-norm
+        finds an interpolator. GD has no cap unless given.
     schedule : {"two-step", "constant", "normalized"}, default="two-step"
         GD schedule (``method="gd"`` only).
     steps : int, optional
@@ -114,10 +151,24 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (2,)
         The two labels seen in ``fit``, sorted; ``classes_[1]`` is the positive class
         (``f > 0``).
-    v_, p_ : ndarray of shape (d,)
+    v_, p_ : ndarray of shape (d,), or (T * d,) with block positions
         Fitted value head and attention vector.
     result_ : MinNormResult or GDResult
         The solver's full result (of the stand-in GD fit when min-norm failed).
+    solution_ : {"min-norm", "gd", "weight-decayed gd"}
+        What the fitted model is: the min-norm interpolator at ``R_``, the GD fit asked for,
+        or the stand-in for a min-norm fit that found no interpolator (``FALLBACK_GD_STEPS``
+        normalised steps with weight decay ``FALLBACK_WEIGHT_DECAY``).
+    status_ : str
+        ``result_.status`` (docs/statuses.md).
+    R_ : float or None
+        The radius of the min-norm interpolator (the first default radius that gave one, or
+        the ``R`` given); the ``R`` given to GD; None for the stand-in fit and uncapped GD.
+    fallback_ : str or None
+        Why min-norm's interpolator was not kept at the first radius (the radii tried and
+        their statuses); None when it was.
+    positions_ : {"block", "none"}
+        The token layout used (``positions`` resolved).
     n_features_in_ : int
         Columns of 2-D input (``T * d``), or the token dimension ``d`` of 3-D input.
     n_tokens_ : int
@@ -133,10 +184,11 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
     interpolator's outputs can be scaled up without changing a prediction, so read these
     as scores (they are not calibrated).
 
-    A min-norm fit that finds no interpolator (infeasible data, or no start found a feasible
-    point) warns with scikit-learn's ``ConvergenceWarning`` and keeps the gradient-descent
-    fit of ``FALLBACK_GD_STEPS`` normalised steps instead (``fallback_`` holds the reason), so
-    that cross-validation goes on with a usable model.
+    A min-norm fit that finds no interpolator at the first radius tries the next default one;
+    at none of them (or at the ``R`` given), it keeps the weight-decayed gradient-descent fit
+    (``solution_ == "weight-decayed gd"``), which needs no interpolator, so that
+    cross-validation goes on with a usable model. Either way it warns once with
+    scikit-learn's ``ConvergenceWarning`` saying what happened (``fallback_`` keeps it).
 
     Examples
     --------
@@ -154,6 +206,7 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
         method: str = "min-norm",
         *,
         n_tokens: int | None = None,
+        positions: str = "auto",
         R: float | None = None,
         schedule: str = "two-step",
         steps: int | None = None,
@@ -213,62 +266,68 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
                 f"got {len(self.classes_)} class(es) {self.classes_[:5].tolist()}."
             )
         signs = np.where(encoded == 1, 1.0, -1.0)
-        seed = _seed(self.random_state)
-        result, self.fallback_ = self._solve(Xc, signs, seed)
-        if self.fallback_ is not None:
+        fit = self._solve(Xc, signs, _seed(self.random_state))
+        self.fallback_ = fit.note
+        if fit.note is not None:
+            warnings.warn(fit.note, ConvergenceWarning, stacklevel=2)
+        elif not fit.result.success:
             warnings.warn(
-                f"{self.fallback_}; fitted {FALLBACK_GD_STEPS} steps of gradient descent "
-                f"({FALLBACK_GD_SCHEDULE} schedule) instead, which ended with status "
-                f"{result.status!r}: "
-                f"{result.message}",
+                f"{self.method} ended with status {fit.result.status!r}: {fit.result.message}",
                 ConvergenceWarning,
                 stacklevel=2,
             )
-        elif not result.success:
-            warnings.warn(
-                f"{self.method} ended with status {result.status!r}: {result.message}",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-        self.result_ = result
-        self.v_ = np.asarray(result.v, dtype=np.float64)
-        self.p_ = np.asarray(result.p, dtype=np.float64)
+        self.result_, self.solution_, self.R_ = fit.result, fit.solution, fit.R
+        self.status_ = fit.result.status
+        self.v_ = np.asarray(fit.result.v, dtype=np.float64)
+        self.p_ = np.asarray(fit.result.p, dtype=np.float64)
         return self
 
-    def _solve(self, X: np.ndarray, y: np.ndarray, seed: Any) -> tuple[Any, str | None]:
-        """The solver's result, or the GD stand-in's with the reason min-norm failed."""
+    def _solve(self, X: np.ndarray, y: np.ndarray, seed: Any) -> _Fit:
+        """The solver's fit; for min-norm, the first radius with an interpolator, else the
+        weight-decayed GD stand-in, with a note saying what happened."""
         solver = _SOLVERS[self.method]
         options = {
             name: getattr(self, param) for param, name in _SOLVER_KEYWORDS[self.method].items()
         }
-        options.update(_solver_options(solver, self.solver_options, set(options)))
-        options["verbose"] = bool(self.verbose)
+        extra = _solver_options(solver, self.solver_options, set(options))
         if self.method == "min-norm":
-            R = self.R if self.R is not None else _default_radius(X)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
-                result = solve_min_norm_heads(X, y, R, seed=seed, **options)
-            if result.solution_present:
-                return result, None
-            reason = (
-                f"min-norm found no interpolator with ||p|| <= {R:.4g} ({result.status}: "
-                f"{result.message})"
-            )
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
-                return gradient_descent(
-                    X,
-                    y,
-                    schedule=FALLBACK_GD_SCHEDULE,
-                    steps=FALLBACK_GD_STEPS,
-                    R=R,
-                    seed=seed,
-                    heads=self.heads,
-                    verbose=options["verbose"],
-                ), reason
+            options.update(MIN_NORM_OPTIONS)
+        options.update(extra)
+        options["verbose"] = bool(self.verbose)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SolverConvergenceWarning)  # fit warns once
-            return gradient_descent(X, y, seed=seed, **options), None
+            if self.method == "gd":
+                return _Fit(gradient_descent(X, y, seed=seed, **options), "gd", self.R)
+            radii = [self.R] if self.R is not None else _default_radii(X)
+            tried = []
+            for R in radii:
+                result = solve_min_norm_heads(X, y, R, seed=seed, **options)
+                if result.solution_present:
+                    note = None
+                    if tried:
+                        note = (
+                            f"min-norm found no interpolator with {'; '.join(tried)}; kept "
+                            f"the one with ||p|| <= {R:.4g} (status {result.status!r})"
+                        )
+                    return _Fit(result, "min-norm", R, note)
+                tried.append(f"||p|| <= {R:.4g} ({result.status}: {result.message})")
+            result = gradient_descent(
+                X,
+                y,
+                schedule=FALLBACK_GD_SCHEDULE,
+                steps=FALLBACK_GD_STEPS,
+                weight_decay=FALLBACK_WEIGHT_DECAY,
+                seed=seed,
+                heads=self.heads,
+                verbose=options["verbose"],
+            )
+        note = (
+            f"min-norm found no interpolator with {'; '.join(tried)}; fitted "
+            f"{FALLBACK_GD_STEPS} steps of gradient descent ({FALLBACK_GD_SCHEDULE} schedule, "
+            f"weight decay {FALLBACK_WEIGHT_DECAY:g}) instead, which ended with status "
+            f"{result.status!r}: {result.message}"
+        )
+        return _Fit(result, "weight-decayed gd", None, note)
 
     def _tokens(self, X: Any, y: Any = None, *, reset: bool) -> Any:
         """``X`` as float64 tokens (n, T, d) (and ``y`` as a 1-D array when given).
@@ -308,7 +367,21 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
                 )
             Xc = X2.reshape(X2.shape[0], self.n_tokens_, -1)
         check_magnitude(Xc, "X")
+        if reset:
+            self.positions_ = self._resolve_positions(Xc.shape[1])
+        if self.positions_ == "block":
+            Xc = position_tokens(Xc)
         return (Xc, y) if y is not None else Xc
+
+    def _resolve_positions(self, T: int) -> str:
+        """``positions`` as "block" or "none" (see the class docstring)."""
+        if self.positions not in POSITIONS:
+            raise InvalidInputError(
+                f"positions must be one of {POSITIONS}, got {self.positions!r}."
+            )
+        if self.positions == "auto":
+            return "block" if self._two_d and T >= 2 else "none"
+        return self.positions
 
     def _check_n_tokens(self, columns: int) -> int:
         T = 1 if self.n_tokens is None else self.n_tokens
@@ -401,12 +474,37 @@ def _seed(random_state: Any) -> Any:
     return random_state
 
 
-def _default_radius(X: np.ndarray) -> float:
-    """``DEFAULT_SCORE_RANGE / nu``; all-zero tokens have no scale (and no interpolator)."""
+def _default_radii(X: np.ndarray) -> list[float]:
+    """``c / nu`` for ``c`` in :data:`DEFAULT_SCORE_RANGES`; all-zero tokens have no scale
+    (and no interpolator)."""
     nu2 = token_scale(X)
     if nu2 <= 0:
         raise InvalidInputError("All tokens are zero: every output is 0, so nothing interpolates.")
-    return DEFAULT_SCORE_RANGE / math.sqrt(nu2)
+    return [c / math.sqrt(nu2) for c in DEFAULT_SCORE_RANGES]
+
+
+def position_tokens(X: np.ndarray) -> np.ndarray:
+    """Each token in its own block: ``out[i, t] = e_t (x) x_it``, shape (n, T, T * d).
+
+    Token ``t`` fills coordinates ``t * d`` to ``(t + 1) * d`` and the rest are zero, so
+    ``<v, out[i, t]> = <v_t, x_it>`` with ``v_t`` the ``t``-th block of ``v``: one weight vector
+    per position, for ``v`` and ``p`` alike. With uniform attention the model is the linear
+    model ``(1 / T) v^T x_i`` on the whole row.
+
+    Examples
+    --------
+    >>> position_tokens(np.array([[[1.0, 2.0], [3.0, 4.0]]]))
+    array([[[1., 2., 0., 0.],
+            [0., 0., 3., 4.]]])
+    """
+    n, T, d = X.shape
+    check_memory(
+        8.0 * n * T * T * d, f"block positions ({n} x {T} x {T * d})", "use positions='none'"
+    )
+    out = np.zeros((n, T, T * d))
+    for t in range(T):
+        out[:, t, t * d : (t + 1) * d] = X[:, t]
+    return out
 
 
 def _solver_options(solver: Any, options: dict[str, Any] | None, fixed: set[str]) -> dict[str, Any]:

@@ -33,7 +33,7 @@ def files(tmp_path_factory):
     paths["huge"] = Dataset(X * 1e200, y).save(root / "huge.npz")
     raw = {
         "nan": {"X": np.where(X[0, 1, 2] == X, np.nan, X), "y": y},
-        "y01": {"X": X, "y": (y + 1) // 2},
+        "y3": {"X": X, "y": np.r_[(y[:-1] + 1) // 2, 2]},  # labels 0, 1 and 2
         "no_X": {"y": y},
         "strings": {"X": X.astype(str), "y": y},
         "objects": {"X": X.astype(object), "y": y},  # pickled by savez; never unpickled on load
@@ -103,7 +103,7 @@ CASES = {
         r"truncated.npz is a damaged or truncated .npz archive",
     ),
     "solve NaN": (["solve", "{nan}", "--R", "1"], r"X contains NaN"),
-    "solve labels 0/1": (["solve", "{y01}", "--R", "1"], r"\{-1, \+1\}"),
+    "solve three labels": (["solve", "{y3}", "--R", "1"], r"two labels .* got 3: \[0, 1, 2\]"),
     "solve no X": (["solve", "{no_X}", "--R", "1"], r"lacks the array\(s\) \['X'\]"),
     "solve strings": (["solve", "{strings}", "--R", "1"], r"numeric"),
     "solve objects": (["solve", "{objects}", "--R", "1"], r"[Oo]bject"),
@@ -171,7 +171,7 @@ CASES = {
     "gd plot unwritable": (["gd", "{good}", "--plot", "{blocker}/g.png"], r"blocker"),
     # check
     "check NaN": (["check", "{nan}"], r"X contains NaN"),
-    "check test labels": (["check", "{good}", "--test", "{y01}"], r"\{-1, \+1\}"),
+    "check test labels": (["check", "{good}", "--test", "{y3}"], r"two labels .* got 3"),
     "check test other d": (["check", "{good}", "--test", "{other_d}"], r"d=5"),
     "check solution keys": (
         ["check", "{good}", "--solution", "{sol_keys}"],

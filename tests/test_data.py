@@ -131,10 +131,10 @@ GOOD_Y = np.array([1, -1, 1, -1])
         (np.full((4, 2, 3), np.inf), GOOD_Y, "X contains inf"),
         (
             GOOD_X,
-            np.array([0, 1, 0, 1]),
-            r"y must take values in \{-1, \+1\}; got \[0.0, 1.0\]. Use 2 \* y - 1.",
+            np.array([0, 1, 2, 1]),
+            r"y must hold two labels \(any two distinct values\), got 3: \[0, 1, 2\]\.",
         ),
-        (GOOD_X, np.array([1, 2, 1, -1]), r"y must take values in \{-1, \+1\}"),
+        (GOOD_X, np.array([1, 2, 1, -1]), r"y must hold two labels .* got 3: \[-1, 1, 2\]"),
         (GOOD_X, np.array([1, -1, 1]), "y has 3 labels but X has 4 samples"),
         (GOOD_X, np.array([1, -1, np.nan, 1]), "y contains NaN"),
         (np.ones((1, 2, 3)), np.array([1]), "at least 2 samples"),
@@ -151,7 +151,7 @@ def test_dataset_metadata_validation():
         Dataset(GOOD_X, GOOD_Y, signal_index=[0, 1, 2, 0])
     with pytest.raises(InvalidInputError, match=r"Expected signal_index of shape \(4,\)"):
         Dataset(GOOD_X, GOOD_Y, signal_index=[0, 1])
-    with pytest.raises(InvalidInputError, match="clean_y must take values"):
+    with pytest.raises(InvalidInputError, match=r"clean_y holds \[0\], not one of the labels"):
         Dataset(GOOD_X, GOOD_Y, clean_y=[0, 1, 0, 1])
 
 
@@ -167,8 +167,8 @@ def test_load_errors_are_clear(tmp_path):
     np.savez(tmp_path / "obj.npz", X=np.array([object(), 1], dtype=object), y=GOOD_Y)
     with pytest.raises(InvalidInputError, match=re.escape("Cannot read obj.npz")):
         load_dataset(tmp_path / "obj.npz")
-    np.savez(tmp_path / "badlabels.npz", X=GOOD_X, y=np.array([0, 1, 0, 1]))
-    with pytest.raises(InvalidInputError, match=r"badlabels.npz: y must take values"):
+    np.savez(tmp_path / "badlabels.npz", X=GOOD_X, y=np.array([0, 1, 2, 1]))
+    with pytest.raises(InvalidInputError, match=r"badlabels.npz: y must hold two labels"):
         load_dataset(tmp_path / "badlabels.npz")
     np.savez(tmp_path / "badparams.npz", X=GOOD_X, y=GOOD_Y, params_json=np.array("{oops"))
     with pytest.raises(InvalidInputError, match="params_json is not valid JSON"):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
+from margin_solver.core.data import PaperDistribution
 from margin_solver.core.kernel import outputs
 from margin_solver.core.validation import InvalidInputError
 from margin_solver.estimator import NotFittedError, SingleHeadAttentionClassifier
@@ -24,6 +28,7 @@ def test_init_only_stores_and_params_round_trip():
     assert set(params) == {
         "method",
         "n_tokens",
+        "positions",
         "R",
         "schedule",
         "steps",
@@ -109,16 +114,45 @@ def test_min_norm_method(data):
     assert default.score(train.X, train.y) == 1.0
 
 
-def test_min_norm_without_interpolator_warns_and_falls_back_to_gd():
+def test_min_norm_without_interpolator_warns_once_and_keeps_the_weight_decayed_fit():
     X = np.ones((4, 2, 3))  # identical samples with opposite labels
-    with pytest.warns(
-        ConvergenceWarning, match=r"no interpolator with \|\|p\|\| <= 1.*gradient descent"
-    ):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         clf = SingleHeadAttentionClassifier(R=1.0).fit(X, [1, -1, 1, -1])
+    assert len(caught) == 1 and caught[0].category is ConvergenceWarning
+    assert re.search(
+        r"no interpolator with \|\|p\|\| <= 1 .*infeasible.*weight decay 0.01",
+        str(caught[0].message),
+    )
     assert (
         clf.fallback_.startswith("min-norm found no interpolator") and "infeasible" in clf.fallback_
     )
-    assert clf.result_.schedule == "normalized" and clf.predict(X).shape == (4,)
+    assert clf.solution_ == "weight-decayed gd" and clf.R_ is None
+    assert clf.result_.schedule == "normalized" and clf.result_.weight_decay == 0.01
+    assert clf.status_ == clf.result_.status and clf.predict(X).shape == (4,)
+
+
+def test_min_norm_keeps_the_first_default_radius_that_interpolates(monkeypatch):
+    import margin_solver.estimator as estimator
+
+    real = estimator.solve_min_norm_heads
+    radii = []
+
+    def first_radius_fails(X, y, R, **kwargs):
+        radii.append(R)
+        if len(radii) == 1:  # no interpolator: one sample with both labels
+            return real(np.ones((2, 2, 3)), [1, -1], R, **kwargs)
+        return real(X, y, R, **kwargs)
+
+    monkeypatch.setattr(estimator, "solve_min_norm_heads", first_radius_fails)
+    train = PaperDistribution(d=200, snr=0.5, eta=0.0).sample(10, seed=1)
+    with pytest.warns(
+        ConvergenceWarning, match=r"no interpolator with \|\|p\|\| <= .*kept the one"
+    ):
+        clf = SingleHeadAttentionClassifier().fit(train.X, train.y)
+    nu = np.sqrt(np.mean(np.sum(train.X**2, axis=2)))
+    np.testing.assert_allclose(radii, [1 / nu, 10 / nu])
+    assert clf.solution_ == "min-norm" and radii[1] == clf.R_ and clf.score(train.X, train.y) == 1.0
 
 
 def test_diverged_gd_warns_and_keeps_the_last_finite_iterate(data):

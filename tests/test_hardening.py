@@ -77,12 +77,16 @@ BAD_INPUTS = {
     "X complex": ("X", lambda X, y: (X + 1j, y), r"numeric"),
     "X objects": ("X", lambda X, y: (X.astype(object), y), r"numeric|[Oo]bject"),
     "X None": ("X", lambda X, y: (None, y), r"numeric|[Oo]bject|Give the features"),
-    "y in {0,1}": ("y", lambda X, y: (X, (y + 1) // 2), r"\{-1, \+1\}.*2 \* y - 1"),
-    "y in {-1,2}": ("y", lambda X, y: (X, np.where(y > 0, 2, -1)), r"\{-1, \+1\}"),
+    # any two labels are taken (tests/test_any_labels.py); three are refused, naming them
+    "y three labels": (
+        "y",
+        lambda X, y: (X, np.where(np.arange(len(y)) == 0, 2, y)),
+        r"two labels \(any two distinct values\), got 3|binary",
+    ),
     "y NaN": ("y", lambda X, y: (X, np.where(np.arange(len(y)) == 2, np.nan, y)), r"NaN"),
     "y too short": ("y", lambda X, y: (X, y[:-1]), r"labels but X has"),
     "y 2-D": ("y", lambda X, y: (X, np.stack([y, y], axis=1)), r"shape"),
-    "y strings": ("y", lambda X, y: (X, np.array(["yes"] * len(y))), r"numeric"),
+    "y one string": ("y", lambda X, y: (X, np.array(["yes"] * len(y))), r"one label only|class"),
 }
 
 # Scales float64 products cannot carry: refused by the solvers (a Dataset keeps any finite
@@ -122,8 +126,8 @@ SOLVERS = (
 _CLASSIFIER_ACCEPTS = {
     "X 2-D": ("classifier.fit", "classifier.fit gd"),
     **dict.fromkeys(
-        ("y in {0,1}", "y in {-1,2}", "y strings"),
-        ("classifier.fit", "classifier.fit gd", "classifier.score"),
+        ("y one string", "y three labels"),
+        ("classifier.score",),
     ),
 }
 

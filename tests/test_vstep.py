@@ -229,7 +229,7 @@ def test_general_infeasibility_is_certified_by_ldp(solver):
         ({"solver": "gurobi"}, r"Unknown solver 'gurobi'; expected one of \['ecos', 'clarabel'"),
         ({"Z": np.ones(3)}, r"Expected Z of shape \(n_samples, n_features\), got .*\(3,\)"),
         ({"Z": [[1.0, np.nan], [0.0, 1.0], [1.0, 1.0]]}, "Z contains NaN"),
-        ({"y": [1, 0, 1]}, r"y must take values in \{-1, \+1\}; got \[0.0, 1.0\]. Use 2 \* y - 1"),
+        ({"y": [1, 0, 2]}, r"y must hold two labels \(any two distinct values\), got 3"),
         ({"y": [1, -1]}, "y has 2 labels but X has 3 samples"),
         ({"Z": None}, "Give the features Z or their Gram matrix"),
         ({"K": np.eye(2)}, r"Expected K of shape \(3, 3\)"),

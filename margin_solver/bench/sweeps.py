@@ -44,7 +44,7 @@ from margin_solver._version import __version__
 from margin_solver.bench.methods import SWEEP_METHODS, MethodCall, theory_setting
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
 from margin_solver.core.blas import single_threaded_blas
-from margin_solver.core.data import Dataset, PaperDistribution, SampleStream
+from margin_solver.core.data import Dataset, PaperDistribution, SampleStream, load_dataset
 from margin_solver.core.fileio import check_output_path, write_json
 from margin_solver.core.ooc import connect
 from margin_solver.core.progress import ProgressBar, verbose_switch
@@ -120,7 +120,8 @@ class Cell:
     method : str
         A name in :data:`margin_solver.bench.methods.SWEEP_METHODS`.
     data : str, default="paper"
-        A name in :data:`DATA_SOURCES`.
+        A name in :data:`DATA_SOURCES`, or the path of a dataset file or directory
+        (:func:`data_source`).
     heads : int, default=1
         Attention heads of the model the method fits (cells differing only in ``heads`` see
         the same samples).
@@ -169,6 +170,10 @@ class SweepGrid:
     seeds : int or sequence of int, default=1
         A count (seeds 0..seeds-1) or explicit seed indices.
     data : str, default="paper"
+        ``"paper"``, ``"digits"``, ``"mnist"``, or the path of the user's dataset file
+        (``.npz``) or directory: each cell then draws ``n`` of its samples with the cell's
+        seed, flips labels with probability ``eta``, and holds out the rest (at most
+        ``n_test``) as the test set; ``T`` and ``d`` are the file's (:func:`file_shape`).
     heads : sequence of int, default=(1,)
         Attention heads (:mod:`margin_solver.minnorm.multihead`); varies with the methods, fastest.
 
@@ -386,12 +391,82 @@ def _image_data(source: str) -> Callable[..., tuple[Dataset, Dataset]]:
     return make
 
 
-#: Data sources: name -> function(cell, seeds, n_test, options) -> (train, test).
+@functools.lru_cache(maxsize=4)
+def _user_dataset(path: str) -> Dataset:
+    """The dataset file or directory at ``path`` (read once per process)."""
+    return load_dataset(path)
+
+
+def file_shape(path: str | os.PathLike) -> tuple[int, int, int]:
+    """``(n, T, d)`` of the dataset file (``.npz``) or directory at ``path``.
+
+    Raises
+    ------
+    InvalidInputError
+        No dataset there, or an unreadable one.
+    """
+    X = _user_dataset(os.fspath(path)).X
+    return X.shape
+
+
+def _file_data(
+    cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]
+) -> tuple[Dataset, Dataset]:
+    """``cell.n`` samples of the user's dataset at ``cell.data`` drawn with the train seed,
+    the rest (at most ``n_test``, in the same random order) held out as the test set; labels
+    flipped with probability ``cell.eta`` (train and test, each with its own seed), the file's
+    labels (its ``clean_y`` when it has them) kept as the clean labels."""
+    if options:
+        raise TypeError(f"a dataset file takes no data options, got {sorted(options)}")
+    data = _user_dataset(cell.data)
+    N, T, d = data.X.shape
+    if (T, d) != (cell.T, cell.d):
+        raise InvalidInputError(
+            f"{cell.data} holds T={T}, d={d} but the cell says T={cell.T}, d={cell.d}; "
+            "build the grid with sweeps.file_shape(path)."
+        )
+    if cell.n >= N:
+        raise InvalidInputError(
+            f"n={cell.n} leaves no test samples: {cell.data} holds {N} samples; give n < {N}."
+        )
+    order = np.random.default_rng(seeds.train).permutation(N)
+    clean = data.y if data.clean_y is None else data.clean_y
+
+    def part(rows: np.ndarray, seed: np.random.SeedSequence) -> Dataset:
+        flip = np.random.default_rng(seed).random(len(rows)) < cell.eta
+        y = np.where(flip, -clean[rows], clean[rows])
+        signal = None if data.signal_index is None else data.signal_index[rows]
+        return Dataset(np.asarray(data.X[rows]), y, clean_y=clean[rows], signal_index=signal)
+
+    return part(order[: cell.n], seeds.train), part(order[cell.n : cell.n + n_test], seeds.test)
+
+
+#: Data sources: name -> function(cell, seeds, n_test, options) -> (train, test). Any other
+#: name is the path of a dataset file or directory (:func:`data_source`).
 DATA_SOURCES: dict[str, Callable[..., tuple[Dataset, Dataset]]] = {
     "paper": _paper_data,
     "digits": _image_data("digits"),
     "mnist": _image_data("mnist"),
 }
+
+
+def data_source(name: str) -> Callable[..., tuple[Dataset, Dataset]]:
+    """The loader of a data source: a name in :data:`DATA_SOURCES`, else the path of a
+    dataset file (``.npz``) or directory (:func:`margin_solver.core.data.load_dataset`).
+
+    Raises
+    ------
+    InvalidInputError
+        Neither a known name nor an existing path.
+    """
+    if name in DATA_SOURCES:
+        return DATA_SOURCES[name]
+    if not os.path.exists(name):
+        raise InvalidInputError(
+            f"Unknown data source {name!r}: neither one of {sorted(DATA_SOURCES)} nor a dataset "
+            "file or directory."
+        )
+    return _file_data
 
 
 # -- running the cells of one data point --------------------------------------------------------
@@ -458,7 +533,7 @@ def _run_point(point: PointJob) -> list[dict[str, Any]]:
     cell, config = first.cell, first.config
     try:
         seeds = cell_seeds(cell, config.sweep_seed)
-        train, test = DATA_SOURCES[cell.data](cell, seeds, config.n_test, dict(config.data_options))
+        train, test = data_source(cell.data)(cell, seeds, config.n_test, dict(config.data_options))
         for data in (train, test):
             if isinstance(data, Dataset):
                 data.X.flags.writeable = False
@@ -741,10 +816,7 @@ def _check_known(cells: Sequence[Cell], config: SweepConfig) -> None:
             raise InvalidInputError(
                 f"Unknown method {cell.method!r}; available: {sorted(SWEEP_METHODS)}."
             )
-        if cell.data not in DATA_SOURCES:
-            raise InvalidInputError(
-                f"Unknown data source {cell.data!r}; available: {sorted(DATA_SOURCES)}."
-            )
+        data_source(cell.data)  # raises for an unknown name
         params = (cell.d, cell.T, cell.snr, cell.eta)
         if cell.data == "paper" and params not in checked:
             checked.add(params)
@@ -771,12 +843,14 @@ def _check_image_data(cells: Sequence[Cell], config: SweepConfig) -> None:
     for cell in largest.values():
         options = dict(config.data_options)
         try:
-            DATA_SOURCES[cell.data](
+            data_source(cell.data)(
                 cell, cell_seeds(cell, config.sweep_seed), config.n_test, options
             )
         except TypeError as exc:  # an option the loader does not take
             raise InvalidInputError(f"data options for {cell.data} data: {exc}") from None
         except InvalidInputError as exc:
+            if cell.data not in DATA_SOURCES:  # a file: its message names it
+                raise
             raise InvalidInputError(f"{cell.data} data with options {options}: {exc}") from None
 
 

@@ -244,7 +244,7 @@ def global_lower_bound(
     ----------
     X : array-like of shape (n_samples, n_tokens, n_features)
     y : array-like of shape (n_samples,)
-        Labels in {-1, +1}.
+        Any two labels (read by :func:`margin_solver.core.validation.encode_labels`).
     method : {"auto", "enumerate", "bnb"}, default="auto"
         How LB is computed (with ``R``: LB is the finite-R bound's first stage):
         ``"auto"`` enumerates when ``T**n <= 256`` and runs branch-and-bound otherwise.

@@ -52,7 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--methods", nargs="+", required=True, help=f"methods: {', '.join(sorted(SWEEP_METHODS))}"
     )
     parser.add_argument(
-        "--data", default="paper", choices=sorted(DATA_SOURCES), help="data source (default paper)"
+        "--data",
+        default="paper",
+        metavar="SOURCE",
+        help=f"data source: {', '.join(sorted(DATA_SOURCES))} (default paper), or a dataset "
+        "file (.npz) or directory: each cell draws n of its samples with its seed, flips "
+        "labels with rate eta and tests on the rest",
     )
     parser.add_argument(
         "--data-options",
@@ -167,6 +172,16 @@ def _token_shape(args: argparse.Namespace, options: dict) -> tuple[list[int], li
     if args.snr is not None or args.kappa is not None:
         raise CLIError(f"--snr and --kappa are for synthetic data, not --data {args.data}")
     from margin_solver.bench import realdata
+    from margin_solver.bench.sweeps import DATA_SOURCES, data_source, file_shape
+
+    if args.data not in DATA_SOURCES:
+        data_source(args.data)  # an unknown name: one line, exit 2
+        _, T, d = file_shape(args.data)
+        if options:
+            raise CLIError(f"--data-options are for digits and mnist, not the file {args.data}")
+        if (args.T and args.T != [T]) or (args.d and args.d != [d]):
+            raise CLIError(f"{args.data} holds T={T}, d={d}; leave out --T and --d")
+        return [T], [d]
 
     try:
         T, d = getattr(realdata, f"{args.data}_shape")(**options)

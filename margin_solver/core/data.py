@@ -29,12 +29,12 @@ from margin_solver.core.validation import (
     MAX_MAGNITUDE,
     InvalidInputError,
     check_int,
-    check_labels,
     check_memory,
     check_min_samples,
     check_positive,
     check_seed,
     check_tokens,
+    encode_labels,
     parse_json_object,
 )
 
@@ -308,7 +308,7 @@ class LabelDraw:
 
 
 class Dataset:
-    """Samples of T tokens with labels in {-1, +1} and, when known, how they were made.
+    """Samples of T tokens with labels of any two values and, when known, how they were made.
 
     Parameters
     ----------
@@ -317,18 +317,30 @@ class Dataset:
         is: its shape and dtype are checked here, its values by the blocked passes of
         :mod:`margin_solver.core.ooc` as they read them.
     y : array-like of shape (n_samples,)
-        Observed labels in {-1, +1}.
+        Observed labels: any two values (numbers, booleans or strings). They are held as
+        signs in ``y`` (``classes[0]`` -> -1, ``classes[1]`` -> +1; ``labels`` gives the
+        user's labels back).
     clean_y : array-like of shape (n_samples,), optional
-        Labels before label noise; ``flipped = y != clean_y``.
+        Labels before label noise, among the same two; ``flipped = y != clean_y``.
     signal_index : array-like of int, shape (n_samples,), optional
         Position of the signal token of each sample.
     params : dict, optional
         Generating parameters (JSON-serialisable), e.g. ``d, T, rho, snr, eta, kappa``.
+    classes : array-like of shape (2,), optional
+        The two labels in sign order (:func:`margin_solver.core.validation.encode_labels`;
+        default: -1 and +1, 0 and 1, False and True, else the two labels sorted).
+
+    Attributes
+    ----------
+    y, clean_y : ndarray of int64 in {-1, +1}
+        The labels as signs (what the solvers use).
+    classes : ndarray of shape (2,)
+        The user's labels of -1 and +1.
 
     Raises
     ------
     InvalidInputError
-        Wrong shapes or lengths, NaN/inf, labels not in {-1, +1}, n < 2, a signal
+        Wrong shapes or lengths, NaN/inf, more than two labels, n < 2, a signal
         index outside [0, T), params not a dict.
     """
 
@@ -339,14 +351,17 @@ class Dataset:
         clean_y: Any = None,
         signal_index: Any = None,
         params: dict[str, Any] | None = None,
+        classes: Any = None,
     ):
         self.X = check_disk_tokens(X) if is_on_disk(X) else check_tokens(X)
         n, T, _ = self.X.shape
         check_min_samples(n)
-        self.y = check_labels(y, n).astype(np.int64)
-        self.clean_y = (
-            None if clean_y is None else check_labels(clean_y, n, "clean_y").astype(np.int64)
-        )
+        signs, self.classes = encode_labels(y, n, classes=classes)
+        self.y = signs.astype(np.int64)
+        self.clean_y = None
+        if clean_y is not None:
+            clean, _ = encode_labels(clean_y, n, "clean_y", classes=self.classes)
+            self.clean_y = clean.astype(np.int64)
         self.signal_index = None if signal_index is None else _check_index(signal_index, n, T)
         if params is not None and not isinstance(params, Mapping):
             raise InvalidInputError(f"params must be a dict, got {type(params).__name__}.")
@@ -366,6 +381,15 @@ class Dataset:
     def d(self) -> int:
         """Token dimension."""
         return self.X.shape[2]
+
+    def decode(self, signs: Any) -> np.ndarray:
+        """The user's labels of ``signs`` (>= 0 is ``classes[1]``, as predictions are read)."""
+        return self.classes[(np.asarray(signs) >= 0).astype(int)]
+
+    @property
+    def labels(self) -> np.ndarray:
+        """The observed labels as the user gave them."""
+        return self.decode(self.y)
 
     @property
     def flipped(self) -> np.ndarray | None:
@@ -393,10 +417,11 @@ class Dataset:
         idx = np.arange(self.n)[index]
         return Dataset(
             self.X[idx],
-            self.y[idx],
-            None if self.clean_y is None else self.clean_y[idx],
+            self.decode(self.y[idx]),
+            None if self.clean_y is None else self.decode(self.clean_y[idx]),
             None if self.signal_index is None else self.signal_index[idx],
             {**self.params, "n": len(idx)},
+            classes=self.classes,
         )
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -410,9 +435,10 @@ class Dataset:
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(path.suffix + ".npz")
-        arrays: dict[str, np.ndarray] = {"X": self.X, "y": self.y}
+        # the user's labels, and their sign order (so that one label alone reads back right)
+        arrays: dict[str, np.ndarray] = {"X": self.X, "y": self.labels, "classes": self.classes}
         if self.clean_y is not None:
-            arrays["clean_y"] = self.clean_y
+            arrays["clean_y"] = self.decode(self.clean_y)
         if self.signal_index is not None:
             arrays["signal_index"] = self.signal_index
         try:
@@ -541,7 +567,7 @@ def load_dataset(path: str | os.PathLike) -> Dataset:
     return Dataset.load(path)
 
 
-_MEMBERS = ("X", "y", "clean_y", "signal_index", "params_json")
+_MEMBERS = ("X", "y", "clean_y", "signal_index", "params_json", "classes")
 
 
 def _read_members(npz: Any, name: str) -> dict[str, np.ndarray]:

@@ -103,7 +103,10 @@ def save_on_disk(data: Dataset, path: str | os.PathLike, *, block: int | None = 
     with TokenDirWriter(path, data.X.shape) as writer:
         for lo in range(0, data.n, block):
             writer.write_rows(data.X[lo : lo + block])
-        return writer.finish(_labels(data.y, data.clean_y, data.signal_index, data.params))
+        clean = None if data.clean_y is None else data.decode(data.clean_y)
+        labels = _labels(data.labels, clean, data.signal_index, data.params)
+        labels["classes"] = data.classes  # the user's labels and their sign order
+        return writer.finish(labels)
 
 
 def _labels(y, clean_y, signal_index, params) -> dict[str, np.ndarray]:

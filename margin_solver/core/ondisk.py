@@ -33,7 +33,7 @@ __all__ = ["LABELS_FILE", "TOKENS_FILE", "TokenDirWriter", "read_on_disk"]
 
 TOKENS_FILE = "X.npy"
 LABELS_FILE = "labels.npz"
-_LABEL_MEMBERS = ("y", "clean_y", "signal_index", "params_json")
+_LABEL_MEMBERS = ("y", "clean_y", "signal_index", "params_json", "classes")
 
 
 def read_on_disk(path: str | os.PathLike) -> dict[str, Any]:

@@ -184,23 +184,67 @@ def _sum_of_squares_vouches(arr: np.ndarray, low: float, high: float) -> bool:
 
 
 def check_labels(y: Any, n_samples: int | None = None, name: str = "y") -> np.ndarray:
-    """Validate labels in {-1, +1} and return them as float64 of shape (n,).
+    """Validate labels of any two values and return them as signs, float64 of shape (n,).
 
-    Parameters
-    ----------
-    y : array-like of shape (n_samples,)
-        Labels; must take only the values -1 and +1.
-    n_samples : int, optional
-        Expected length (the number of samples in X).
-    name : str, default="y"
-        Argument name used in error messages.
+    The one place labels are read: ``encode_labels(y, n_samples, name)[0]`` (see there for
+    which label becomes +1).
 
     Raises
     ------
     InvalidInputError
-        On a wrong shape, a length mismatch, NaN/inf or values outside {-1, +1}.
+        On a wrong shape, a length mismatch, NaN/inf, or more than two distinct labels.
     """
-    arr = _as_float_array(y, name)
+    return encode_labels(y, n_samples, name)[0]
+
+
+#: The pairs of labels whose sign is fixed even when only one of them occurs: (-1, +1),
+#: (0, 1) and (False, True) map their first label to -1.
+_KNOWN_PAIRS = ({-1.0, 1.0}, {0.0, 1.0})
+
+
+def encode_labels(
+    y: Any, n_samples: int | None = None, name: str = "y", classes: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Labels of any two values as signs: ``(signs, classes)``, ``classes[0]`` -> -1 and
+    ``classes[1]`` -> +1.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Numbers, booleans or strings taking at most two distinct values.
+    n_samples : int, optional
+        Expected length (the number of samples in X).
+    name : str, default="y"
+        Argument name used in error messages.
+    classes : array-like of shape (2,), optional
+        The two labels in sign order (e.g. those of the observed labels, for the clean ones).
+        Default: the two labels sorted (scikit-learn's order: the larger is +1); with one
+        label present, -1 and +1, 0 and 1, and False and True are still read as a pair.
+
+    Returns
+    -------
+    signs : ndarray of shape (n_samples,), float64 in {-1, +1}
+    classes : ndarray of shape (2,)
+        The user's two labels; ``classes[(signs > 0).astype(int)]`` gives ``y`` back.
+
+    Raises
+    ------
+    InvalidInputError
+        On a wrong shape, a length mismatch, NaN/inf, more than two labels, labels outside
+        ``classes``, or one label alone that is not one of the pairs above.
+
+    Examples
+    --------
+    >>> signs, classes = encode_labels(["cat", "dog", "cat"])
+    >>> signs.tolist(), classes.tolist()
+    ([-1.0, 1.0, -1.0], ['cat', 'dog'])
+    >>> encode_labels([0, 1, 2])  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    margin_solver.core.validation.InvalidInputError: y must hold two labels (any two distinct
+    values), got 3: [0, 1, 2].
+    """
+    arr = _as_label_array(y, name)
     if arr.ndim == 2 and 1 in arr.shape:
         arr = arr.reshape(-1)
     if arr.ndim != 1:
@@ -211,13 +255,61 @@ def check_labels(y: Any, n_samples: int | None = None, name: str = "y") -> np.nd
         raise InvalidInputError(
             f"{name} has {arr.shape[0]} labels but X has {n_samples} samples; they must match."
         )
-    _check_finite(arr, name)
-    values = set(np.unique(arr).tolist())
-    if not values <= {-1.0, 1.0}:
-        shown = sorted(values)[:6]
-        fix = " Use 2 * y - 1." if values <= {0.0, 1.0} else ""
-        raise InvalidInputError(f"{name} must take values in {{-1, +1}}; got {shown}.{fix}")
-    return arr
+    if arr.dtype.kind in "iufb":
+        _check_finite(arr.astype(np.float64), name)
+    values = np.unique(arr)
+    if classes is None:
+        classes = _sign_order(values, name)
+    else:
+        classes = np.asarray(classes)
+        outside = np.setdiff1d(values, classes)
+        if outside.size:
+            raise InvalidInputError(
+                f"{name} holds {_shown(outside)}, not one of the labels {_shown(classes)}."
+            )
+    signs = np.where(arr == classes[1], 1.0, -1.0)
+    return signs, classes
+
+
+def _sign_order(values: np.ndarray, name: str) -> np.ndarray:
+    """The two labels in sign order (see :func:`encode_labels`)."""
+    if len(values) > 2:
+        raise InvalidInputError(
+            f"{name} must hold two labels (any two distinct values), got {len(values)}: "
+            f"{_shown(values)}."
+        )
+    if values.dtype.kind == "b":
+        return np.array([False, True])
+    if values.dtype.kind in "iuf":
+        for pair in _KNOWN_PAIRS:
+            if set(values.tolist()) <= pair:
+                return np.array(sorted(pair), dtype=values.dtype)
+    if len(values) < 2:
+        raise InvalidInputError(
+            f"{name} holds one label only ({_shown(values)}): give the pair as classes, or "
+            "use -1 and +1."
+        )
+    return values
+
+
+def _shown(values: np.ndarray, limit: int = 6) -> str:
+    shown = values[:limit].tolist()
+    return str(shown)[:-1] + ", ...]" if len(values) > limit else str(shown)
+
+
+def _as_label_array(value: Any, name: str) -> np.ndarray:
+    """``value`` as an array of numbers, booleans or strings (labels)."""
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # e.g. ragged nested lists
+        raise InvalidInputError(f"{name} must be an array of labels: {exc}") from None
+    if raw.dtype.kind in "iufbUS":
+        return raw
+    if raw.dtype.kind == "O" and all(isinstance(v, str) for v in raw.reshape(-1)):
+        return raw.astype(str)
+    raise InvalidInputError(
+        f"{name} must hold numbers, booleans or strings, got dtype {raw.dtype}."
+    )
 
 
 def check_min_samples(n: int, minimum: int = 2, name: str = "X") -> None:

@@ -480,7 +480,9 @@ def gradient_descent(
         Training tokens; a :class:`~margin_solver.core.data.Dataset` also supplies ``y``
         and the clean labels / signal index used for the trajectory's metrics.
     y : array-like of shape (n_samples,), optional
-        Labels in {-1, +1}; required unless ``X`` is a Dataset.
+        Any two labels (numbers, booleans or strings; read once by
+        :func:`margin_solver.core.validation.encode_labels`: the larger is +1);
+        required unless ``X`` is a Dataset.
     schedule : {"two-step", "constant", "normalized"}, default="two-step"
     steps : int, optional
         Number of steps; fixed at 2 for ``"two-step"``, default 1000 otherwise.

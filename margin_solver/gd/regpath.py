@@ -207,7 +207,9 @@ def regularization_path(
     ----------
     X : Dataset or array-like of shape (n_samples, n_tokens, n_features)
     y : array-like of shape (n_samples,), optional
-        Labels in {-1, +1}; required unless ``X`` is a Dataset.
+        Any two labels (numbers, booleans or strings; read once by
+        :func:`margin_solver.core.validation.encode_labels`: the larger is +1);
+        required unless ``X`` is a Dataset.
     R : float, default=1.0
         Attention radius: ``||p|| <= R``.
     lambdas : iterable of float, optional
@@ -286,7 +288,9 @@ def constrained_path(
     ----------
     X : Dataset or array-like of shape (n_samples, n_tokens, n_features)
     y : array-like of shape (n_samples,), optional
-        Labels in {-1, +1}; required unless ``X`` is a Dataset.
+        Any two labels (numbers, booleans or strings; read once by
+        :func:`margin_solver.core.validation.encode_labels`: the larger is +1);
+        required unless ``X`` is a Dataset.
     R : float, default=1.0
         Attention radius: ``||p|| <= R``.
     radii : iterable of float

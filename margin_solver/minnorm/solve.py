@@ -303,7 +303,9 @@ def solve_min_norm(
         :mod:`margin_solver.core.ondisk`) runs in the kernel form with the passes over X in blocks
         (:mod:`margin_solver.core.ooc`; on Dask inside ``ooc.execution(scheduler=...)``).
     y : array-like of shape (n_samples,), optional
-        Labels in {-1, +1}; required unless ``X`` is a Dataset.
+        Any two labels (numbers, booleans or strings; read once by
+        :func:`margin_solver.core.validation.encode_labels`: the larger is +1);
+        required unless ``X`` is a Dataset.
     R : float
         Radius of the ball ``||p|| <= R`` (positive, finite). Scores ``X_i p`` are of order
         ``R * ||x||``; for the paper's data (noise tokens of norm about ``sigma sqrt(d)``)

@@ -366,7 +366,7 @@ def solve_vstep(
         Fixed features z_i (for attention, z_i = X_i^T softmax(X_i p)). May be None when
         ``K`` is given; then ``v`` is not materialised and ``coef`` carries the solution.
     y : array-like of shape (n_samples,)
-        Labels in {-1, +1}.
+        Any two labels (read by :func:`margin_solver.core.validation.encode_labels`).
     solver : {"ecos", "clarabel", "ldp", "primal"}, default="ecos"
         Engine to try first. ``"ecos"`` and ``"clarabel"`` solve the Gram-reduced SOCP in n
         variables, ``"ldp"`` solves it exactly by one NNLS, ``"primal"`` solves the SOCP in
