@@ -67,6 +67,12 @@ def method_options(size: str) -> dict[str, dict[str, Any]]:
     }
 
 
+def normalized_options(size: str) -> dict[str, dict[str, Any]]:
+    """``heads-mnist-normalized``: 500 normalised GD steps of the default length ``1 / nu``
+    from a random start (the constant default step diverged on some MNIST cells)."""
+    return {"gd-normalized": {"steps": GD_STEPS, "init": "random"}}
+
+
 #: Largest n of the min-norm cells of ``heads-mnist`` (quick, full).
 MIN_NORM_MAX_N = (100, 200)
 
@@ -107,7 +113,11 @@ def plot_heads(csv: str | Path, out: str | Path) -> Path:
     methods = [m for m in HEADS_METHODS if any(r["method"] == m for r in rows)]
     methods += sorted({r["method"] for r in rows} - set(methods))
     colours = ("#0072B2", "#E69F00", "#009E73", "#CC79A7")  # Okabe-Ito: colour-blind safe
-    titles = {"min-norm": "min-norm interpolator", "gd-long": f"GD, {GD_STEPS} steps"}
+    titles = {
+        "min-norm": "min-norm interpolator",
+        "gd-long": f"GD, {GD_STEPS} steps",
+        "gd-normalized": f"normalised GD, {GD_STEPS} steps",
+    }
     fig = Figure(figsize=(4.2 * max(len(methods), 1) + 1.8, 3.6), layout="constrained")
     axes = fig.subplots(1, max(len(methods), 1), sharey=True, squeeze=False)[0]
     train = aggregate(rows, ("method", "heads", "n"), lambda r: 1 - r["train_error"])

@@ -23,7 +23,13 @@ from typing import Any
 import numpy as np
 
 from margin_solver.bench import study_plots
-from margin_solver.bench.heads_study import HEADS_METHODS, HEADS_SETTINGS, mnist_max_n, plot_heads
+from margin_solver.bench.heads_study import (
+    HEADS_METHODS,
+    HEADS_SETTINGS,
+    mnist_max_n,
+    normalized_options,
+    plot_heads,
+)
 from margin_solver.bench.realdata import (
     digits_shape,
     load_mnist,
@@ -273,6 +279,9 @@ _HEADS_MNIST = dataclasses.replace(
     **{**HEADS_SETTINGS, "max_n": mnist_max_n},
 )
 
+# The same with normalised GD steps (a constant step of the default size diverged on some cells).
+_HEADS_MNIST_NORMALIZED = dataclasses.replace(_HEADS_MNIST, method_options=normalized_options)
+
 
 def _image_plot(csv: Path, png: Path) -> Path:
     r = load_results(csv)[0]
@@ -437,6 +446,17 @@ STUDIES: dict[str, Study] = {
             ("train_error", "test_error_clean", "test_error_noisy"),
             needs_path=True,
             methods=HEADS_METHODS,
+        ),
+        Study(
+            "heads-mnist-normalized",
+            "Real data with 1, 2 and 4 heads: MNIST, normalised GD (authors' reply, Q3)",
+            _HEADS_MNIST_NORMALIZED.grids,
+            _HEADS_MNIST_NORMALIZED.config,
+            plot_heads,
+            ("n", "heads"),
+            ("train_error", "test_error_clean", "test_error_noisy"),
+            needs_path=True,
+            methods=("gd-normalized",),
         ),
         Study(
             "trajectories", "GD trajectories against the min-norm solution", custom=_trajectories
