@@ -16,7 +16,9 @@ a local copy, ``margin-solver bench --mnist PATH``), with
 * heads H in {1, 2, 4}, as a grid axis of the sweep;
 * methods: GD for a fixed budget like the authors' (``gd-long`` with 500 constant steps of the
   package's default size, from a small random initialisation: heads started at zero stay
-  identical) and the min-norm interpolator (``min-norm``, R = 100 / nu,
+  identical; ``heads-mnist-normalized``: 500 normalised steps of length ``1 / nu``, since the
+  constant default step diverged on some MNIST cells, docs/benchmarks.md) and the min-norm
+  interpolator (``min-norm``, R = 100 / nu,
   :func:`margin_solver.minnorm.multihead.solve_min_norm_heads`), on MNIST only up to
   :data:`MIN_NORM_MAX_N` images (its solve grows with (n T)^2 and more: a first-starts solve
   at n = 400 took minutes), with the budget of :func:`method_options`.
