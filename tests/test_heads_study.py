@@ -220,3 +220,34 @@ def test_cli_heads_flags(tmp_path, paper, capsys):
     assert main(["check", str(data), "--heads", "2"]) == 0
     assert "outside the theory" in capsys.readouterr().out
     assert main(["gd", str(data), "--heads", "0"]) == 2
+
+
+def test_mnist_reply_summary_rows_average_over_seeds_and_count_statuses():
+    from margin_solver.bench.measure.mnist_reply import summary_rows
+
+    def cell(method, seed, train, status="completed"):
+        return {
+            "method": method,
+            "heads": 2,
+            "n": 50,
+            "seed": seed,
+            "status": status,
+            "train_error": train,
+            "test_error_clean": 0.2,
+            "test_error_noisy": 0.3,
+            "seconds": 4.0,
+        }
+
+    rows = summary_rows(
+        [
+            cell("min-norm", 0, None, "no_feasible_point_found"),
+            cell("gd-long", 0, 0.0),
+            cell("gd-long", 1, 0.5, "diverged"),
+        ]
+    )
+    assert [r["method"] for r in rows] == ["gd-long", "min-norm"]
+    gd, mn = rows
+    assert gd["seeds"] == 2 and gd["train accuracy"] == "0.750 ± 0.250"
+    assert gd["test accuracy (clean)"] == "0.800 ± 0.000"
+    assert gd["statuses"] == "completed 1, diverged 1"
+    assert mn["train accuracy"] == "-" and mn["statuses"] == "no_feasible_point_found 1"

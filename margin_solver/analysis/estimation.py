@@ -522,6 +522,17 @@ class NoiseGeometry:
         ``max_a | ||xi_a||^2 / mean_b ||xi_b||^2 - 1 |`` over all noise tokens.
     signal_cosine : float or None
         ``max_{a, c} |cos(xi_a, mu_c)|`` over all noise tokens and non-zero signal means.
+    overlap_floor : float or None
+        A lower bound on ``max_overlap`` whatever token of each sample is its signal token
+        (for estimated signal positions that may be wrong): the largest ``w`` such that, for
+        two samples i != j of the Gram samples, at least two tokens of i each have an
+        overlap ``|<x_a, x_b>| / min(||x_a||^2, ||x_b||^2) >= w`` with at least two tokens
+        of j. Whichever token of i and of j is removed as the signal, one such pair of noise
+        tokens remains.
+    overlap_ceiling : float or None
+        ``max_{a != b} |<x_a, x_b>| / min(||x_a||^2, ||x_b||^2)`` over every token of the
+        Gram samples, signal tokens included: an upper bound on ``max_overlap`` whatever the
+        signal positions (over every pair of noise tokens only when not ``subsampled``).
     """
 
     n_tokens: int
@@ -531,6 +542,8 @@ class NoiseGeometry:
     median_crosstalk: float | None
     norm_deviation: float | None
     signal_cosine: float | None
+    overlap_floor: float | None = None
+    overlap_ceiling: float | None = None
 
 
 def noise_geometry(
@@ -542,10 +555,12 @@ def noise_geometry(
 ) -> NoiseGeometry:
     """Measure near-orthogonality, cross-talk, norm concentration and signal overlap of the noise.
 
-    The Gram matrix of noise tokens costs O(N^2 d) for ``N = n (T - 1)``; when ``n T``
-    exceeds ``max_tokens`` it is computed on the noise tokens of a random subset of
-    ``max_tokens // T`` samples (the maximum over a subset can only underestimate the
-    maximum over all pairs). Norms and signal overlaps always use every token (O(N d)).
+    The Gram matrix of every token (the noise tokens' is a part of it; the whole gives the
+    bounds on the overlap whatever the signal positions, ``overlap_floor`` and
+    ``overlap_ceiling``) costs O((n T)^2 d); when ``n T`` exceeds ``max_tokens`` it is
+    computed on the tokens of a random subset of ``max_tokens // T`` samples (the maximum
+    over a subset can only underestimate the maximum over all pairs). Norms and signal
+    overlaps always use every token (O(N d)).
 
     Parameters
     ----------
@@ -582,23 +597,31 @@ def noise_geometry(
             np.max(np.abs(xi[positive] @ mus.T) / np.sqrt(sq_norms[positive])[:, None])
         )
     subsampled = n * T > max_tokens
-    if subsampled:
-        chosen = np.sort(rng.choice(n, size=max(2, max_tokens // T), replace=False))
-        gram_xi = noise_tokens(X[chosen], signal_index[chosen])
-    else:
-        gram_xi = xi
-    m = gram_xi.shape[0]
-    # G, |G| and |G| / own live at once.
+    chosen = (
+        np.sort(rng.choice(n, size=max(2, max_tokens // T), replace=False))
+        if subsampled
+        else np.arange(n)
+    )
+    m = len(chosen) * T
+    # the Gram matrix of every token, its overlaps and a partitioned copy, the noise part
     check_memory(
-        3 * 8 * m * m,
-        f"the noise-token Gram matrix ({m} x {m}, float64) and two temporaries",
+        5 * 8 * m * m,
+        f"the token Gram matrix ({m} x {m}, float64) and four temporaries",
         "lower Constants.max_tokens (check --constant max_tokens=...), which subsamples it",
     )
-    G = gram_xi @ gram_xi.T
+    flat = X[chosen].reshape(m, d)
+    G_all = flat @ flat.T
+    floor, ceiling = _overlap_bounds(G_all, len(chosen), T)
+    keep = np.ones((len(chosen), T), dtype=bool)
+    keep[np.arange(len(chosen)), signal_index[chosen]] = False
+    G = G_all[np.ix_(keep.ravel(), keep.ravel())]
+    del G_all
     own = np.diag(G).copy()
     ok = own > 0
     if ok.sum() < 2:
-        return NoiseGeometry(N, G.shape[0], subsampled, None, None, norm_dev, signal_cos)
+        return NoiseGeometry(
+            N, G.shape[0], subsampled, None, None, norm_dev, signal_cos, floor, ceiling
+        )
     G, own = G[np.ix_(ok, ok)], own[ok]
     np.fill_diagonal(G, 0.0)
     max_overlap = float(np.max(np.abs(G) / own[:, None]))
@@ -612,4 +635,34 @@ def noise_geometry(
         median_crosstalk=float(np.median(crosstalk)),
         norm_deviation=norm_dev,
         signal_cosine=signal_cos,
+        overlap_floor=floor,
+        overlap_ceiling=ceiling,
     )
+
+
+def _overlap_bounds(G: np.ndarray, n: int, T: int) -> tuple[float | None, float | None]:
+    """``(overlap_floor, overlap_ceiling)`` of :class:`NoiseGeometry` from the Gram matrix of
+    every token of ``n`` samples (T each, sample-major); None where undefined."""
+    own = np.diag(G).copy()
+    if n < 2 or T < 2:
+        return None, _ceiling(G, own)
+    # a token of norm zero has no overlap (noise_geometry leaves it out): 0 keeps the floor
+    # a lower bound
+    smaller = np.minimum(own[:, None], own[None, :])
+    W = np.divide(np.abs(G), smaller, out=np.zeros_like(G), where=smaller > 0)
+    blocks = W.reshape(n, T, n, T)
+    # per token a of sample i and sample j: the second largest overlap with j's tokens
+    second = -np.partition(-blocks, 1, axis=3)[..., 1]  # (n, T, n)
+    # per pair (i, j): the second largest of those over i's tokens
+    pair = -np.partition(-second, 1, axis=1)[:, 1, :]  # (n, n)
+    np.fill_diagonal(pair, -np.inf)
+    return float(pair.max()), _ceiling(G, own)
+
+
+def _ceiling(G: np.ndarray, own: np.ndarray) -> float | None:
+    ok = own > 0
+    if ok.sum() < 2:
+        return None
+    W = np.abs(G[np.ix_(ok, ok)]) / np.minimum(own[ok][:, None], own[ok][None, :])
+    np.fill_diagonal(W, 0.0)
+    return float(W.max())

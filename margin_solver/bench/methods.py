@@ -242,3 +242,13 @@ def gd_long(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
     :data:`GD_LONG_STEPS`; ``step_size``; ``weight_decay``; ``init``).
     """
     return _gd(train, test, call, schedule="constant")
+
+
+@register_method("gd-normalized")
+def gd_normalized(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
+    """Long GD with steps of fixed length along the normalised gradient (default length
+    ``1 / nu``), which cannot blow up as a constant step too large for the data does.
+
+    Options as ``gd-long`` (``steps``, default :data:`GD_LONG_STEPS`; ``step_size``; ``init``).
+    """
+    return _gd(train, test, call, schedule="normalized")

@@ -135,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
         code = EXIT_CAVEAT  # an answer, but not the certified one that was asked for
     if code != EXIT_OK:
         what = "not certified" if result.success else result.status
+        hint = getattr(result, "radius_hint", None)
+        if hint is not None and hint.finding == "found":
+            what += f"; an interpolator exists at --R {hint.R_found:.6g}"
         print(f"margin-solver solve: {what} (exit {code}; see the status line)", file=sys.stderr)
     return code
 
@@ -171,6 +174,9 @@ def _summary(result: MinNormResult, data) -> str:
         f"  certified   {'yes' if result.certified else 'no'} (gap_tol {result.gap_tol:g}, "
         f"feas_tol {result.feas_tol:g}{', v rescaled' if result.repaired else ''})",
     ]
+    hint = getattr(result, "radius_hint", None)  # multi-head results have none
+    if hint is not None:
+        lines.append(f"  larger R    {hint.finding}: {hint.message}")
     if result.v is None:
         return "\n".join(lines)
     if not result.solution_present:

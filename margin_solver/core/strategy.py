@@ -174,6 +174,14 @@ class Strategy:
     # "Continuation in R": penalty weights tried in turn when the exact descent cannot start
     rescue_eps: tuple[float, ...] = _entry((1e-2, 1e-4, 1e-6), _weights(None))
 
+    # -- what would help when no start interpolates (margin_solver.minnorm.radius)
+    # "Radius continuation": start directions the continuation in R tries
+    radius_directions: int = _entry(6, _count(1))
+    # "Radius continuation": doublings of R (the largest radius tried is 2^k R)
+    radius_doublings: int = _entry(12, _count(0))
+    # "Radius continuation": geometric bisections between the last two radii
+    radius_bisections: int = _entry(8, _count(0))
+
     # -- the screen (margin_solver.minnorm.search, screen_k)
     # "The screen": best realisable selections whose realisations it tries
     screen_selections: int = _entry(48, _count(0))

@@ -75,6 +75,7 @@ from margin_solver.descent.alternating import (
     descend,
     norm,
 )
+from margin_solver.minnorm.radius import RadiusHint, proven_none, radius_hint
 from margin_solver.minnorm.search import (
     hard_descend,
     nearly_hard,
@@ -216,6 +217,13 @@ class MinNormResult(ResultMixin):
         ``nodes`` plus the exact v-step solves of every descent and polish run (their
         ``n_eval``; the polish's linearised SVMs and the realisations' attention SVMs are
         not counted): a count of the solve's work, the same on any machine and load.
+    radius_hint : RadiusHint or None
+        When no interpolator was found at R (``"no_feasible_point_found"``, or ``"infeasible"``
+        proven at this R only), what would help: the smallest R at which continuation in R
+        found one, or that none was found within its budget
+        (:func:`margin_solver.minnorm.radius.radius_hint`); with ``"infeasible"`` proven for
+        every R, that proof (finding ``"none_exists"``). None when a feasible point is
+        attached. The message ends with it.
     repaired : bool
         True when the descent's v fell short of ``min_margin >= 1 - feas_tol`` in the dense
         recomputation and was rescaled by ``1 / min_margin`` (a feasible point with a
@@ -254,6 +262,7 @@ class MinNormResult(ResultMixin):
     repaired: bool = False
     nodes: int = 0
     work: int = 0
+    radius_hint: RadiusHint | None = None
 
     @property
     def normalized_margin(self) -> float:
@@ -530,7 +539,9 @@ class _Solve:
             f"opposite labels, so f(X_{i}; v, p) = f(X_{j}; v, p) for every (v, p) and R"
             + (f" ({len(conflicts)} such pairs)" if len(conflicts) > 1 else "")
         )
-        return _no_point(self.R, "dense", INFEASIBLE, why, None, self.start_time, self.tol)
+        result = _no_point(self.R, "dense", INFEASIBLE, why, None, self.start_time, self.tol)
+        result.radius_hint = proven_none(self.R, why)
+        return result
 
     def _bound_seconds(self, spent: float = 0.0) -> float:
         """The bound's guard: what is left of ``bound_time_limit`` after ``spent`` seconds of
@@ -552,10 +563,25 @@ class _Solve:
             X=self.X,
         )
 
-    def _infeasible(self, why: str) -> MinNormResult:
-        return _no_point(
+    def _infeasible(self, why: str, every_R: bool = True) -> MinNormResult:
+        """``infeasible`` with its proof ``why``: for every R (``every_R``), else at this R
+        only, and then what a larger R gives (:meth:`_hint`)."""
+        result = _no_point(
             self.R, self.form.name, INFEASIBLE, why, self.bound, self.start_time, self.tol
         )
+        if every_R:
+            result.radius_hint = proven_none(self.R, why)
+        else:
+            self._hint(result)
+        return result
+
+    def _hint(self, result: MinNormResult) -> None:
+        """Attach to ``result`` what would help at a larger R (continuation in R)."""
+        hint = radius_hint(
+            self.form, self.y, self.R, self.runs, self.strategy, deadline=self.deadline
+        )
+        result.radius_hint = hint
+        result.message += f"; what would help: {hint.message}"
 
     def hard_bound(self) -> MinNormResult | None:
         """With ``certify``, LB before the starts: its proof of infeasibility, its selection
@@ -753,7 +779,8 @@ class _Solve:
             self.progress,
         )
         if self.bound.status == INFEASIBLE:
-            return self._infeasible(_infeasibility_proof(self.bound))
+            proof = _infeasibility_proof(self.bound)
+            return self._infeasible(proof, every_R=proof == _LB_INFEASIBLE)
         if self.bound.point is not None:
             more = [("bound_point", _bound_point(self.form, self.X, self.bound.point), None)]
             self._run(more)
@@ -809,6 +836,7 @@ class _Solve:
                 if what:
                     result.message += f": {', '.join(what)}"
             result.start_norms = start_norms
+            self._hint(result)
         if skipped and feasible:
             result.message += f"; starts not run (time limit): {', '.join(skipped)}"
         if self.search_cut and feasible:

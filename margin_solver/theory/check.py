@@ -639,6 +639,7 @@ def _conditions(
             f"(commonality ratio {est.signal_index_margin:.3g} < 2)"
         )
     norm_holds = None if index_doubt else _at_most(geo.norm_deviation, c.norm_tol)
+    orth_holds, orth_why = _orthogonality(geo, c.orth_C / n, index_doubt)
     sn_holds = None if index_doubt or not sn_binds else _at_most(geo.signal_cosine, sn_bound)
     where = "Thm 3.3" if gd else "min-norm theorem"
     rows = [
@@ -763,10 +764,11 @@ def _conditions(
             source="authors' reply, Q3.1 (sufficient separation between token inner products)",
             formula="max_{a!=b} |<xi_a, xi_b>| / ||xi_a||^2 <= C_orth / n",
             constant=f"C_orth = {c.orth_C:g}",
-            holds=_at_most(geo.max_overlap, c.orth_C / n),
+            holds=orth_holds,
             estimated=est.estimated_index,
             role=SOFT,
-            note="noise tokens not near-orthogonal at the n-sample scale the proofs use "
+            note=orth_why
+            or "noise tokens not near-orthogonal at the n-sample scale the proofs use "
             "(d ~ n^2 log n)",
         ),
         _row(
@@ -861,6 +863,28 @@ def _thresholds(
         return (*fixed, row)
     upper = entry.upper_C if entry.upper_C is not None else c.gd_upper_C
     return (entry.kappa_harmful, entry.kappa_benign, upper, row)
+
+
+def _orthogonality(geo: NoiseGeometry, bound: float, index_doubt: str) -> tuple[bool | None, str]:
+    """``(holds, note)`` of the noise-orthogonality row. At reliable signal positions the
+    measured overlap decides; at unreliable ones only a verdict that holds whatever token of
+    each sample is the signal: fails when ``overlap_floor`` exceeds the bound, holds when
+    ``overlap_ceiling`` (every pair of tokens, not subsampled) is within it."""
+    if not index_doubt:
+        return _at_most(geo.max_overlap, bound), ""
+    floor, ceiling = geo.overlap_floor, geo.overlap_ceiling
+    if floor is not None and not _at_most(floor, bound):
+        return False, (
+            f"fails whatever token of each sample is the signal token: two samples share "
+            f"overlaps >= {floor:.3g} > {bound:.3g} between two pairs of tokens (signal "
+            "positions unreliable, so the verdict does not use them)"
+        )
+    if ceiling is not None and not geo.subsampled and _at_most(ceiling, bound):
+        return True, (
+            f"holds whatever token of each sample is the signal token: every pair of tokens "
+            f"overlaps <= {ceiling:.3g}"
+        )
+    return None, index_doubt
 
 
 def _method_rows(

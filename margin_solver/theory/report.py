@@ -9,7 +9,7 @@ from typing import Any
 from margin_solver.analysis.estimation import EstimateIntervals, NoiseGeometry, SignalNoiseEstimate
 from margin_solver.core.results import RecordMixin, Renamed, format_cell, renamed
 from margin_solver.theory.constants import DISCLAIMER, Constants
-from margin_solver.theory.rules import Condition, Regime
+from margin_solver.theory.rules import SOFT, Condition, Regime
 
 __all__ = ["ConditionReport", "ObservedBehaviour", "format_report"]
 
@@ -176,6 +176,14 @@ def format_report(report: ConditionReport) -> str:
             f"SNR [{format_cell(ci.snr[0])}, {format_cell(ci.snr[1])}], eta "
             f"[{format_cell(ci.eta[0])}, {format_cell(ci.eta[1])}]"
         )
+    undecided = [
+        r for r in report.conditions if r.holds is None and r.role != SOFT and r.note
+    ]  # soft rows' reasons are among the warnings
+    if any(r.estimated for r in undecided) and ci is not None:
+        out.append(
+            "  (these intervals hold the estimated signal positions fixed; rows resting on "
+            "estimates that cannot be trusted say 'cannot tell' whatever their intervals)"
+        )
     out += [
         "",
         line(head),
@@ -187,6 +195,8 @@ def format_report(report: ConditionReport) -> str:
     ]
     if report.snr_regime != report.predicted_regime:
         out.append(f"SNR side alone: {report.snr_regime}")
+    for r in undecided:
+        out.append(f"undecided: {r.name}: {r.note}")
     for w in report.warnings:
         out.append(f"warning: {w}")
     obs = report.observed
