@@ -47,6 +47,8 @@ def test_refused_sweeps_and_benches_write_nothing(files, tmp_path, capsys):
         "sweep snr 1e300",
         "sweep snr overflowing rho",
         "sweep scheduler scheme",
+        "sweep scheduler nothing listening",
+        "bench scheduler nothing listening",
         "bench mnist missing",
         "sweep out json",
     ):

@@ -3,6 +3,7 @@ exits with status 2 and exactly one line on stderr that names the problem; never
 
 import json
 import re
+import socket
 
 import numpy as np
 import pytest
@@ -71,7 +72,15 @@ def files(tmp_path_factory):
     paths["device"] = device_node(root / "device")
     paths["link"] = root / "link.csv"
     paths["link"].symlink_to(paths["blocker"])
+    paths["free_port"] = _free_port()
     return paths
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound once by the OS, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 SWEEP = [
@@ -349,6 +358,37 @@ CASES = {
     "sweep scheduler port range": (
         [*SWEEP, "--kappa", "1", "--scheduler", "tcp://127.0.0.1:99999", "--out", "{dir}/s.csv"],
         r"port 99999 is outside",
+    ),
+    # issue 43: nothing listens there; the error came after 20-40 s of dask's retries
+    "sweep scheduler nothing listening": (
+        [
+            *SWEEP,
+            "--kappa",
+            "1",
+            "--scheduler",
+            "tcp://127.0.0.1:{free_port}",
+            "--out",
+            "{dir}/s.csv",
+        ],
+        r"no server accepts connections at 127.0.0.1:\d+",
+    ),
+    "solve scheduler nothing listening": (
+        ["solve", "{good}", "--R", "1", "--scheduler", "tcp://127.0.0.1:{free_port}"],
+        r"Cannot reach the Dask scheduler at 'tcp://127.0.0.1:\d+'",
+    ),
+    "bench scheduler nothing listening": (
+        [
+            "bench",
+            "--tiny",
+            "--only",
+            "phase",
+            "--no-progress",
+            "--out",
+            "{dir}/bench_dask",
+            "--scheduler",
+            "tcp://127.0.0.1:{free_port}",
+        ],
+        r"no server accepts connections",
     ),
     "bench mnist missing": (
         [
