@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from margin_solver._version import __version__
-from margin_solver.bench import sweeps
 from margin_solver.bench.methods import SWEEP_METHODS, register_method
 from margin_solver.bench.resultlog import read_rows
 from margin_solver.bench.sweeps import (

@@ -231,9 +231,7 @@ def check_positive(value: Any, name: str, allow_inf: bool = False) -> float:
     try:
         out = float(value)
     except (TypeError, ValueError):
-        raise InvalidInputError(
-            f"{name} must be a positive number, got {shown(value)}."
-        ) from None
+        raise InvalidInputError(f"{name} must be a positive number, got {shown(value)}.") from None
     except OverflowError:  # a Python int beyond float64 (10**400)
         raise InvalidInputError(
             f"{name} = {shown(value)} is too large for a float64 (at most about 1.8e308)."
