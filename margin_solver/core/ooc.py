@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from margin_solver.core.guard import Guard, Progress
 from margin_solver.core.validation import InvalidInputError, check_memory
 
 __all__ = [
@@ -307,12 +308,15 @@ def _checked_peak(block: np.ndarray, where: str) -> float:
 
 
 # -- the three passes ---------------------------------------------------------------------------
-def token_gram(X: np.ndarray) -> tuple[np.ndarray, float]:
+def token_gram(X: np.ndarray, guard: Guard | None = None) -> tuple[np.ndarray, float]:
     """Token Gram matrix ``H = X X^T`` (nT, nT) in blocks of columns, and ``max |X|``.
 
     Parameters
     ----------
     X : ndarray or numpy.memmap of shape (n, T, d), float64
+    guard : Guard, optional
+        The caller's time limit, checked between blocks (locally); raises
+        :class:`~margin_solver.core.guard.TimeLimitReached` once it has passed.
 
     Returns
     -------
@@ -339,15 +343,22 @@ def token_gram(X: np.ndarray) -> tuple[np.ndarray, float]:
     with _timed("token Gram product", X, "columns", step):
         if settings.client is not None:
             return _dask_gram(X, step, settings.client)
+        guard = Guard() if guard is None else guard
         read = _reader(X)
         H = np.zeros((m, m))
         peak = 0.0
-        for cols in _spans(d, step):
+        spans = _spans(d, step)
+        progress = Progress("token Gram product", len(spans), "blocks of columns")
+        for k, cols in enumerate(spans):
+            guard.check(f"the token Gram product ({k} of {len(spans)} blocks of columns done)")
+            start = time.perf_counter()
             block = read(slice(None), cols).reshape(m, -1)
             peak = max(peak, _checked_peak(block, f"columns {cols.start}..{cols.stop - 1}"))
             if cols.start == 0 and cols.stop == d:
                 return block @ block.T, peak  # the in-memory product, bitwise
             H += block @ block.T
+            guard.measured(m * m * block.shape[1], time.perf_counter() - start)
+            progress.update(k + 1)
         return H, peak
 
 
