@@ -306,7 +306,8 @@ def solve_min_norm(
         ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``. Both build
         the (nT, nT) token Gram matrix once, for the selection starts and the bound.
     n_random_starts : int, default=2
-        Random starts in addition to the deterministic ones.
+        Random starts in addition to the deterministic ones, drawn one at a time (any
+        count: memory does not grow with it, and ``time_limit`` stops them).
     seed : int or None, default=0
         Seed of the random starts (numpy Generator).
     max_iter : int, default=500
@@ -352,7 +353,10 @@ def solve_min_norm(
         certified ``"optimal"`` (the default of mixed-integer solvers, e.g. Gurobi's
         MIPGap; docs/statuses.md says how it was chosen and when to raise it).
     time_limit : float, default=inf
-        A guard on the whole call (lower bound, starts, descents), in seconds. Every stage
+        A guard on the whole call (set-up, lower bound, starts, descents), in seconds: the
+        token Gram product is checked between its blocks, and an attention SVM that the
+        guard predicts cannot finish in time is not started (the other starts still run;
+        :mod:`margin_solver.core.guard`). Every stage
         has a budget of work, so that the answer is the same on any machine; this guard
         only stops the call early: on expiry the best feasible point so far is returned
         with status ``"time_limit"`` (unless it is certified ``"optimal"``), or
