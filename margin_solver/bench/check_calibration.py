@@ -47,11 +47,11 @@ def _sizes(size: str) -> dict[str, Any]:
         return {"n": [12], "d": [300], "kappa": [0.5, 4.0, 16.0], "calib": [0], "valid": [1]}
     if size == "quick":
         return {
-            "n": [40],
-            "d": [2000],
+            "n": [24],
+            "d": [1000],
             "kappa": list(KAPPAS),
-            "calib": [0, 1, 2],
-            "valid": [3, 4, 5],
+            "calib": [0, 1],
+            "valid": [2, 3],
         }
     return {
         "n": [40, 100],
