@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import itertools
 import time
+import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
 
-from margin_solver.core import kernel
-from margin_solver.core.data import PaperDistribution
+from margin_solver.analysis.compare import compare
+from margin_solver.core import kernel, ooc
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.generate import save_on_disk
 from margin_solver.core.guard import Guard, TimeLimitReached
 from margin_solver.core.results import ConvergenceWarning
+from margin_solver.core.validation import InvalidInputError
+from margin_solver.gd.endpoints import gradient_descent
 from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.svm import selection
+from margin_solver.theory import Constants, check_conditions
+from margin_solver.theory.check import N_BOOT
 
 DATA = PaperDistribution(d=50, T=3, snr=0.8, eta=0.0).sample(12, seed=0)
 
@@ -99,3 +107,64 @@ def test_a_billion_random_starts_stop_at_the_time_limit(ticking_clock):
     assert res.status == "time_limit" and res.solution_present
     assert len(res.start_norms) < 100
     assert "random_999999999" in res.message
+
+
+# --- memory on a memory map: every pass reads the dataset directory in blocks ----------------
+@pytest.fixture(scope="module")
+def on_disk(tmp_path_factory):
+    """A dataset directory of 8.8 MiB (n = 120, T = 32, d = 300) without the generating
+    parameters, so that the checker estimates the signal index and the classes too, and the
+    same tokens in memory."""
+    full = PaperDistribution(d=300, T=32, snr=1.0, eta=0.1).sample(120, seed=0)
+    memory = Dataset(full.X, full.y)
+    return Dataset.load(save_on_disk(memory, tmp_path_factory.mktemp("ooc") / "d")), memory
+
+
+def _peak(call) -> tuple[object, int]:
+    """What ``call()`` returns and the peak of memory traced while it ran."""
+    tracemalloc.start()
+    try:
+        return call(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+BLOCK = 64 * 2**10
+
+
+def test_check_conditions_reads_the_memory_map_in_blocks(on_disk):
+    # it copied the tokens (1.24 GiB traced for a 610 MiB X.npy); now a few blocks, the n
+    # signal tokens (n d floats) and the noise Gram of max_tokens tokens stay in memory
+    disk, memory = on_disk
+    constants = Constants(max_tokens=160)  # a noise Gram of 5 samples' 155 tokens
+    with ooc.execution(block_bytes=BLOCK), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        report, peak = _peak(lambda: check_conditions(disk, constants=constants))
+    # blocks, three copies of the signal tokens (n d), the noise Gram and its two
+    # temporaries, four arrays of the bootstrap's replicates (N_BOOT d): none grows with T
+    bound = 6 * BLOCK + 3 * 120 * 300 * 8 + 3 * 155**2 * 8 + 4 * N_BOOT * 300 * 8
+    assert peak < bound < disk.X.nbytes / 2
+    assert str(report) == str(check_conditions(memory, constants=constants))
+
+
+def test_gradient_descent_and_compare_read_the_memory_map_in_blocks(on_disk):
+    disk, _ = on_disk
+    with ooc.execution(block_bytes=BLOCK), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # two steps leave errors here
+        gd, peak = _peak(lambda: gradient_descent(disk))
+        # (n, T) scores and values, vectors of length d and blocks: a tenth of a copy of X
+        assert peak < disk.X.nbytes / 10
+        assert _peak(lambda: compare(gd, gd, disk, disk))[1] < disk.X.nbytes / 10
+
+
+def test_nan_in_the_last_block_on_disk_is_refused_by_the_checker(tmp_path):
+    clean = PaperDistribution(d=50, T=4, snr=1.0).sample(40, seed=1)
+    path = save_on_disk(Dataset(clean.X, clean.y), tmp_path / "d")
+    tokens = np.load(path / "X.npy", mmap_mode="r+")
+    tokens[-1, -1, -1] = np.inf
+    tokens.flush()
+    del tokens
+    disk = Dataset.load(path)
+    with ooc.execution(block_bytes=4 * 50 * 8 * 3):  # blocks of 3 samples
+        with pytest.raises(InvalidInputError, match=r"NaN or infinite values \(samples 39\.\.39\)"):
+            check_conditions(disk)

@@ -39,6 +39,7 @@ from margin_solver.core.validation import InvalidInputError, check_memory
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
     "DiskTokens",
+    "block_bytes",
     "check_disk_tokens",
     "check_scheduler_address",
     "connect",
@@ -46,6 +47,7 @@ __all__ = [
     "is_on_disk",
     "materialize",
     "project",
+    "sample_blocks",
     "token_gram",
 ]
 
@@ -381,6 +383,32 @@ def check_finite(X: np.ndarray) -> float:
         block = np.asarray(X[rows], dtype=np.float64)
         peak = max(peak, _checked_peak(block, f"samples {rows.start}..{rows.stop - 1}"))
     return peak
+
+
+def block_bytes() -> int:
+    """Bytes of tokens per block of the enclosing :func:`execution` (or the default)."""
+    return _EXECUTION.get().block_bytes
+
+
+def sample_blocks(X: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+    """``(rows, X[rows])`` over blocks of whole samples of :func:`execution`'s ``block_bytes``,
+    each read into a fresh array and checked for NaN and inf as it is read; an array in
+    memory is one block, itself (no copy).
+
+    Raises
+    ------
+    InvalidInputError
+        X on disk holds NaN or inf (naming the samples of the block).
+    """
+    n, T, d = X.shape
+    if not is_on_disk(X):
+        yield slice(0, n), X
+        return
+    read = _reader(X)
+    for rows in _spans(n, max(1, _EXECUTION.get().block_bytes // (T * d * _ITEM))):
+        block = read(rows, slice(None))
+        _checked_peak(block, f"samples {rows.start}..{rows.stop - 1}")
+        yield rows, block
 
 
 def materialize(X: np.ndarray, coef: np.ndarray) -> np.ndarray:
