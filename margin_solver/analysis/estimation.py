@@ -671,9 +671,7 @@ def noise_geometry(
     signal_cos = float(max(cosines)) if cosines else None
     subsampled = n * T > max_tokens
     chosen = (
-        np.sort(rng.choice(n, size=max(2, max_tokens // T), replace=False))
-        if subsampled
-        else None
+        np.sort(rng.choice(n, size=max(2, max_tokens // T), replace=False)) if subsampled else None
     )
     m = N if chosen is None else len(chosen) * (T - 1)
     # G, |G| and |G| / own live at once.
