@@ -18,6 +18,7 @@ from badfiles import (
 
 from margin_solver.cli import EXIT_INPUT_ERROR, EXIT_NO_ANSWER, main
 from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.generate import save_on_disk
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +74,12 @@ def files(tmp_path_factory):
     paths["link"] = root / "link.csv"
     paths["link"].symlink_to(paths["blocker"])
     paths["free_port"] = _free_port()
+    # issue 43: a dataset directory whose tokens hold inf (the checker exited 0 with a report)
+    paths["inf_dir"] = save_on_disk(good, root / "inf_dir")
+    tokens = np.load(paths["inf_dir"] / "X.npy", mmap_mode="r+")
+    tokens[-1, -1, -1] = np.inf
+    tokens.flush()
+    del tokens
     return paths
 
 
@@ -390,6 +397,9 @@ CASES = {
         ],
         r"no server accepts connections",
     ),
+    "check inf on disk": (["check", "{inf_dir}"], r"NaN or infinite values \(samples"),
+    "solve inf on disk": (["solve", "{inf_dir}", "--R", "1"], r"NaN or infinite values"),
+    "solve R 1e400": (["solve", "{good}", "--R", "1e400"], r"R must be a positive finite"),
     "bench mnist missing": (
         [
             "bench",
