@@ -213,8 +213,11 @@ def _markdown(calibrated: dict[str, dict], tables: list[dict], totals: dict[str,
     return "\n".join(lines) + "\n"
 
 
-def run_check_calibration(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
-    """Run (or resume) the calibration and validation sweeps; return the study's outputs."""
+def run_check_calibration(
+    out: Path, size: str, progress: bool = False
+) -> tuple[Path, Path | None, str, str]:
+    """Run (or resume) the calibration and validation sweeps (with their progress bars when
+    ``progress``); return the study's outputs."""
     grid = _sizes(size)
     out = Path(out)
     calibrated, tables, totals, messages = {}, [], {}, []
@@ -239,7 +242,7 @@ def run_check_calibration(out: Path, size: str) -> tuple[Path, Path | None, str,
                 )
                 for n, d in zip(grid["n"], grid["d"])
             ]
-            res = run_sweep(grids, csv, config, jobs=1)
+            res = run_sweep(grids, csv, config, jobs=1, progress=progress)
             messages.append(f"{tag}: {res.message}")
             rows = load_results(csv)
             if split == "calib" and label != "min-norm R=10/nu":  # soft attention: no theorem

@@ -74,6 +74,8 @@ class Study:
     custom: Callable[[Path, str], tuple[Path, Path | None, str, str]] | None = None
     #: A custom study that also takes ``jobs``, ``scheduler`` and ``progress`` (the claim studies).
     parallel: bool = False
+    #: A custom study that takes ``progress`` only (its sweeps show their bars).
+    shows_progress: bool = False
 
 
 @dataclass
@@ -329,10 +331,12 @@ def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
     return csv, png, table, message
 
 
-def _check_calibration(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
+def _check_calibration(
+    out: Path, size: str, progress: bool = False
+) -> tuple[Path, Path | None, str, str]:
     from margin_solver.bench.check_calibration import run_check_calibration
 
-    return run_check_calibration(out, size)
+    return run_check_calibration(out, size, progress)
 
 
 def _speed(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
@@ -433,6 +437,7 @@ STUDIES: dict[str, Study] = {
             "check-calibration",
             "Checker constants per method: calibration seeds, then validation seeds",
             custom=_check_calibration,
+            shows_progress=True,
         ),
         Study("speed", "Solver speed (v-step, min-norm, GD benchmarks)", custom=_speed),
         Study(
@@ -557,8 +562,10 @@ def run_study(
     if study.custom is not None:
         started = time.perf_counter()
         backend = {"jobs": jobs, "scheduler": scheduler, "progress": progress}
+        if not study.parallel:
+            backend = {"progress": progress} if study.shows_progress else {}
         with saving_as(figure_format):
-            csv, png, text, message = study.custom(out, size, **(backend if study.parallel else {}))
+            csv, png, text, message = study.custom(out, size, **backend)
             png = None if png is None else figure_target(png)[0]  # the file written
         atomic_write_text(table, text)
         return StudyResult(name, csv, png, table, message, time.perf_counter() - started)
