@@ -49,9 +49,9 @@ def _sizes(size: str) -> dict[str, Any]:
         return {
             "n": [24],
             "d": [1000],
-            "kappa": list(KAPPAS),
+            "kappa": [0.25, 1.0, 4.0, 16.0],
             "calib": [0, 1],
-            "valid": [2, 3],
+            "valid": [2],
         }
     return {
         "n": [40, 100],
