@@ -24,7 +24,7 @@ import contextvars
 import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 __all__ = ["PROGRESS_SECONDS", "Guard", "Progress", "TimeLimitReached", "active", "current"]
@@ -60,10 +60,14 @@ class Guard:
     deadline : float
     rate : float
         Multiply-adds per second of the blocks measured so far (0 before any).
+    clock : callable
+        The clock ``deadline`` is a reading of (default :func:`time.perf_counter`; the
+        caller's own when it reads another).
     """
 
     deadline: float = math.inf
     rate: float = 0.0
+    clock: Callable[[], float] = field(default=lambda: time.perf_counter(), repr=False)
     _work: float = field(default=0.0, repr=False)
     _seconds: float = field(default=0.0, repr=False)
 
@@ -74,7 +78,7 @@ class Guard:
 
     def passed(self) -> bool:
         """Whether the deadline has passed."""
-        return time.perf_counter() > self.deadline
+        return self.clock() > self.deadline
 
     def check(self, stage: str) -> None:
         """Raise :class:`TimeLimitReached` naming ``stage`` once the deadline has passed."""
@@ -93,7 +97,7 @@ class Guard:
         deadline (always True without a limit; without a measurement, until it passes)."""
         if not self.limited:
             return True
-        left = self.deadline - time.perf_counter()
+        left = self.deadline - self.clock()
         if self.rate <= 0:
             return left > 0
         return work / self.rate <= left

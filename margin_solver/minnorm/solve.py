@@ -485,7 +485,7 @@ class _Solve:
         self.dependent = d <= n * T  # linearly dependent tokens: the search always runs
         self.tol = (self.gap_tol, FEAS_TOL)
         self.use_kernel = form == "kernel" or (form == "auto" and (d > n * T or is_on_disk(X)))
-        self.guard = Guard(self.deadline)
+        self.guard = Guard(self.deadline, clock=lambda: time.perf_counter())
         self.gram: TokenGram | None = None  # set up by setup()
         self.bound: LowerBoundResult | None = None
         self.first = None
