@@ -22,6 +22,8 @@ from margin_solver.core import validation
 from margin_solver.core.data import Dataset, PaperDistribution
 from margin_solver.core.kernel import TokenGram
 from margin_solver.core.validation import InsufficientMemoryError, InvalidInputError
+from margin_solver.gd.endpoints import gradient_descent
+from margin_solver.minnorm.multihead import solve_min_norm_heads
 from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.theory import check_conditions, conflicting_pairs
 
@@ -47,6 +49,8 @@ def test_refused_sweeps_and_benches_write_nothing(files, tmp_path, capsys):
         "sweep snr 1e300",
         "sweep snr overflowing rho",
         "sweep scheduler scheme",
+        "sweep scheduler nothing listening",
+        "bench scheduler nothing listening",
         "bench mnist missing",
         "sweep out json",
     ):
@@ -63,6 +67,10 @@ def test_refused_sweeps_and_benches_write_nothing(files, tmp_path, capsys):
         (lambda: PaperDistribution(d=5, rho=1e150), r"signal norm rho = 1e\+150 exceeds"),
         (lambda: solve_min_norm(GOOD, R=1e300), r"outside \[1e-150, 1e\+150\]"),
         (lambda: solve_min_norm(GOOD, R=1e-200), r"outside \[1e-150, 1e\+150\]"),
+        # issue 43: an int beyond float64 raised OverflowError ("int too large to convert")
+        (lambda: solve_min_norm(GOOD, R=10**400), r"R = 1000.*\(401 digits\) is too large"),
+        (lambda: solve_min_norm(GOOD, R=1.0, time_limit=10**5000), r"\(5001 digits\)"),
+        (lambda: gradient_descent(GOOD, R=-(10**400)), r"too large for a float64"),
         # the finite-R bound divided by R**2 (ZeroDivisionError) or overflowed (OverflowError)
         *(
             (lambda R=R: global_lower_bound(GOOD.X, GOOD.y, R=R), r"outside \[1e-150, 1e\+150\]")
@@ -111,6 +119,29 @@ def test_token_gram_beyond_available_memory_is_refused_before_allocating(monkeyp
         ):
             TokenGram(X)
         assert tracemalloc.get_traced_memory()[1] < 2**20
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: solve_min_norm_heads(GOOD, R=1.0, heads=10**6),
+        lambda: gradient_descent(GOOD, heads=10**6),
+        lambda: gradient_descent(GOOD, heads=10**6, init="random", form="kernel"),
+    ],
+    ids=["min-norm", "gd", "gd kernel random"],
+)
+def test_a_million_heads_beyond_available_memory_are_refused_before_allocating(monkeypatch, call):
+    """Issue 43: ``heads=10**6`` hung; with 1 GiB available it is refused before anything of
+    the heads' size exists (a state of 2 x 10**6 rows, the kernel form's Gram of the basis
+    with 2 x 10**6 random vectors)."""
+    _fake_available(monkeypatch, 2**30)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InsufficientMemoryError, match=r"1000000 heads .*use fewer heads"):
+            call()
+        assert tracemalloc.get_traced_memory()[1] < 64 * 2**20
     finally:
         tracemalloc.stop()
 

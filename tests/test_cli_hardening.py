@@ -3,6 +3,7 @@ exits with status 2 and exactly one line on stderr that names the problem; never
 
 import json
 import re
+import socket
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from badfiles import (
 
 from margin_solver.cli import EXIT_INPUT_ERROR, EXIT_NO_ANSWER, main
 from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.generate import save_on_disk
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,21 @@ def files(tmp_path_factory):
     paths["device"] = device_node(root / "device")
     paths["link"] = root / "link.csv"
     paths["link"].symlink_to(paths["blocker"])
+    paths["free_port"] = _free_port()
+    # issue 43: a dataset directory whose tokens hold inf (the checker exited 0 with a report)
+    paths["inf_dir"] = save_on_disk(good, root / "inf_dir")
+    tokens = np.load(paths["inf_dir"] / "X.npy", mmap_mode="r+")
+    tokens[-1, -1, -1] = np.inf
+    tokens.flush()
+    del tokens
     return paths
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound once by the OS, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 SWEEP = [
@@ -350,6 +366,40 @@ CASES = {
         [*SWEEP, "--kappa", "1", "--scheduler", "tcp://127.0.0.1:99999", "--out", "{dir}/s.csv"],
         r"port 99999 is outside",
     ),
+    # issue 43: nothing listens there; the error came after 20-40 s of dask's retries
+    "sweep scheduler nothing listening": (
+        [
+            *SWEEP,
+            "--kappa",
+            "1",
+            "--scheduler",
+            "tcp://127.0.0.1:{free_port}",
+            "--out",
+            "{dir}/s.csv",
+        ],
+        r"no server accepts connections at 127.0.0.1:\d+",
+    ),
+    "solve scheduler nothing listening": (
+        ["solve", "{good}", "--R", "1", "--scheduler", "tcp://127.0.0.1:{free_port}"],
+        r"Cannot reach the Dask scheduler at 'tcp://127.0.0.1:\d+'",
+    ),
+    "bench scheduler nothing listening": (
+        [
+            "bench",
+            "--tiny",
+            "--only",
+            "phase",
+            "--no-progress",
+            "--out",
+            "{dir}/bench_dask",
+            "--scheduler",
+            "tcp://127.0.0.1:{free_port}",
+        ],
+        r"no server accepts connections",
+    ),
+    "check inf on disk": (["check", "{inf_dir}"], r"NaN or infinite values \(samples"),
+    "solve inf on disk": (["solve", "{inf_dir}", "--R", "1"], r"NaN or infinite values"),
+    "solve R 1e400": (["solve", "{good}", "--R", "1e400"], r"R must be a positive finite"),
     "bench mnist missing": (
         [
             "bench",

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from margin_solver._version import __version__
-from margin_solver.bench import sweeps
 from margin_solver.bench.methods import SWEEP_METHODS, register_method
 from margin_solver.bench.resultlog import read_rows
 from margin_solver.bench.sweeps import (
@@ -187,10 +186,15 @@ def test_joblib_processes_and_dask_cluster_give_the_same_rows(tmp_path):
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch):
-    pytest.importorskip("distributed")
-    monkeypatch.setattr(sweeps, "DASK_CONNECT_TIMEOUT", "1s")
+    distributed = pytest.importorskip("distributed")
+
+    def no_client(*args, **kwargs):  # dask's client retries for its whole timeout (20-40 s)
+        raise AssertionError("the refused probe should have ended the call")
+
+    monkeypatch.setattr(distributed, "Client", no_client)
     with pytest.raises(InvalidInputError, match="Cannot reach the Dask scheduler"):
         run_sweep(GRID, tmp_path / "x.csv", CONFIG, scheduler="tcp://127.0.0.1:1")
+    assert not list(tmp_path.iterdir())  # refused before the log was created
 
 
 def test_all_methods_on_one_grid_point_are_consistent(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 
 from margin_solver.analysis.estimation import estimate_signal_noise
 from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.results import ConvergenceWarning
 from margin_solver.core.validation import InvalidInputError
 from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.theory import (
@@ -449,7 +450,8 @@ def test_samples_with_the_same_tokens_and_opposite_labels_cannot_be_interpolated
     assert "same tokens and opposite labels (first: (2, 5))" in report.regime_reason
     assert json.loads(report.to_json())["conflicting_pairs"] == [[2, 5]]
     # the solver agrees: P_R is infeasible (the v-step finds the pair at every start)
-    assert solve_min_norm(bad, R=1.0).status == "infeasible"
+    with pytest.warns(ConvergenceWarning, match="'infeasible'"):
+        assert solve_min_norm(bad, R=1.0).status == "infeasible"
     assert check_conditions(ds).conflicting_pairs == []
 
 

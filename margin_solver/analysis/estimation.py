@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from margin_solver.core.data import Dataset
+from margin_solver.core.ooc import block_bytes, check_finite, is_on_disk, sample_blocks
 from margin_solver.core.results import to_jsonable
 from margin_solver.core.validation import check_memory
 
@@ -171,9 +172,9 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
     elif T == 1:
         index, index_source = np.zeros(n, dtype=np.int64), "single token"
     else:
-        index, margin = estimate_signal_index(X, rng=rng)
+        index, margin = _signal_index(X, rng, REFERENCE_SAMPLES)
         index_source = "estimated"
-    signal_tokens = X[np.arange(n), index]
+    signal_tokens = X.gather(index)
     separation = None
     if data.clean_y is not None:
         classes, class_source = data.clean_y.astype(np.int64), "clean labels"
@@ -203,17 +204,57 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
     )
 
 
-def _safe_scale(X: np.ndarray) -> tuple[np.ndarray, float]:
+@dataclass(frozen=True)
+class _Tokens:
+    """Tokens as the estimators read them: ``X`` in memory (one block, itself) or on disk (in
+    blocks of samples, :func:`margin_solver.core.ooc.sample_blocks`), divided by ``scale``
+    as they are read (1 in memory, where :func:`_safe_scale` divided X already)."""
+
+    X: np.ndarray
+    scale: float = 1.0
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.X.shape
+
+    @property
+    def step(self) -> int:
+        """Samples per block."""
+        n, T, d = self.X.shape
+        return max(1, block_bytes() // (T * d * 8)) if is_on_disk(self.X) else n
+
+    def blocks(self):
+        """``(rows, tokens of those samples)`` for every block, in order."""
+        for rows, block in sample_blocks(self.X):
+            yield rows, block if self.scale == 1.0 else block / self.scale
+
+    def gather(self, index: np.ndarray) -> np.ndarray:
+        """Token ``index[i]`` of every sample i; shape (n, d)."""
+        out = np.asarray(self.X[np.arange(len(index)), index], dtype=np.float64)
+        return out if self.scale == 1.0 else out / self.scale
+
+    def samples(self, chosen: np.ndarray) -> np.ndarray:
+        """The tokens of the samples ``chosen``; shape (len(chosen), T, d)."""
+        out = np.asarray(self.X[chosen], dtype=np.float64)
+        return out if self.scale == 1.0 else out / self.scale
+
+
+def _safe_scale(X: np.ndarray) -> tuple[_Tokens, float]:
     """``(X / s, s)`` with ``s = max |X|`` when squares would overflow or underflow, else
-    ``(X, 1)``.
+    ``(X, 1)``, as :class:`_Tokens`.
 
     Every estimate is a ratio or scales linearly, so working on ``X / s`` is exact; the copy
-    is made only for extreme magnitudes.
+    is made only for extreme magnitudes. Tokens on disk are read in blocks for ``max |X|``
+    (that pass refuses NaN and inf) and divided block by block as later passes read them.
     """
+    if is_on_disk(X):
+        top = check_finite(X)
+        scale = 1.0 if top == 0.0 or _SAFE_MIN <= top <= _SAFE_MAX else top
+        return _Tokens(X, scale), scale
     top = float(np.max(np.abs(X))) if X.size else 0.0
     if top == 0.0 or _SAFE_MIN <= top <= _SAFE_MAX:
-        return X, 1.0
-    return X / top, top
+        return _Tokens(X), 1.0
+    return _Tokens(X / top), top
 
 
 def _safe_unit_scale(m: np.ndarray) -> np.ndarray:
@@ -248,22 +289,39 @@ def estimate_signal_index(
         guess is unreliable.
     """
     rng = rng if rng is not None else np.random.default_rng(0)
-    n, T, d = X.shape
-    unit = X / np.maximum(np.linalg.norm(X, axis=2, keepdims=True), np.finfo(float).tiny)
+    return _signal_index(_Tokens(X), rng, reference_samples)
+
+
+def _unit(X: np.ndarray) -> np.ndarray:
+    """Every token divided by its norm (zero tokens stay zero)."""
+    return X / np.maximum(np.linalg.norm(X, axis=2, keepdims=True), np.finfo(float).tiny)
+
+
+def _signal_index(
+    tokens: _Tokens, rng: np.random.Generator, reference_samples: int
+) -> tuple[np.ndarray, float]:
+    """:func:`estimate_signal_index` on :class:`_Tokens`: the tokens in blocks of samples,
+    against the reference tokens in chunks of as many samples (in memory: one of each)."""
+    n, T, d = tokens.shape
     ref = np.sort(rng.choice(n, size=min(n, reference_samples), replace=False))
-    ref_tokens = unit[ref].reshape(-1, d)
-    ref_owner = np.repeat(ref, T)
-    tokens = unit.reshape(n * T, d)
-    owner = np.repeat(np.arange(n), T)
-    common = np.empty(n * T)
-    for start in range(0, n * T, _ROW_BLOCK):
-        stop = min(start + _ROW_BLOCK, n * T)
-        cos2 = (tokens[start:stop] @ ref_tokens.T) ** 2
-        own = owner[start:stop, None] == ref_owner[None, :]
-        cos2[own] = 0.0
-        others = ref_tokens.shape[0] - own.sum(axis=1)
-        common[start:stop] = cos2.sum(axis=1) / np.maximum(others, 1)
-    common = common.reshape(n, T)
+    chunks = [ref[k : k + tokens.step] for k in range(0, len(ref), tokens.step)]
+    sums = np.zeros(n * T)
+    others = np.zeros(n * T)
+    for rows, block in tokens.blocks():
+        flat = _unit(block).reshape(-1, d)
+        owner = np.repeat(np.arange(rows.start, rows.stop), T)
+        for chunk in chunks:
+            ref_tokens = _unit(tokens.samples(chunk)).reshape(-1, d)
+            ref_owner = np.repeat(chunk, T)
+            for start in range(0, len(flat), _ROW_BLOCK):
+                stop = min(start + _ROW_BLOCK, len(flat))
+                cos2 = (flat[start:stop] @ ref_tokens.T) ** 2
+                own = owner[start:stop, None] == ref_owner[None, :]
+                cos2[own] = 0.0
+                at = slice(rows.start * T + start, rows.start * T + stop)
+                sums[at] += cos2.sum(axis=1)
+                others[at] += ref_tokens.shape[0] - own.sum(axis=1)
+    common = (sums / np.maximum(others, 1)).reshape(n, T)
     index = np.argmax(common, axis=1)
     ordered = np.sort(common, axis=1)
     ratio = ordered[:, -1] / np.maximum(ordered[:, -2], np.finfo(float).tiny)
@@ -434,7 +492,7 @@ def bootstrap_intervals(
     n, T, d = X.shape
     n_boot = int(max(20, min(n_boot, _BOOT_BUDGET // max(n * d, 1))))
     weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
-    S = X[np.arange(n), est.signal_index]
+    S = X.gather(est.signal_index)
     sq = np.einsum("ij,ij->i", S, S)
     rho_sq = np.zeros(n_boot)
     present = 0
@@ -454,11 +512,12 @@ def bootstrap_intervals(
     rho = np.sqrt(rho_sq / max(present, 1)) * scale
     k = est.basis.shape[0]
     if T > 1 and d > k:
-        keep = np.ones((n, T), dtype=bool)
-        keep[np.arange(n), est.signal_index] = False
-        xi = X[keep].reshape(n, T - 1, d)
-        outside = xi - (xi @ est.basis.T) @ est.basis
-        energy = np.einsum("itj,itj->i", outside, outside)
+        energy = np.concatenate(
+            [
+                np.einsum("itj,itj->i", outside, outside)
+                for outside in _outside(X, est.signal_index, est.basis)
+            ]
+        )
         sigma = np.sqrt((weights @ energy) / (n * (T - 1) * (d - k))) * scale
     else:
         sigma = np.full(n_boot, np.nan)
@@ -492,14 +551,41 @@ def noise_tokens(X: np.ndarray, signal_index: np.ndarray) -> np.ndarray:
     return X[keep]
 
 
-def _noise_scale(X: np.ndarray, index: np.ndarray, basis: np.ndarray) -> float:
+def _outside(tokens: _Tokens, index: np.ndarray, basis: np.ndarray):
+    """Per block of samples, their noise tokens' parts outside the signal span; shape
+    (samples, T - 1, d)."""
+    _, T, d = tokens.shape
+    for rows, block in tokens.blocks():
+        xi = noise_tokens(block, index[rows]).reshape(-1, T - 1, d)
+        yield xi - (xi @ basis.T) @ basis
+
+
+def _noise_scale(X: _Tokens, index: np.ndarray, basis: np.ndarray) -> float:
     """``sigma`` from the noise energy outside the signal span, per remaining coordinate."""
-    xi = noise_tokens(X, index)
-    d, k = X.shape[2], basis.shape[0]
-    if xi.shape[0] == 0 or d <= k:
+    n, T, d = X.shape
+    k = basis.shape[0]
+    if n * (T - 1) == 0 or d <= k:
         return float("nan")
-    outside = xi - (xi @ basis.T) @ basis
-    return float(np.sqrt(np.mean(np.sum(outside**2, axis=1)) / (d - k)))
+    energy = np.concatenate([np.sum(o**2, axis=2).reshape(-1) for o in _outside(X, index, basis)])
+    return float(np.sqrt(np.mean(energy) / (d - k)))
+
+
+def _token_gram(tokens: _Tokens, chosen: np.ndarray) -> np.ndarray:
+    """Gram matrix of every token of the samples ``chosen`` (sample-major, T per sample): one
+    product in memory; on disk, summed over blocks of columns of those samples' tokens."""
+    X = tokens.X
+    _, T, d = X.shape
+    m = len(chosen) * T
+    if not is_on_disk(X):
+        flat = X[chosen].reshape(m, d)
+        return flat @ flat.T
+    step = max(1, block_bytes() // (m * 8))
+    G = np.zeros((m, m))
+    for lo in range(0, d, step):
+        part = np.asarray(X[chosen, :, lo : lo + step], dtype=np.float64) / tokens.scale
+        flat = part.reshape(m, -1)
+        G += flat @ flat.T
+    return G
 
 
 @dataclass(frozen=True)
@@ -579,23 +665,24 @@ def noise_geometry(
     rng = rng if rng is not None else np.random.default_rng(0)
     X, _ = _safe_scale(X)
     n, T, d = X.shape
-    xi = noise_tokens(X, signal_index)
-    N = xi.shape[0]
+    N = n * (T - 1)
     if N < 2:
         return NoiseGeometry(N, N, False, None, None, None, None)
-    sq_norms = np.einsum("ij,ij->i", xi, xi)
-    positive = sq_norms > 0
-    norm_dev = (
-        float(np.max(np.abs(sq_norms / sq_norms.mean() - 1.0))) if sq_norms.mean() > 0 else None
-    )
     # mu is in the caller's scale: scale it like X before taking norms (overflow at 1e200).
     mus = np.array([u / np.linalg.norm(u) for u in map(_safe_unit_scale, mu) if u.any()])
     mus = mus.reshape(-1, d)
-    signal_cos = None
-    if len(mus) and positive.any():
-        signal_cos = float(
-            np.max(np.abs(xi[positive] @ mus.T) / np.sqrt(sq_norms[positive])[:, None])
-        )
+    parts, cosines = [], []
+    for rows, block in X.blocks():
+        xi = noise_tokens(block, signal_index[rows])
+        sq = np.einsum("ij,ij->i", xi, xi)
+        parts.append(sq)
+        if len(mus) and (sq > 0).any():
+            cosines.append(np.max(np.abs(xi[sq > 0] @ mus.T) / np.sqrt(sq[sq > 0])[:, None]))
+    sq_norms = np.concatenate(parts)
+    norm_dev = (
+        float(np.max(np.abs(sq_norms / sq_norms.mean() - 1.0))) if sq_norms.mean() > 0 else None
+    )
+    signal_cos = float(max(cosines)) if cosines else None
     subsampled = n * T > max_tokens
     chosen = (
         np.sort(rng.choice(n, size=max(2, max_tokens // T), replace=False))
@@ -609,8 +696,7 @@ def noise_geometry(
         f"the token Gram matrix ({m} x {m}, float64) and four temporaries",
         "lower Constants.max_tokens (check --constant max_tokens=...), which subsamples it",
     )
-    flat = X[chosen].reshape(m, d)
-    G_all = flat @ flat.T
+    G_all = _token_gram(X, chosen)
     floor, ceiling = _overlap_bounds(G_all, len(chosen), T)
     keep = np.ones((len(chosen), T), dtype=bool)
     keep[np.arange(len(chosen)), signal_index[chosen]] = False

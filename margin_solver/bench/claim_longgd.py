@@ -83,12 +83,12 @@ def longgd_cell(
 def tasks(size: str) -> list[ClaimTask]:
     """The study's cells at ``size``."""
     out = []
-    steps = pick(size, 100, 10000, 10000)
-    for n in pick(size, [8], [40, 160], [40, 160]):
-        d = pick(size, 100, 2000, 4000)
-        for kappa in pick(size, [0.1], [0.05, 0.1, 0.25, 0.5], [0.05, 0.1, 0.25, 0.5]):
+    steps = pick(size, 100, 2000, 10000)
+    for n in pick(size, [8], [40], [40, 160]):
+        d = pick(size, 100, 1000, 4000)
+        for kappa in pick(size, [0.1], [0.1, 0.5], [0.05, 0.1, 0.25, 0.5]):
             for wd in pick(size, [0.0, 1e-3], [0.0, 1e-3], [0.0, 1e-4, 1e-3]):
-                for seed in range(pick(size, 1, 2, 5)):
+                for seed in range(pick(size, 1, 1, 5)):
                     cell = Cell(n, d, 2, None, kappa, 0.1, seed, "long-gd")
                     key = {"n": n, "d": d, "kappa": kappa, "weight_decay": wd, "seed": seed}
                     out.append(

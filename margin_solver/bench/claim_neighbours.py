@@ -142,10 +142,10 @@ def tarzanagh_cell(
 
 
 def _tasks(size: str, work: Any, steps: int, kappas: list[float]) -> list[ClaimTask]:
-    n, d = pick(size, 8, 20, 40), pick(size, 100, 1000, 2000)
+    n, d = pick(size, 8, 12, 40), pick(size, 100, 500, 2000)
     out = []
     for kappa in kappas:
-        for seed in range(pick(size, 1, 3, 5)):
+        for seed in range(pick(size, 1, 2, 5)):
             cell = Cell(n, d, 2, None, kappa, 0.1, seed, work.__name__)
             key = {"n": n, "d": d, "kappa": kappa, "seed": seed}
             out.append(
@@ -174,7 +174,7 @@ def tarzanagh_tasks(size: str) -> list[ClaimTask]:
     return _tasks(
         size,
         tarzanagh_cell,
-        pick(size, 100, 10000, 30000),
+        pick(size, 100, 3000, 30000),
         pick(size, [4.0], [1.0, 4.0, 16.0], [1.0, 4.0, 16.0]),
     )
 

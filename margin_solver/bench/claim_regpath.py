@@ -172,9 +172,9 @@ def _row(
 
 def tasks(size: str) -> list[ClaimTask]:
     """The study's cells at ``size``."""
-    n = pick(size, 8, 40, 40)
-    d = pick(size, 100, 2000, 2000)
-    kappas = pick(size, [4.0], [0.5, 2.0, 4.0, 8.0], [0.5, 2.0, 4.0, 8.0])
+    n = pick(size, 8, 24, 40)
+    d = pick(size, 100, 1000, 2000)
+    kappas = pick(size, [4.0], [0.5, 4.0], [0.5, 2.0, 4.0, 8.0])
     R_scales = pick(size, [10.0], [3.0, 30.0], [3.0, 10.0, 30.0, 100.0])
     options = {
         "lambdas": pick(
@@ -187,13 +187,13 @@ def tasks(size: str) -> list[ClaimTask]:
         "r_scales": pick(
             size, [1.0, 8.0], [2.0**k for k in range(-1, 6)], [2.0**k for k in range(-1, 7)]
         ),
-        "gd_steps": pick(size, 200, 3000, 10000),
+        "gd_steps": pick(size, 200, 1000, 10000),
         "certify_max_n": 16,
     }
     out = []
     for kappa in kappas:
         for R_scale in R_scales:
-            for seed in range(pick(size, 1, 2, 5)):
+            for seed in range(pick(size, 1, 1, 5)):
                 cell = Cell(n, d, 2, None, kappa, 0.1, seed, "regpath")
                 key = {"n": n, "d": d, "kappa": kappa, "R_scale": R_scale, "seed": seed}
                 out.append(

@@ -107,7 +107,7 @@ def run_claim_tasks(
     str
     """
     if scheduler is not None:
-        check_scheduler_address(scheduler)
+        check_scheduler_address(scheduler, reachable=True)
     with ResultLog(out, fields, key_fields) as log:
         done = {key[: len(tasks[0].key)] for key in log.done} if tasks else set()
         todo = [t for t in tasks if tuple(canonical(v) for v in t.key.values()) not in done]

@@ -118,20 +118,20 @@ def tokens_cell(
 
 def tasks(size: str) -> list[ClaimTask]:
     """The study's cells at ``size``."""
-    n = pick(size, 8, 16, 40)
-    d = pick(size, 100, 1000, 2000)
-    Ts = pick(size, [2, 3], [2, 3, 4, 8, 16], [2, 3, 4, 8, 16])
+    n = pick(size, 8, 12, 40)
+    d = pick(size, 100, 500, 2000)
+    Ts = pick(size, [2, 3], [2, 3, 4, 8], [2, 3, 4, 8, 16])
     kappas = pick(
         size,
         [0.5, 8.0],
-        [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
+        [0.25, 1.0, 4.0],
         [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
     )
-    options = {"certify_max_T": pick(size, 2, 3, 4), "gd_steps": pick(size, 100, 1000, 10000)}
+    options = {"certify_max_T": pick(size, 2, 3, 4), "gd_steps": pick(size, 100, 500, 10000)}
     out = []
     for T in Ts:
         for kappa in kappas:
-            for seed in range(pick(size, 1, 3, 5)):
+            for seed in range(pick(size, 1, 2, 5)):
                 cell = Cell(n, d, T, None, kappa, 0.1, seed, "tokens")
                 key = {"n": n, "d": d, "T": T, "kappa": kappa, "seed": seed}
                 out.append(

@@ -101,15 +101,15 @@ def _pick(size: str, tiny: Any, quick: Any, full: Any) -> Any:
 
 # -- phase diagram ---------------------------------------------------------------------------------
 def _phase_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
-    n = _pick(size, [6, 12], [8, 16, 32, 64], [8, 16, 32, 64, 128])
+    n = _pick(size, [6, 12], [8, 16, 32], [8, 16, 32, 64, 128])
     snr = _pick(
         size,
         [0.1, 1.0],
-        np.geomspace(0.05, 1.0, 5).round(4).tolist(),
+        np.geomspace(0.05, 1.0, 4).round(4).tolist(),
         np.geomspace(0.03, 1.0, 7).round(4).tolist(),
     )
-    d = _pick(size, 60, 1000, 4000)
-    seeds = _pick(size, 1, 3, 5)
+    d = _pick(size, 60, 500, 4000)
+    seeds = _pick(size, 1, 2, 5)
     return [SweepGrid(n=n, d=[d], snr=snr, eta=[0.1], seeds=seeds, methods=list(methods))]
 
 
@@ -119,7 +119,7 @@ def _synthetic_config(size: str) -> SweepConfig:
 
 # -- d sweep ---------------------------------------------------------------------------------------
 def _dsweep_n(size: str) -> int:
-    return _pick(size, 8, 20, 40)
+    return _pick(size, 8, 16, 40)
 
 
 def _dsweep_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
@@ -132,7 +132,7 @@ def _dsweep_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
     )
     return [
         SweepGrid(
-            n=[n], d=d, kappa=[4.0], eta=[0.1], seeds=_pick(size, 1, 3, 5), methods=list(methods)
+            n=[n], d=d, kappa=[4.0], eta=[0.1], seeds=_pick(size, 1, 2, 5), methods=list(methods)
         )
     ]
 
@@ -159,8 +159,8 @@ def _dsweep_plot(csv: Path, png: Path) -> Path:
 def _eta_grids(size: str, methods: Sequence[str]) -> list[SweepGrid]:
     return [
         SweepGrid(
-            n=[_pick(size, 8, 20, 40)],
-            d=[_pick(size, 60, 1000, 4000)],
+            n=[_pick(size, 8, 16, 40)],
+            d=[_pick(size, 60, 500, 4000)],
             kappa=[4.0],
             eta=_pick(
                 size, [0.0, 0.2], [0.0, 0.05, 0.1, 0.2, 0.3], [0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4]
@@ -251,23 +251,25 @@ _DIGITS = _ImageStudy(
     data="digits",
     shape=digits_shape,
     patch=4,
-    lifts=(64, 1024, 2048),
-    ns=([10, 20], [20, 40, 80, 160], [20, 40, 80, 160, 240]),
+    lifts=(64, 256, 2048),
+    ns=([10, 20], [20, 40], [20, 40, 80, 160, 240]),
     n_test=1000,
+    seeds=(1, 2, 5),
 )
 _MNIST = _ImageStudy(
     data="mnist",
     shape=mnist_shape,
     patch=7,
-    lifts=(64, 512, 1024),
-    ns=([10, 20], [25, 50, 100, 200, 400], [25, 50, 100, 200, 400, 800]),
+    lifts=(64, 256, 1024),
+    ns=([10, 20], [25, 50, 100], [25, 50, 100, 200, 400, 800]),
     n_test=2000,
+    seeds=(1, 2, 5),
 )
 # The real-data study with 1, 2 and 4 heads (authors' reply, Q3; margin_solver.bench.heads_study).
 _HEADS_DIGITS = dataclasses.replace(
     _DIGITS,
-    lifts=(32, 256, 1024),
-    ns=([8, 16], [10, 20, 40, 80, 160], [10, 20, 40, 80, 160, 320]),
+    lifts=(32, 128, 1024),
+    ns=([8, 16], [10, 20, 40], [10, 20, 40, 80, 160, 320]),
     **HEADS_SETTINGS,
 )
 # The reply's MNIST run (eta = 0.1, d = 1024, 500 GD iterations, 2 heads) with 1, 2 and 4
@@ -309,7 +311,7 @@ def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
         run_trajectories,
     )
 
-    n = _pick(size, 8, 32, 64)
+    n = _pick(size, 8, 16, 64)
     checkpoints = _pick(
         size,
         [1, 10, 50],
@@ -320,12 +322,12 @@ def _trajectories(out: Path, size: str) -> tuple[Path, Path | None, str, str]:
     message = run_trajectories(
         csv,
         n=n,
-        d=_pick(size, 100, 1000, 4000),
+        d=_pick(size, 100, 500, 4000),
         kappa=4.0,
         eta=0.1,
         seeds=_pick(size, 1, 3, 5),
         checkpoints=checkpoints,
-        n_test=_pick(size, 100, 1000, 2000),
+        n_test=_pick(size, 100, 500, 2000),
         sweep_seed=2410_07746,
     )
     png = plot_trajectories(csv, out / "trajectories.png")
@@ -603,8 +605,10 @@ def run_study(
     if study.custom is not None:
         started = time.perf_counter()
         backend = {"jobs": jobs, "scheduler": scheduler, "progress": progress}
+        if not study.parallel:
+            backend = {}
         with saving_as(figure_format):
-            csv, png, text, message = study.custom(out, size, **(backend if study.parallel else {}))
+            csv, png, text, message = study.custom(out, size, **backend)
             png = None if png is None else figure_target(png)[0]  # the file written
         atomic_write_text(table, text)
         return StudyResult(name, csv, png, table, message, time.perf_counter() - started)
@@ -665,6 +669,7 @@ def run_bench(
     scheduler: str | None = None,
     progress: bool = False,
     on_study: Callable[[StudyResult], None] | None = None,
+    on_start: Callable[[str, int, int], None] | None = None,
     data_path: str | os.PathLike | None = None,
     methods: Sequence[str] | None = None,
     figure_format: str | None = None,
@@ -686,6 +691,8 @@ def run_bench(
         The command line to record in the report.
     on_study : callable, optional
         Called with each :class:`StudyResult` as soon as it is written.
+    on_start : callable, optional
+        Called as ``on_start(name, k, total)`` before the k-th study (from 1) starts.
     figure_format : {"png", "pdf", "svg"}, optional
         Format of every figure (default PNG).
 
@@ -716,7 +723,9 @@ def run_bench(
         )
     started = datetime.now(timezone.utc)
     sections = []
-    for name in names:
+    for k, name in enumerate(names, 1):
+        if on_start is not None:
+            on_start(name, k, len(names))
         res = run_study(
             name,
             out,

@@ -46,7 +46,7 @@ from margin_solver.bench.resultlog import ResultLog, canonical, progress_message
 from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.data import Dataset, PaperDistribution, SampleStream, load_dataset
 from margin_solver.core.fileio import check_output_path, write_json
-from margin_solver.core.ooc import connect
+from margin_solver.core.ooc import check_scheduler_address, connect
 from margin_solver.core.progress import ProgressBar, verbose_switch
 from margin_solver.core.results import (
     COMPLETED,
@@ -732,7 +732,7 @@ def run_sweep(
     cells = list({c.key(): c for g in grids for c in g.cells()}.values())
     _check_known(cells, config)
     if scheduler is not None:
-        check_scheduler_address(scheduler)
+        check_scheduler_address(scheduler, reachable=True)
     side = sidecar_path(out)
     history = _check_sidecar(side, config, Path(out).name)
     with ResultLog(out, FIELDS, KEY_FIELDS) as log:
@@ -852,38 +852,6 @@ def _check_image_data(cells: Sequence[Cell], config: SweepConfig) -> None:
             if cell.data not in DATA_SOURCES:  # a file: its message names it
                 raise
             raise InvalidInputError(f"{cell.data} data with options {options}: {exc}") from None
-
-
-def check_scheduler_address(address: str) -> str:
-    """Return ``address`` when it parses as a Dask scheduler address; refuse it otherwise.
-
-    Checked before connecting: dask's client raises a bare ``ValueError`` on a malformed
-    address (unknown scheme, missing or non-numeric port) from inside its event loop. When
-    dask is not installed the check is left to the connection, which says how to install it.
-
-    Raises
-    ------
-    InvalidInputError
-        ``address`` is not ``[scheme://]host:port`` with a scheme dask knows.
-    """
-    try:
-        from distributed.comm.addressing import parse_address, parse_host_port
-        from distributed.comm.registry import get_backend
-    except ImportError:
-        return address
-    try:
-        scheme, location = parse_address(str(address), strict=False)
-        get_backend(scheme)
-        if scheme in ("tcp", "tls", "ws", "wss"):
-            _, port = parse_host_port(location)
-            if not 0 < int(port) < 65536:
-                raise ValueError(f"port {port} is outside 1-65535")
-    except (ValueError, TypeError) as exc:
-        raise InvalidInputError(
-            f"{address!r} is not a Dask scheduler address ({exc}); expected e.g. "
-            "tcp://127.0.0.1:8786."
-        ) from None
-    return address
 
 
 def _check_sidecar(side: Path, config: SweepConfig, results: str) -> list[dict[str, Any]]:

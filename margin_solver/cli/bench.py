@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from typing import TYPE_CHECKING
 
 from margin_solver.cli import EXIT_CAVEAT, EXIT_OK
@@ -83,7 +84,7 @@ def _command(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the studies, printing one line per finished study."""
-    from margin_solver.bench.studies import run_bench
+    from margin_solver.bench.studies import STUDIES, run_bench
 
     failed: list[str] = []
 
@@ -92,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
             failed.append(res.name)
         figure = f"{res.png}, " if res.png is not None else ""
         print(f"{res.name}: {res.message} ({res.seconds:.1f} s) -> {figure}{res.table}", flush=True)
+
+    def start(name: str, k: int, total: int) -> None:
+        # which study runs, before its own progress bars (or none, for the custom studies)
+        print(f"study {k} of {total}: {name} ({STUDIES[name].title})", file=sys.stderr, flush=True)
 
     path = run_bench(
         args.out,
@@ -102,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         progress=not args.no_progress,
         on_study=report,
+        on_start=None if args.no_progress else start,
         data_path=args.mnist,
         methods=args.methods,
         figure_format=args.format,

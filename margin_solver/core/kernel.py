@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
+from margin_solver.core.guard import Guard, Progress
 from margin_solver.core.ooc import is_on_disk, materialize, project, token_gram
 from margin_solver.core.validation import check_magnitude, check_memory
 
@@ -255,6 +256,39 @@ def _exactly_symmetric(H: np.ndarray) -> np.ndarray:
     return H if np.array_equal(H, H.T) else (H + H.T) / 2
 
 
+#: Multiply-adds of one block of the in-memory token Gram product (about 0.1 s at a few
+#: GFLOP/s): a product of at most this much work is one BLAS call, bitwise as before; a
+#: larger one is computed in blocks of rows, between which the caller's time limit is
+#: checked and progress is logged (docs/decisions.md, "The token Gram product in blocks").
+GRAM_BLOCK_WORK = 2**28
+
+
+def _blocked_gram(flat: np.ndarray, guard: Guard) -> np.ndarray:
+    """``flat @ flat.T`` (m, m): one product when its work is at most
+    :data:`GRAM_BLOCK_WORK`, else its lower triangle in blocks of rows, mirrored (half the
+    work of the full product), checking ``guard`` before each block."""
+    m, d = flat.shape
+    rows = max(1, GRAM_BLOCK_WORK // (m * d))
+    start = guard.clock()
+    if rows >= m:
+        H = flat @ flat.T
+        guard.measured(m * m * d, guard.clock() - start)
+        return H
+    H = np.empty((m, m))
+    spans = range(0, m, rows)
+    progress = Progress("token Gram product", len(spans))
+    for k, lo in enumerate(spans):
+        hi = min(lo + rows, m)
+        guard.check(f"the token Gram product ({k} of {len(spans)} blocks of rows done)")
+        start = guard.clock()
+        np.matmul(flat[lo:hi], flat[:hi].T, out=H[lo:hi, :hi])
+        # the upper triangle from the lower one, so that H is exactly symmetric
+        H[:hi, lo:hi] = H[lo:hi, :hi].T
+        guard.measured((hi - lo) * hi * d, guard.clock() - start)
+        progress.update(k + 1)
+    return H
+
+
 class TokenGram:
     """Token-Gram (kernel) form of the model for vectors in the span of given tokens.
 
@@ -264,6 +298,11 @@ class TokenGram:
         The training tokens spanning ``v`` and ``p``. Tokens on disk (a
         :class:`numpy.memmap`) are read in blocks over d (:func:`margin_solver.core.ooc.token_gram`,
         locally or on Dask) and checked for NaN, inf and magnitude on the way.
+    guard : Guard, optional
+        The caller's time limit, checked between blocks of the product (a large product in
+        memory is computed in blocks of rows, :data:`GRAM_BLOCK_WORK`); raises
+        :class:`~margin_solver.core.guard.TimeLimitReached` once it has passed. It records
+        the speed of the blocks (:meth:`~margin_solver.core.guard.Guard.measured`).
 
     Notes
     -----
@@ -274,10 +313,11 @@ class TokenGram:
     is done at construction; every other method costs O((nT)^2).
     """
 
-    def __init__(self, X: np.ndarray):
+    def __init__(self, X: np.ndarray, guard: Guard | None = None):
+        guard = Guard() if guard is None else guard
         if is_on_disk(X):
             self.n, self.T, self.d = X.shape
-            H, peak = token_gram(X)
+            H, peak = token_gram(X, guard)
             check_magnitude(np.array([peak]), "X")
             self.H = _exactly_symmetric(H)
             return
@@ -291,8 +331,7 @@ class TokenGram:
             "the min-norm solvers and the bound work on every pair of tokens, so use fewer "
             "samples or fewer tokens per sample",
         )
-        flat = X.reshape(m, self.d)
-        self.H = _exactly_symmetric(flat @ flat.T)
+        self.H = _exactly_symmetric(_blocked_gram(X.reshape(m, self.d), guard))
 
     @classmethod
     def from_gram(cls, H: np.ndarray, n: int, T: int, d: int | None = None) -> TokenGram:

@@ -25,6 +25,7 @@ import contextvars
 import logging
 import mmap
 import os
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,17 +33,21 @@ from typing import Any
 
 import numpy as np
 
+from margin_solver.core.guard import Guard, Progress
 from margin_solver.core.validation import InvalidInputError, check_memory
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
     "DiskTokens",
+    "block_bytes",
     "check_disk_tokens",
+    "check_scheduler_address",
     "connect",
     "execution",
     "is_on_disk",
     "materialize",
     "project",
+    "sample_blocks",
     "token_gram",
 ]
 
@@ -50,6 +55,9 @@ __all__ = [
 DEFAULT_BLOCK_BYTES = 256 * 2**20
 #: Seconds to wait for a Dask scheduler to answer (as the sweep engine does).
 DASK_CONNECT_TIMEOUT = 10
+#: Seconds a scheduler's port has to accept one connection before dask's client tries; a
+#: refused connection (nothing listening) fails at once, a silent host after this long.
+PROBE_SECONDS = 3
 
 _ITEM = np.dtype(np.float64).itemsize
 
@@ -120,17 +128,80 @@ def execution(scheduler: Any = None, block_bytes: int | None = None) -> Iterator
 
 def connect(address: str, timeout: float | str = DASK_CONNECT_TIMEOUT) -> Any:
     """A ``distributed.Client`` of the scheduler at ``address``, or a one-line
-    :class:`InvalidInputError` when dask.distributed is missing or the scheduler is unreachable."""
+    :class:`InvalidInputError` when dask.distributed is missing, the address is malformed or
+    the scheduler is unreachable.
+
+    A ``tcp://`` address is first probed with one socket connection of at most
+    :data:`PROBE_SECONDS`: where nothing listens the connection is refused at once, and the
+    error comes within seconds instead of after dask's ``timeout`` of retries (20-40 s).
+    """
     try:
         from distributed import Client
     except ImportError:
         raise InvalidInputError(
             "Running on a Dask scheduler needs dask.distributed: pip install 'margin-solver[dask]'."
         ) from None
+    check_scheduler_address(address, reachable=True)
     try:
         return Client(address, set_as_default=False, timeout=timeout)
     except OSError as exc:
         raise InvalidInputError(f"Cannot reach the Dask scheduler at {address!r}: {exc}") from None
+
+
+def _probe(address: str) -> None:
+    """Refuse a ``tcp://`` address where no server accepts a connection."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, location = parse_address(str(address), strict=False)
+    if scheme != "tcp":
+        return
+    host, port = parse_host_port(location)
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_SECONDS):
+            pass
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise InvalidInputError(
+            f"Cannot reach the Dask scheduler at {address!r}: no server accepts connections at "
+            f"{host}:{port} ({why}); start one (dask scheduler) or check the address."
+        ) from None
+
+
+def check_scheduler_address(address: str, reachable: bool = False) -> str:
+    """Return ``address`` when it parses as a Dask scheduler address; refuse it otherwise.
+
+    Checked before connecting: dask's client raises a bare ``ValueError`` on a malformed
+    address (unknown scheme, missing or non-numeric port) from inside its event loop. When
+    dask is not installed the check is left to the connection, which says how to install it.
+    With ``reachable``, a ``tcp://`` address must also accept one socket connection within
+    :data:`PROBE_SECONDS` (callers check before they create any file).
+
+    Raises
+    ------
+    InvalidInputError
+        ``address`` is not ``[scheme://]host:port`` with a scheme dask knows, or (with
+        ``reachable``) nothing accepts connections there.
+    """
+    try:
+        from distributed.comm.addressing import parse_address, parse_host_port
+        from distributed.comm.registry import get_backend
+    except ImportError:
+        return address
+    try:
+        scheme, location = parse_address(str(address), strict=False)
+        get_backend(scheme)
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            _, port = parse_host_port(location)
+            if not 0 < int(port) < 65536:
+                raise ValueError(f"port {port} is outside 1-65535")
+    except (ValueError, TypeError) as exc:
+        raise InvalidInputError(
+            f"{address!r} is not a Dask scheduler address ({exc}); expected e.g. "
+            "tcp://127.0.0.1:8786."
+        ) from None
+    if reachable:
+        _probe(address)
+    return address
 
 
 # -- tokens on disk -----------------------------------------------------------------------------
@@ -239,12 +310,15 @@ def _checked_peak(block: np.ndarray, where: str) -> float:
 
 
 # -- the three passes ---------------------------------------------------------------------------
-def token_gram(X: np.ndarray) -> tuple[np.ndarray, float]:
+def token_gram(X: np.ndarray, guard: Guard | None = None) -> tuple[np.ndarray, float]:
     """Token Gram matrix ``H = X X^T`` (nT, nT) in blocks of columns, and ``max |X|``.
 
     Parameters
     ----------
     X : ndarray or numpy.memmap of shape (n, T, d), float64
+    guard : Guard, optional
+        The caller's time limit, checked between blocks (locally); raises
+        :class:`~margin_solver.core.guard.TimeLimitReached` once it has passed.
 
     Returns
     -------
@@ -271,15 +345,22 @@ def token_gram(X: np.ndarray) -> tuple[np.ndarray, float]:
     with _timed("token Gram product", X, "columns", step):
         if settings.client is not None:
             return _dask_gram(X, step, settings.client)
+        guard = Guard() if guard is None else guard
         read = _reader(X)
         H = np.zeros((m, m))
         peak = 0.0
-        for cols in _spans(d, step):
+        spans = _spans(d, step)
+        progress = Progress("token Gram product", len(spans), "blocks of columns")
+        for k, cols in enumerate(spans):
+            guard.check(f"the token Gram product ({k} of {len(spans)} blocks of columns done)")
+            start = guard.clock()
             block = read(slice(None), cols).reshape(m, -1)
             peak = max(peak, _checked_peak(block, f"columns {cols.start}..{cols.stop - 1}"))
             if cols.start == 0 and cols.stop == d:
                 return block @ block.T, peak  # the in-memory product, bitwise
             H += block @ block.T
+            guard.measured(m * m * block.shape[1], guard.clock() - start)
+            progress.update(k + 1)
         return H, peak
 
 
@@ -302,6 +383,32 @@ def check_finite(X: np.ndarray) -> float:
         block = np.asarray(X[rows], dtype=np.float64)
         peak = max(peak, _checked_peak(block, f"samples {rows.start}..{rows.stop - 1}"))
     return peak
+
+
+def block_bytes() -> int:
+    """Bytes of tokens per block of the enclosing :func:`execution` (or the default)."""
+    return _EXECUTION.get().block_bytes
+
+
+def sample_blocks(X: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+    """``(rows, X[rows])`` over blocks of whole samples of :func:`execution`'s ``block_bytes``,
+    each read into a fresh array and checked for NaN and inf as it is read; an array in
+    memory is one block, itself (no copy).
+
+    Raises
+    ------
+    InvalidInputError
+        X on disk holds NaN or inf (naming the samples of the block).
+    """
+    n, T, d = X.shape
+    if not is_on_disk(X):
+        yield slice(0, n), X
+        return
+    read = _reader(X)
+    for rows in _spans(n, max(1, _EXECUTION.get().block_bytes // (T * d * _ITEM))):
+        block = read(rows, slice(None))
+        _checked_peak(block, f"samples {rows.start}..{rows.stop - 1}")
+        yield rows, block
 
 
 def materialize(X: np.ndarray, coef: np.ndarray) -> np.ndarray:

@@ -323,10 +323,35 @@ def check_positive(value: Any, name: str, allow_inf: bool = False) -> float:
     try:
         out = float(value)
     except (TypeError, ValueError):
-        raise InvalidInputError(f"{name} must be a positive number, got {value!r}.") from None
+        raise InvalidInputError(f"{name} must be a positive number, got {shown(value)}.") from None
+    except OverflowError:  # a Python int beyond float64 (10**400)
+        raise InvalidInputError(
+            f"{name} = {shown(value)} is too large for a float64 (at most about 1.8e308)."
+        ) from None
     if np.isnan(out) or (np.isinf(out) and not allow_inf) or out <= 0:
-        raise InvalidInputError(f"{name} must be a positive finite number, got {value!r}.")
+        raise InvalidInputError(f"{name} must be a positive finite number, got {shown(value)}.")
     return out
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages about values a user gave.
+
+    A Python int beyond 4300 digits has no ``repr`` (ValueError, CPython's limit), and a long
+    one would fill the one-line message: a long int shows its first digits and its length.
+
+    Examples
+    --------
+    >>> shown(10**400)
+    '100000000000000000000... (401 digits)'
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        size = abs(value)
+        digits = math.floor((size.bit_length() - 1) * math.log10(2)) + 1  # may be one short
+        digits += size >= 10**digits
+        sign = "-" if value < 0 else ""
+        return f"{sign}{size // 10 ** (digits - 21)}... ({digits} digits)"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_gap_tol(value: Any, name: str = "gap_tol") -> float:
@@ -488,7 +513,7 @@ def check_int(value: Any, name: str, minimum: int = 0) -> int:
     3
     """
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+        raise InvalidInputError(f"{name} must be an integer >= {minimum}, got {shown(value)}.")
     return int(value)
 
 

@@ -72,6 +72,7 @@ from margin_solver.core.validation import (
     InvalidInputError,
     check_int,
     check_magnitude,
+    check_memory,
     check_nonnegative,
     check_positive,
     check_radius,
@@ -591,13 +592,15 @@ def gradient_descent(
     seed = check_seed(seed)
     recorded = _record_set(schedule, steps, record_steps, record_every)
 
+    chosen = _choose_form(form, n * T, d, steps)
+    if heads > 1:
+        _check_heads_memory(chosen, n * T, d, heads, init == "random")
     W0 = np.zeros((2 * heads, d))
     if init == "random":
         scale = check_positive(init_scale, "init_scale") / math.sqrt(token_scale(Xtr))
         W0 = np.random.default_rng(seed).normal(0.0, scale, size=(2 * heads, d))
     if v0 is not None:
         W0[:heads] = _check_v0(v0, d, heads)
-    chosen = _choose_form(form, n * T, d, steps)
     state = _gd_state(chosen, Xtr, W0, heads)
     W = state.W0.copy()
     if R is not None:
@@ -995,6 +998,28 @@ def _record_set(
         record_every = 1 if schedule == "two-step" else max(1, steps // 100)
     record_every = check_int(record_every, "record_every", 1)
     return set(range(0, steps + 1, record_every)) | {steps}
+
+
+#: Arrays of 2H rows that a multi-head GD step holds at once (iterate, start, gradient, the
+#: previous iterate and the products' working copies), counted for its memory check.
+_HEAD_ARRAYS = 6
+
+
+def _check_heads_memory(form: str, nT: int, d: int, heads: int, random_init: bool) -> None:
+    """Refuse, before anything of their size is allocated, heads whose GD state cannot fit:
+    ``_HEAD_ARRAYS`` arrays of 2H rows of the form's width (d, or the kernel basis of nT
+    tokens plus the 2H random initial vectors) and, in the kernel form, the basis's Gram
+    matrix, plus the per-token scores and values of every head."""
+    width = d if form == "dense" else nT + (2 * heads if random_init else 0)
+    floats = _HEAD_ARRAYS * 2 * heads * width + 8 * 2 * heads * nT
+    if form == "kernel":
+        floats += width * width
+    check_memory(
+        8 * floats,
+        f"gradient descent with {heads} heads ({form} form, {2 * heads} rows of {width} floats "
+        "per array)",
+        "use fewer heads",
+    )
 
 
 def _choose_form(form: str, nT: int, d: int, steps: int) -> str:

@@ -44,7 +44,13 @@ from margin_solver.core.results import (
     TIME_LIMIT,
     ConvergenceWarning,
 )
-from margin_solver.core.validation import InvalidInputError, check_int, check_radius, check_seed
+from margin_solver.core.validation import (
+    InvalidInputError,
+    check_int,
+    check_memory,
+    check_radius,
+    check_seed,
+)
 from margin_solver.descent.alternating import (
     DenseForm,
     KernelForm,
@@ -234,6 +240,7 @@ def solve_min_norm_heads(
     R = check_radius(R)
     seed = check_seed(seed)
     descent = {"max_iter": max_iter, "gtol": gtol, "rtol": rtol, **check_descent_options(options)}
+    _check_heads_memory(data.X.shape, form, heads, descent)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # judged below, as H heads
         single = solve_min_norm(data, None, R, **common, **single_head)
@@ -346,6 +353,21 @@ def solve_min_norm_heads(
             stacklevel=2,
         )
     return result
+
+
+def _check_heads_memory(shape: tuple[int, int, int], form: str, heads: int, descent) -> None:
+    """Refuse, before the single-head solve, heads whose descent cannot fit: its iterate,
+    trial point, gradient and working copies and the quasi-Newton pairs (``memory`` of the
+    strategy table), each H vectors of the form's width (min(d, nT) in the automatic form)."""
+    n, T, d = shape
+    width = {"dense": d, "kernel": n * T}.get(form, min(d, n * T))
+    arrays = 2 * descent["memory"] + 10
+    check_memory(
+        8 * arrays * heads * width,
+        f"the descent of {heads} heads ({arrays} arrays of {heads} x {width} floats: iterates, "
+        "gradients and the quasi-Newton pairs)",
+        "use fewer heads",
+    )
 
 
 def _as_heads(single: MinNormResult, heads: int) -> MultiHeadMinNormResult:

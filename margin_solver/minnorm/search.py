@@ -95,6 +95,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from margin_solver.bounds.realisable import Realiser, realisable_selections
+from margin_solver.core.guard import current
 from margin_solver.core.kernel import softmax
 from margin_solver.core.results import LOCAL_OPTIMAL, MAX_ITER
 from margin_solver.core.strategy import (
@@ -833,10 +834,12 @@ def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> I
         if context.hard and best() is not None and svm.norm >= best().norm:
             continue  # its nearly hard realisation would end near svm.norm: no better
         misses = 0
-        c = attention_svm(H, T, tokens, context.R)
+        c = attention_svm(H, T, tokens, context.R, guard=current())
         label = "selection"
         if c is None:
-            c = attention_svm(H, T, tokens, context.R, ridge=strategy.nearest_ridge)
+            c = attention_svm(
+                H, T, tokens, context.R, ridge=strategy.nearest_ridge, guard=current()
+            )
             label = "nearest_selection"
         if c is None:
             continue
@@ -874,10 +877,15 @@ def _realisable_starts(context: _Context, deadline: float) -> Iterator:
         if key in context.seen:
             continue
         context.seen.add(key)
-        c = attention_svm(context.H, context.T, tokens, context.R)
+        c = attention_svm(context.H, context.T, tokens, context.R, guard=current())
         if c is None:  # realisable only within the attention SVM's tolerance
             c = attention_svm(
-                context.H, context.T, tokens, context.R, ridge=context.strategy.nearest_ridge
+                context.H,
+                context.T,
+                tokens,
+                context.R,
+                ridge=context.strategy.nearest_ridge,
+                guard=current(),
             )
         if c is None:
             continue

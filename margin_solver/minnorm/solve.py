@@ -17,11 +17,12 @@ docs/statuses.md, "Min-norm specifics".
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from margin_solver.bounds.lower import (
 )
 from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.data import Dataset, as_dataset
+from margin_solver.core.guard import Guard, TimeLimitReached, active, current
 from margin_solver.core.kernel import TokenGram, conflicting_pairs, margins
 from margin_solver.core.ooc import is_on_disk
 from margin_solver.core.progress import ProgressBar, verbose_switch
@@ -330,7 +332,8 @@ def solve_min_norm(
         ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``. Both build
         the (nT, nT) token Gram matrix once, for the selection starts and the bound.
     n_random_starts : int, default=2
-        Random starts in addition to the deterministic ones.
+        Random starts in addition to the deterministic ones, drawn one at a time (any
+        count: memory does not grow with it, and ``time_limit`` stops them).
     seed : int or None, default=0
         Seed of the random starts (numpy Generator).
     max_iter : int, default=500
@@ -376,7 +379,10 @@ def solve_min_norm(
         certified ``"optimal"`` (the default of mixed-integer solvers, e.g. Gurobi's
         MIPGap; docs/statuses.md says how it was chosen and when to raise it).
     time_limit : float, default=inf
-        A guard on the whole call (lower bound, starts, descents), in seconds. Every stage
+        A guard on the whole call (set-up, lower bound, starts, descents), in seconds: the
+        token Gram product is checked between its blocks, and an attention SVM that the
+        guard predicts cannot finish in time is not started (the other starts still run;
+        :mod:`margin_solver.core.guard`). Every stage
         has a budget of work, so that the answer is the same on any machine; this guard
         only stops the call early: on expiry the best feasible point so far is returned
         with status ``"time_limit"`` (unless it is certified ``"optimal"``), or
@@ -425,21 +431,23 @@ def solve_min_norm(
         X, y, R, certify, form, n_random_starts, seed, max_iter, gtol, rtol, bound_method,
         bound_time_limit, progress, options, gap_tol, time_limit, p0, search_starts,
     )  # fmt: skip
-    proof = solve.conflicting_samples()
-    if proof is not None:
-        return _warn(proof)
-    with single_threaded_blas():
-        for step in (
-            solve.hard_bound,
-            solve.root_heuristic,
-            solve.first_starts,
-            solve.search,
-            solve.finite_r_bound,
-        ):
-            proof = step()  # a proof of infeasibility ends the solve
-            if proof is not None:
-                return _warn(proof)
-    return _warn(solve.best())
+    with active(solve.guard):
+        # the set-up's token Gram product, stopped by the time limit, or a proof
+        proof = solve.setup() or solve.conflicting_samples()
+        if proof is not None:
+            return _warn(proof)
+        with single_threaded_blas():
+            for step in (
+                solve.hard_bound,
+                solve.root_heuristic,
+                solve.first_starts,
+                solve.search,
+                solve.finite_r_bound,
+            ):
+                proof = step()  # a proof of infeasibility ends the solve
+                if proof is not None:
+                    return _warn(proof)
+        return _warn(solve.best())
 
 
 class _Solve:
@@ -509,9 +517,8 @@ class _Solve:
         self.dependent = d <= n * T  # linearly dependent tokens: the search always runs
         self.tol = (self.gap_tol, FEAS_TOL)
         self.use_kernel = form == "kernel" or (form == "auto" and (d > n * T or is_on_disk(X)))
-        self.gram = TokenGram(X)
-        self.H = self.gram.H
-        self.form = KernelForm(X, self.gram) if self.use_kernel else DenseForm(X)
+        self.guard = Guard(self.deadline, clock=lambda: time.perf_counter())
+        self.gram: TokenGram | None = None  # set up by setup()
         self.bound: LowerBoundResult | None = None
         self.first = None
         self.starts: list = []
@@ -526,6 +533,24 @@ class _Solve:
         self.realised: dict[tuple[int, ...], tuple] = {}
         # the root heuristic's point meets LB within gap_tol: no first start, no search
         self.closed = False
+
+    def setup(self) -> MinNormResult | None:
+        """The token Gram product (in blocks, under the time limit) and the form; when the
+        time limit stops the product, the result that says so (no start was run)."""
+        try:
+            self.gram = TokenGram(self.X, self.guard)
+        except TimeLimitReached as stop:
+            name = "kernel" if self.use_kernel else "dense"
+            why = (
+                f"no feasible point found: the time limit (time_limit={self.time_limit:g} s) "
+                f"stopped the solve during its set-up, in {stop.stage}; no start was run"
+            )
+            return _no_point(
+                self.R, name, NO_FEASIBLE_POINT_FOUND, why, None, self.start_time, self.tol
+            )
+        self.H = self.gram.H
+        self.form = KernelForm(self.X, self.gram) if self.use_kernel else DenseForm(self.X)
+        return None
 
     def conflicting_samples(self) -> MinNormResult | None:
         """``infeasible`` when two samples have the same tokens and opposite labels."""
@@ -610,9 +635,13 @@ class _Solve:
         key = _key(bound.selection)
         with ProgressBar(self.progress, total=1, desc="P_R root heuristic", unit="start") as bar:
             if key not in self.realised:
-                self.realised[key] = _settle(
-                    self.form, self.H, self.y, self.T, bound.selection, self.R, self.descent
-                )
+                try:
+                    self.realised[key] = _settle(
+                        self.form, self.H, self.y, self.T, bound.selection, self.R, self.descent
+                    )
+                except TimeLimitReached as stop:  # the first starts say so in the message
+                    logger.info("time limit: %s", stop.stage)
+                    return None
             run = self.realised[key][1]
             if run is None or not run.point.feasible:
                 bar.update(1, best="not nearly hard" if run is None else "infeasible")
@@ -646,26 +675,15 @@ class _Solve:
         or its selection as one more start. Not run when the root heuristic closed the gap."""
         if self.closed:
             return None
-        self.starts = list(
-            _starts(
-                self.form,
-                self.H,
-                self.y,
-                self.T,
-                self.R,
-                self.n_random_starts,
-                self.seed,
-                self.bound,
-                self.first,
-            )
-        )
+        self.starts = _starts(self.form, self.H, self.y, self.T, self.first, self.bound)
         if self.p0 is not None:
             self.starts.insert(
                 0, ("p0", _warm_start(self.form, self.gram, self.X, self.p0, self.R), None)
             )
-        with ProgressBar(
-            self.progress, total=len(self.starts), desc="P_R starts", unit="start"
-        ) as bar:
+        # drawn one at a time: n_random_starts may be any count (time_limit stops them)
+        randoms = _random_starts(self.form, self.y, self.T, self.R, self.n_random_starts, self.seed)
+        total = len(self.starts) + self.n_random_starts
+        with ProgressBar(self.progress, total=total, desc="P_R starts", unit="start") as bar:
             self.runs, self.start_norms = _run_starts(
                 self.form,
                 self.H,
@@ -675,6 +693,7 @@ class _Solve:
                 self.starts,
                 self.descent,
                 bar,
+                randoms,
                 self.realised,
             )
         self.feasible = {k: r for k, r in self.runs.items() if r.point.feasible}
@@ -791,6 +810,11 @@ class _Solve:
         """The best feasible point with its status, or the result that says why none."""
         runs, start_norms, feasible = self.runs, self.start_norms, self.feasible
         skipped = [name for name, *_ in self.starts if name not in start_norms]
+        random_run = sum(name.startswith("random_") for name in start_norms)
+        n_first = len(self.starts) + self.n_random_starts
+        not_run = len(skipped) + self.n_random_starts - random_run
+        if random_run < self.n_random_starts:
+            skipped.append(_random_names(random_run, self.n_random_starts))
         guard = _guard_that_acted(
             bool(skipped)
             or self.search_cut
@@ -829,7 +853,7 @@ class _Solve:
             if guard is not None:
                 what = []
                 if skipped:
-                    what.append(f"{len(skipped)} of {len(self.starts)} first starts not run")
+                    what.append(f"{not_run} of {n_first} first starts not run")
                 if self.search_cut:
                     what.append("the search for further starts cut short")
                 result.message += f"; {guard} stopped the search"
@@ -957,13 +981,17 @@ def _fallback_note(runs: dict[str, DescentRun]) -> tuple[int, str]:
 
 
 def _run_starts(
-    form, H, y, T, R, starts, descent, bar, realised=None
+    form, H, y, T, R, starts, descent, bar, randoms=(), realised=None
 ) -> tuple[dict[str, DescentRun], dict[str, float]]:
-    """Descend from every start; a start repeating an earlier selection reuses its norm.
+    """Descend from every start of ``starts``, then of the iterable ``randoms``; a start
+    repeating an earlier selection reuses its norm.
 
     Selections are realised here, after that check, since each realisation is an SVM with
     n (T - 1) constraints (a third of the whole solve's time at n = 100, T = 4). Once
-    ``descent["deadline"]`` has passed the remaining starts are not run (not in the norms).
+    ``descent["deadline"]`` has passed the remaining starts are not run (not in the norms),
+    and a selection start whose attention SVM the time limit predicts it cannot finish
+    (:func:`margin_solver.svm.selection.attention_svm`) is not run either, while the others
+    still are.
 
     The first selection start is realised before any descent: when its realisation is
     nearly hard (:func:`margin_solver.minnorm.search.settled_run` polishes it by linearised SVM
@@ -981,19 +1009,24 @@ def _run_starts(
     realised = {} if realised is None else realised
 
     def realise(key, selection):
+        """The realised start and its polish, or None when the time limit stops it."""
         if key not in realised:
-            realised[key] = _settle(form, H, y, T, selection, R, descent)
+            try:
+                realised[key] = _settle(form, H, y, T, selection, R, descent)
+            except TimeLimitReached as stop:
+                logger.info("time limit: %s", stop.stage)
+                return None
         return realised[key]
 
     first = next((s for _, _, s in starts if s is not None), None)
     hard = (
         first is not None
         and time.perf_counter() <= descent["deadline"]
-        and realise(_key(first), first)[1] is not None
+        and (realise(_key(first), first) or (None, None))[1] is not None
     )
     if hard:  # their polished norms let the other starts stop early (hard_descend)
         starts = sorted(starts, key=lambda start: start[2] is None)
-    for name, p0, selection in starts:
+    for name, p0, selection in itertools.chain(starts, randoms):
         if time.perf_counter() > descent["deadline"]:
             break
         key = None if selection is None else _key(selection)
@@ -1002,8 +1035,11 @@ def _run_starts(
         else:
             settled = None
             if key is not None:
+                made = realise(key, selection)
+                if made is None:  # not run (named in the message)
+                    continue
                 seen[key] = name
-                p0, settled = realise(key, selection)
+                p0, settled = made
             if p0 is None:
                 start_norms[name] = math.inf
             else:
@@ -1140,6 +1176,9 @@ def _search(
             name, run = next(search)
         except StopIteration as end:  # its value: stopped by the deadline
             return bool(end.value)
+        except TimeLimitReached as stop:  # an attention SVM it could not finish in time
+            logger.info("time limit: %s", stop.stage)
+            return True
         runs[name] = run
         start_norms[name] = run.norm
         logger.info(
@@ -1271,16 +1310,22 @@ def _check_choices(form: str, n_random_starts: Any, max_iter: Any) -> None:
     check_int(max_iter, "max_iter", 1)
 
 
-def _starts(form, H, y, T, R, n_random, seed, bound, first):
-    """Yield ``(name, p0, selection)``: a selection start has p0 None (realised by
-    :func:`_run_starts`), a random start p0 None when it is the zero vector. ``first``:
+def _starts(form, H, y, T, first, bound) -> list[tuple[str, Any, Any]]:
+    """The deterministic first starts ``(name, p0, selection)``: a selection start has p0
+    None (realised by :func:`_run_starts`). ``first``:
     :func:`margin_solver.bounds.lower.first_selection`."""
-    yield "zero", form.zeros(), None
-    yield "first_step", None, best_tokens(first_step_margins(H, y, T))
+    starts = [("zero", form.zeros(), None)]
+    starts.append(("first_step", None, best_tokens(first_step_margins(H, y, T))))
     if first.feasible:
-        yield "hard_selection", None, first.tokens
+        starts.append(("hard_selection", None, first.tokens))
     if bound is not None and bound.selection is not None:
-        yield "lb_selection", None, bound.selection
+        starts.append(("lb_selection", None, bound.selection))
+    return starts
+
+
+def _random_starts(form, y, T, R, n_random, seed) -> Iterator[tuple[str, Any, None]]:
+    """Yield the random starts ``(name, p0, None)`` one at a time (p0 None when it is the
+    zero vector), so that memory does not grow with their count."""
     n = len(y)
     rng = np.random.default_rng(seed)
     for k in range(n_random):
@@ -1289,8 +1334,15 @@ def _starts(form, H, y, T, R, n_random, seed, bound, first):
         yield f"random_{k}", (p * (R / length) if length > 0 else None), None
 
 
+def _random_names(first: int, count: int) -> str:
+    """The names of the random starts ``first`` to ``count - 1`` (the last when many)."""
+    if count - first <= 2:
+        return ", ".join(f"random_{k}" for k in range(first, count))
+    return f"random_{first}, ..., random_{count - 1}"
+
+
 def _realise(form, H, T, selection, R):
-    c = attention_svm(H, T, selection, R)
+    c = attention_svm(H, T, selection, R, guard=current())
     return None if c is None else form.from_coefficients(c)
 
 

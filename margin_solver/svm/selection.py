@@ -20,12 +20,14 @@ selection, which would make the lower bound invalid).
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from margin_solver.core.guard import Guard, TimeLimitReached
 from margin_solver.core.tolerances import SAME_TOKEN_RTOL
 from margin_solver.core.validation import InvalidInputError, check_radius, check_tokens
 from margin_solver.svm.vstep import solve_trusted_vstep
@@ -43,6 +45,12 @@ __all__ = [
     "token_margins",
 ]
 
+
+logger = logging.getLogger("margin_solver")
+
+#: Attention SVMs with at least this many constraints are announced in verbose output (their
+#: one factorisation takes seconds and shows no progress of its own).
+_ANNOUNCE_CONSTRAINTS = 1000
 
 # Margins within this (relative to max(|margin|, 1); an SVM's margins are of order 1) count as
 # tied in best_tokens: far above the rounding of a margin, far below any real difference.
@@ -220,8 +228,20 @@ def hard_selection_alternation(
     return svm
 
 
+#: Multiply-adds of the v-step of an attention SVM with k constraints, in units of k**3, as
+#: the caller's time limit predicts it (:meth:`margin_solver.core.guard.Guard.affords`): its
+#: eigendecomposition and NNLS took 21 k**3 at the speed of the same call's token Gram
+#: product (k = 2250, MNIST tokens; docs/decisions.md, "The token Gram product in blocks").
+REALISE_WORK = 25
+
+
 def attention_svm(
-    H: np.ndarray, T: int, selection: np.ndarray, R: float, ridge: float = 0.0
+    H: np.ndarray,
+    T: int,
+    selection: np.ndarray,
+    R: float,
+    ridge: float = 0.0,
+    guard: Guard | None = None,
 ) -> np.ndarray | None:
     """Token coefficients of the norm-``R`` attention vector that best singles out ``selection``.
 
@@ -245,6 +265,11 @@ def attention_svm(
         ``ridge * mean(diag) * I`` (the features augmented by orthogonal slack directions),
         so it is always solvable, and where no p realises the selection its p still favours
         the selected tokens as much as it can (the nearest realisable selection).
+    guard : Guard, optional
+        The caller's time limit: the SVM (one eigendecomposition and one NNLS of size k,
+        which nothing can interrupt) is not started when its predicted time,
+        ``REALISE_WORK * k**3`` multiply-adds at the speed the guard measured, would end past
+        the deadline.
 
     Returns
     -------
@@ -260,6 +285,8 @@ def attention_svm(
     samples, others = np.nonzero(np.arange(T)[None, :] != selection[:, None])
     if samples.size == 0:
         return np.zeros((n, T))
+    if guard is not None and not guard.affords(REALISE_WORK * samples.size**3):
+        raise TimeLimitReached(f"an attention SVM with {samples.size} constraints (not started)")
     chosen_rows, other_rows = samples * T + selection[samples], samples * T + others
     E = np.zeros((samples.size, n * T))
     E[np.arange(samples.size), chosen_rows] = 1.0
@@ -273,6 +300,8 @@ def attention_svm(
     K = (K + K.T) / 2  # E H E^T is symmetric up to rounding
     if ridge > 0:
         K[np.diag_indices_from(K)] += ridge * float(np.mean(np.diag(K)))
+    if len(K) >= _ANNOUNCE_CONSTRAINTS:
+        logger.info("attention SVM with %d constraints (one factorisation of that size)", len(K))
     result = solve_trusted_vstep(K, np.ones(len(K)))
     if not result.success:
         return None

@@ -173,7 +173,8 @@ def data_evidence(dataset: Dataset, constants: Constants | None = None) -> DataE
     if not isinstance(dataset, Dataset):
         raise InvalidInputError(f"dataset must be a Dataset, got {type(dataset).__name__}.")
     c = _constants(constants)
-    _check_disk_values(dataset)
+    # tokens on disk are read in blocks, never copied whole; the first pass (for their
+    # scale) refuses NaN and inf, which a Dataset in memory refuses when it is made
     est = estimate_signal_noise(dataset, seed=c.seed)
     return DataEvidence(
         dataset=dataset,
@@ -185,13 +186,6 @@ def data_evidence(dataset: Dataset, constants: Constants | None = None) -> DataE
         ),
         conflicts=conflicting_pairs(dataset.X, dataset.y),
     )
-
-
-def _check_disk_values(dataset: Dataset) -> None:
-    """Refuse NaN or inf among tokens on disk (a dataset directory), which a Dataset in memory
-    refuses when it is made: the memory map is read in blocks, never copied whole."""
-    if is_on_disk(dataset.X):
-        check_finite(dataset.X)
 
 
 def _constants(constants: Any) -> Constants:
@@ -293,8 +287,8 @@ def check_conditions(
         raise InvalidInputError(f"test must be a Dataset, got {type(test).__name__}.")
     if test is not None and test.d != dataset.d:
         raise InvalidInputError(f"test set has d={test.d} but the training set has d={dataset.d}.")
-    if test is not None:
-        _check_disk_values(test)
+    if test is not None and is_on_disk(test.X):
+        check_finite(test.X)  # in blocks; its metrics read it in blocks too
     c = (
         _constants(constants)
         if evidence is None
