@@ -30,6 +30,7 @@ from margin_solver.bench.heads_study import (
     normalized_options,
     plot_heads,
 )
+from margin_solver.bench.methods import SWEEP_METHODS
 from margin_solver.bench.realdata import (
     digits_shape,
     load_mnist,
@@ -711,6 +712,11 @@ def run_bench(
     for name in names:
         if name not in STUDIES:
             raise InvalidInputError(f"Unknown study {name!r}; available: {sorted(STUDIES)}.")
+    unknown = sorted(set(methods or ()) - set(SWEEP_METHODS))
+    if unknown:  # before the first study is announced or runs
+        raise InvalidInputError(
+            f"Unknown method {unknown[0]!r}; available: {sorted(SWEEP_METHODS)}."
+        )
     if figure_format is not None:
         figure_target(f"REPORT.{figure_format}")  # an unknown format fails before any work
     if data_path is not None:

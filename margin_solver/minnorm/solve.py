@@ -811,10 +811,13 @@ class _Solve:
         runs, start_norms, feasible = self.runs, self.start_norms, self.feasible
         skipped = [name for name, *_ in self.starts if name not in start_norms]
         random_run = sum(name.startswith("random_") for name in start_norms)
-        n_first = len(self.starts) + self.n_random_starts
-        not_run = len(skipped) + self.n_random_starts - random_run
-        if random_run < self.n_random_starts:
-            skipped.append(_random_names(random_run, self.n_random_starts))
+        # when the root heuristic closed the gap, the random starts were left out by design,
+        # not by a time limit
+        n_random = 0 if self.closed else self.n_random_starts
+        n_first = len(self.starts) + n_random
+        not_run = len(skipped) + n_random - random_run
+        if random_run < n_random:
+            skipped.append(_random_names(random_run, n_random))
         guard = _guard_that_acted(
             bool(skipped)
             or self.search_cut

@@ -164,7 +164,7 @@ def data_evidence(dataset: Dataset, constants: Constants | None = None) -> DataE
     Examples
     --------
     >>> from margin_solver.core.data import PaperDistribution
-    >>> ds = PaperDistribution(d=600, snr=0.5, eta=0.1).sample(40, seed=2)
+    >>> ds = PaperDistribution(d=1600, snr=0.5, eta=0.1).sample(40, seed=2)  # d = n^2
     >>> evidence = data_evidence(ds)
     >>> [str(check_conditions(ds, method=m, evidence=evidence).predicted_regime)
     ...  for m in ("min-norm", "two-step-gd")]
@@ -275,7 +275,7 @@ def check_conditions(
     Examples
     --------
     >>> from margin_solver.core.data import PaperDistribution
-    >>> ds = PaperDistribution(d=600, snr=0.5, eta=0.1).sample(40, seed=2)  # kappa = 10
+    >>> ds = PaperDistribution(d=1600, snr=0.5, eta=0.1).sample(40, seed=2)  # kappa = 10, d = n^2
     >>> str(check_conditions(ds).predicted_regime)
     'benign'
     >>> str(check_conditions(ds, method="two-step-gd").predicted_regime)
