@@ -14,6 +14,10 @@ from margin_solver.core.kernel import TokenGram
 from margin_solver.core.results import ConvergenceWarning
 from margin_solver.minnorm.solve import solve_min_norm
 
+# the ConvergenceWarnings of non-optimal statuses are what these tests provoke; a test that
+# checks one uses pytest.warns (docs/statuses.md)
+pytestmark = pytest.mark.filterwarnings("ignore::margin_solver.core.results.ConvergenceWarning")
+
 
 def _cancer_rows():
     """Standardised breast-cancer features, rows ``default_rng(0).permutation(569)[:12]``,

@@ -33,6 +33,10 @@ from margin_solver.descent.alternating import DenseForm, evaluate_phi, gradient_
 from margin_solver.svm import vstep as vstep_module
 from margin_solver.theory import Constants
 
+# the ConvergenceWarnings of non-optimal statuses are what these tests provoke; a test that
+# checks one uses pytest.warns (docs/statuses.md)
+pytestmark = pytest.mark.filterwarnings("ignore::margin_solver.core.results.ConvergenceWarning")
+
 BASE = PaperDistribution(d=6, T=2, snr=0.8, eta=0.0).sample(6, seed=0)
 X0, Y0 = BASE.X, BASE.y
 FITTED = SingleHeadAttentionClassifier().fit(X0, Y0)

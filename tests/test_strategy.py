@@ -15,6 +15,10 @@ from margin_solver.descent.alternating import DenseForm, descend
 from margin_solver.minnorm.search import search_starts
 from margin_solver.minnorm.solve import solve_min_norm
 
+# the ConvergenceWarnings of non-optimal statuses are what these tests provoke; a test that
+# checks one uses pytest.warns (docs/statuses.md)
+pytestmark = pytest.mark.filterwarnings("ignore::margin_solver.core.results.ConvergenceWarning")
+
 
 def test_the_table_is_frozen_and_descend_has_its_defaults():
     with pytest.raises(dataclasses.FrozenInstanceError):
