@@ -577,7 +577,7 @@ def _token_gram(tokens: _Tokens, chosen: np.ndarray) -> np.ndarray:
     _, T, d = X.shape
     m = len(chosen) * T
     if not is_on_disk(X):
-        flat = X[chosen].reshape(m, d)
+        flat = tokens.samples(chosen).reshape(m, d)
         return flat @ flat.T
     step = max(1, block_bytes() // (m * 8))
     G = np.zeros((m, m))
