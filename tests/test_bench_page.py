@@ -15,15 +15,16 @@ def _results(folder: Path, name: str, data: dict) -> None:
     (folder / f"{name}.json").write_text(json.dumps(data), encoding="utf-8")
 
 
-def test_committed_page_equals_the_page_rendered_from_committed_results():
-    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("name", [path.name for path in page.PAGES])
+def test_committed_page_equals_the_page_rendered_from_committed_results(name):
+    text = (ROOT / "docs" / name).read_text(encoding="utf-8")
     assert page.MARKER.search(text), "the page has no generated table"
     assert page.render(text, ROOT / "docs" / "results") == text
 
 
-def test_every_committed_results_file_has_its_table_on_the_page():
-    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    marked = {m["name"] for m in page.MARKER.finditer(text)}
+def test_every_committed_results_file_has_its_table_on_a_page():
+    texts = [(ROOT / path).read_text(encoding="utf-8") for path in page.PAGES]
+    marked = {m["name"] for text in texts for m in page.MARKER.finditer(text)}
     assert marked == {p.stem for p in (ROOT / "docs" / "results").glob("*.json")}
 
 
@@ -48,6 +49,20 @@ def test_rows_and_where_settings_pick_a_list_and_filter_it(tmp_path):
     _results(tmp_path, "t", data)
     out = page.render("<!-- table: t rows=table where=k:y -->\n<!-- /table -->", tmp_path)
     assert "| k | v |\n|---|---|\n| y | 2 |\n" in out
+
+
+def test_where_joins_conditions_takes_alternatives_and_quoted_values(tmp_path):
+    rows = [
+        {"m": "two step", "n": 1},
+        {"m": "two step", "n": 2},
+        {"m": "x", "n": 3},
+        {"m": "y", "n": 2},
+    ]
+    _results(tmp_path, "t", {"meta": run_metadata("m", []), "rows": rows})
+    out = page.render('<!-- table: t where="m:two step|y;n:2" -->\n<!-- /table -->', tmp_path)
+    assert "| m | n |\n|---|---|\n| two step | 2 |\n| y | 2 |\n\n" in out
+    with pytest.raises(page.PageError, match="no row meets"):
+        page.render("<!-- table: t where=n:9 -->\n<!-- /table -->", tmp_path)
 
 
 @pytest.mark.parametrize("missing", ["date", "commit", "machine", "versions", "command"])

@@ -17,7 +17,7 @@ a local copy, ``margin-solver bench --mnist PATH``), with
 * methods: GD for a fixed budget like the authors' (``gd-long`` with 500 constant steps of the
   package's default size, from a small random initialisation: heads started at zero stay
   identical; ``heads-mnist-normalized``: 500 normalised steps of length ``1 / nu``, since the
-  constant default step diverged on some MNIST cells, docs/benchmarks.md) and the min-norm
+  constant default step diverged on some MNIST cells, docs/studies.md) and the min-norm
   interpolator (``min-norm``, R = 100 / nu,
   :func:`margin_solver.minnorm.multihead.solve_min_norm_heads`), on MNIST only up to
   :data:`MIN_NORM_MAX_N` images (its solve grows with (n T)^2 and more: a first-starts solve

