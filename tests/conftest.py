@@ -21,6 +21,15 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile("deterministic")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding end-to-end (``slow``) tests run first. xdist's ``loadfile`` hands out
+    whole files in collection order, so a long file collected last (the alphabet put
+    ``test_work_budgets.py`` there) kept one worker busy minutes after the other had
+    finished."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: files stay whole
+
+
 @pytest.fixture(scope="session")
 def paper_split() -> Callable[..., tuple[Dataset, Dataset]]:
     """``paper_split(n, n_test, seed, kappa=None, **dist)``: train and test sets of the paper's

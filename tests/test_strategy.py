@@ -9,6 +9,7 @@ import pytest
 
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.kernel import TokenGram
+from margin_solver.core.results import ConvergenceWarning
 from margin_solver.core.strategy import DEFAULT_STRATEGY, Strategy, strategy_from
 from margin_solver.core.validation import InvalidInputError
 from margin_solver.descent.alternating import DenseForm, descend
@@ -144,3 +145,20 @@ def test_global_lower_bound_takes_the_same_options():
     default = global_lower_bound(ds.X, ds.y, R=1.0)
     same = global_lower_bound(ds.X, ds.y, R=1.0, options={"memory": 30})
     assert same.value == default.value and same.incumbent == default.incumbent
+
+
+def test_the_bounds_budgets_of_svms_are_fields_of_the_table():
+    from margin_solver.bounds.lower import global_lower_bound
+
+    ds = PaperDistribution(d=200, T=2, snr=0.3, eta=0.2).sample(24, seed=0)
+    full = global_lower_bound(ds.X, ds.y, method="bnb")
+    with pytest.warns(ConvergenceWarning):
+        cut = global_lower_bound(ds.X, ds.y, method="bnb", options={"lb_nodes": 2})
+    assert full.status == "optimal" and full.nodes > 3
+    assert cut.status == "max_iter" and cut.nodes <= 3 and cut.value <= full.value
+    # the finite-R box search stops after bound_stall_nodes SVMs without progress, and says so
+    ds = PaperDistribution(d=200, T=2, snr=math.sqrt(0.4), eta=0.15).sample(10, seed=0)
+    with pytest.warns(ConvergenceWarning):
+        stalled = global_lower_bound(ds.X, ds.y, R=0.2, options={"bound_stall_nodes": 40})
+    assert stalled.status == "max_iter" and stalled.nodes < 100
+    assert "40 SVMs without progress" in stalled.message

@@ -53,9 +53,15 @@ CASES = {
 }
 
 
-def _answer(case: str, **options) -> tuple[float, str, float, int]:
+#: A smaller stall budget of the box searches than the default 2,000 SVMs, to keep the suite
+#: short: what is tested is that every budget is a count, whatever its size. (On these six
+#: cases the gaps are the same as at the default.)
+BUDGETS = {"bound_stall_nodes": 300}
+
+
+def _answer(case: str) -> tuple[float, str, float, int]:
     X, y, R = CASES[case]()
-    res = solve_min_norm(X, y, R=R, certify=True, **options)
+    res = solve_min_norm(X, y, R=R, certify=True, options=BUDGETS)
     return res.norm, res.status, res.gap, res.work
 
 

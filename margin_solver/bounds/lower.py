@@ -53,11 +53,11 @@ from margin_solver.bounds.linbound import MAX_TOKENS as LINEARISED_MAX_TOKENS
 from margin_solver.bounds.linbound import linearised_bound
 from margin_solver.bounds.rbounds import (
     LOW_RANK_MAX,
-    P_BOX_NODES,
     finite_r_bound,
     low_rank_bound,
     nodes_for_samples,
     realising_coefficients,
+    score_box_nodes,
     score_rank,
 )
 from margin_solver.bounds.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
@@ -128,18 +128,11 @@ ENUMERATION_LIMIT = 2**8
 # A free sample counts as satisfied by a node's v when its best token's margin is at least
 # 1 - _SATISFIED_TOL; the completed selection's SVM is then re-solved exactly.
 _SATISFIED_TOL = 1e-9
-# The finite-R branch-and-bound stops when its proven bound has not risen over this many
-# SVMs (about 5 s on the shared machine): on degenerate inputs (d = 1, R large against the
-# tokens) its relaxation cannot tighten, and a certify call should not spend its whole
-# budget there. Counted rather than timed so that answers do not depend on the machine.
-_STALL_NODES = 2000
-#: SVMs of LB's branch-and-bound up to :data:`LB_FULL_SAMPLES` samples (:func:`lb_nodes`):
-#: the hard-selection bound's budget, and that of the finite-R bound's first stage. Every LB
-#: that finished in the seconds it had before used at most 1125 (docs/decisions.md, "LB").
-LB_NODES = 20_000
-#: Samples above which LB's budget shrinks as 1 / n: its SVMs cost 1.9 ms at n = 100, 4.3 ms
-#: at n = 200, 19 ms at n = 1000 (docs/decisions.md, "LB").
-LB_FULL_SAMPLES = 100
+#: The default of the strategy table's ``lb_nodes``: SVMs of LB's branch-and-bound up to
+#: :data:`LB_FULL_SAMPLES` samples (:func:`lb_nodes`), kept as a public name.
+LB_NODES = DEFAULT_STRATEGY.lb_nodes
+#: The default of the strategy table's ``lb_full_samples``, kept as a public name.
+LB_FULL_SAMPLES = DEFAULT_STRATEGY.lb_full_samples
 
 
 @dataclass(repr=False)
@@ -283,10 +276,12 @@ def global_lower_bound(
         bound proven so far (with ``R``: its first stage; the other stages have budgets of
         their own); :func:`lb_nodes` of n by default.
     options : mapping, optional
-        Fields of the strategy table (:class:`margin_solver.core.strategy.Strategy`) for the
-        finite-R bound's incumbent descents (the descent's keys, as
-        :func:`margin_solver.minnorm.solve.solve_min_norm`'s ``options``); unknown keys and
-        bad values raise.
+        Fields of the strategy table (:class:`margin_solver.core.strategy.Strategy`), as
+        :func:`margin_solver.minnorm.solve.solve_min_norm`'s ``options``: the bound's budgets
+        of SVMs (``lb_nodes``, ``lb_full_samples``, ``score_box_nodes``,
+        ``score_box_full_samples``, ``p_box_nodes``, ``bound_stall_nodes``) and the
+        finite-R bound's incumbent descents (the descent's keys); unknown keys and bad
+        values raise.
 
     Returns
     -------
@@ -391,7 +386,7 @@ def trusted_lower_bound(
     ``strategy``: the knobs of those descents.
     """
     if max_nodes is None:
-        max_nodes = lb_nodes(len(y))
+        max_nodes = lb_nodes(len(y), strategy)
     if R is not None and T > 1:
         with single_threaded_blas():
             return _finite_r(
@@ -500,10 +495,10 @@ def _hard_selection_bound(
         )
 
 
-def lb_nodes(n: int) -> int:
-    """The default budget of SVMs of LB's branch-and-bound for n samples (:data:`LB_NODES`
-    up to :data:`LB_FULL_SAMPLES` samples, in proportion to 1 / n above)."""
-    return nodes_for_samples(n, LB_NODES, LB_FULL_SAMPLES)
+def lb_nodes(n: int, strategy: Strategy = DEFAULT_STRATEGY) -> int:
+    """The budget of SVMs of LB's branch-and-bound for n samples (the strategy's
+    ``lb_nodes`` up to ``lb_full_samples`` samples, in proportion to 1 / n above)."""
+    return nodes_for_samples(n, strategy.lb_nodes, strategy.lb_full_samples)
 
 
 def first_selection(H: np.ndarray, y: np.ndarray, T: int) -> SelectionSVM:
@@ -568,7 +563,9 @@ def _finite_r(
             None if hard_bound.status == FAILED else hard_bound.selection,
         ]
         incumbent = _descent_incumbent(X, H, y, R, selections, strategy)
-    return _finite_r_stages(H, y, T, R, hard_bound, incumbent, time_limit, gap_tol, start, progress)
+    return _finite_r_stages(
+        H, y, T, R, hard_bound, incumbent, time_limit, gap_tol, start, progress, strategy
+    )
 
 
 def _finite_r_stages(
@@ -582,15 +579,16 @@ def _finite_r_stages(
     gap_tol: float,
     start: float,
     progress: bool,
+    strategy: Strategy,
 ) -> LowerBoundResult:
     """The finite-R bound's stages after LB (``hard_bound``) against the best point
     ``incumbent = (norm, selection)``, in order of cost until one is within ``gap_tol`` of
     it: the linearised bound (tight at small R; at most ``linbound``'s ascent steps), the
     Lagrangian bound (T = 2 and n at most its ``MAX_SAMPLES``; at most the SDP solver's
     iterations), branch-and-bound over boxes of p when the reachable scores span at most
-    ``LOW_RANK_MAX`` dimensions (:data:`~margin_solver.bounds.rbounds.P_BOX_NODES` SVMs),
-    then over score boxes (:func:`~margin_solver.bounds.rbounds.score_box_nodes` SVMs); each
-    box search also stops after :data:`_STALL_NODES` SVMs without progress. Budgets of work,
+    ``LOW_RANK_MAX`` dimensions (the strategy's ``p_box_nodes`` SVMs), then over score boxes
+    (:func:`~margin_solver.bounds.rbounds.score_box_nodes` SVMs); each box search also stops
+    after ``bound_stall_nodes`` SVMs without progress. Budgets of work,
     not shares of seconds, so that the bound is the same on any machine. ``time_limit``
     (seconds from ``start``) is the caller's guard: past it, the running stage stops between
     steps or nodes and no further stage begins (status ``"time_limit"``, as when it stopped
@@ -679,14 +677,18 @@ def _finite_r_stages(
                 bar=bar,
                 floor=proven,
                 time_limit=time_limit,
-                stall_nodes=_STALL_NODES,
+                stall_nodes=strategy.bound_stall_nodes,
                 **budget,
             )
 
         searches = []
         if next_stage() and score_rank(H, n, T) <= LOW_RANK_MAX:
-            searches.append(("p-boxes", lambda: box_search(low_rank_bound, max_nodes=P_BOX_NODES)))
-        searches.append(("bnb", lambda: box_search(finite_r_bound)))
+            searches.append(
+                ("p-boxes", lambda: box_search(low_rank_bound, max_nodes=strategy.p_box_nodes))
+            )
+        searches.append(
+            ("bnb", lambda: box_search(finite_r_bound, max_nodes=score_box_nodes(n, strategy)))
+        )
         for name, search in searches:
             if not next_stage():
                 break
@@ -729,7 +731,7 @@ def _finite_r_stages(
             "by the caller's time limit"
             if cut
             else "at its budgets of work (SVMs of the box searches, or "
-            f"{_STALL_NODES} SVMs without progress, or no node left to refine)"
+            f"{strategy.bound_stall_nodes} SVMs without progress, or no node left to refine)"
         )
         message = (
             f"stopped ({method}, {nodes} SVMs) {why}; proven finite-R bound "

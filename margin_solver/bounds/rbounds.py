@@ -36,6 +36,7 @@ from scipy.optimize import nnls
 from margin_solver.core.kernel import softmax
 from margin_solver.core.progress import ProgressBar
 from margin_solver.core.results import FAILED, INFEASIBLE, MAX_ITER, OPTIMAL, TIME_LIMIT
+from margin_solver.core.strategy import DEFAULT_STRATEGY, Strategy
 from margin_solver.svm.selection import lifted_bounds
 from margin_solver.svm.vstep import solve_vstep_from_support
 
@@ -60,16 +61,12 @@ _BALL_RTOL = 1e-9
 # Root box half-widths are widened by this factor so that rounding in G_jj cannot cut a
 # reachable score difference off.
 _WIDEN = 1 + 1e-9
-#: SVMs of :func:`finite_r_bound` (the search over boxes of score differences) by default, up
-#: to :data:`SCORE_BOX_FULL_SAMPLES` samples (:func:`score_box_nodes`): about what the 30 s
-#: of the old default gave it at n = 12 (docs/decisions.md, "Score boxes").
-SCORE_BOX_NODES = 30_000
-#: Samples above which the default budget of :func:`finite_r_bound` shrinks as 1 / n: its SVMs
-#: cost 1.4 ms at n = 12, 2.2 ms at n = 40, 7.2 ms at n = 200 (docs/decisions.md, "Score boxes").
-SCORE_BOX_FULL_SAMPLES = 20
-#: SVMs of :func:`low_rank_bound` (the search over boxes of p, n > d) by default: the old
-#: half of 30 s gave it 7,000-11,500 at load 9 (docs/decisions.md, "Boxes of p").
-P_BOX_NODES = 20_000
+#: The defaults of the strategy table's ``score_box_nodes``, ``score_box_full_samples`` and
+#: ``p_box_nodes`` (the budgets of :func:`finite_r_bound` and :func:`low_rank_bound`), kept as
+#: public names.
+SCORE_BOX_NODES = DEFAULT_STRATEGY.score_box_nodes
+SCORE_BOX_FULL_SAMPLES = DEFAULT_STRATEGY.score_box_full_samples
+P_BOX_NODES = DEFAULT_STRATEGY.p_box_nodes
 
 
 @dataclass
@@ -108,10 +105,11 @@ def nodes_for_samples(n: int, nodes: int, full_samples: int) -> int:
     return nodes * full_samples // max(n, full_samples)
 
 
-def score_box_nodes(n: int) -> int:
-    """The default budget of SVMs of :func:`finite_r_bound` for n samples
-    (:data:`SCORE_BOX_NODES` up to :data:`SCORE_BOX_FULL_SAMPLES` samples)."""
-    return nodes_for_samples(n, SCORE_BOX_NODES, SCORE_BOX_FULL_SAMPLES)
+def score_box_nodes(n: int, strategy: Strategy = DEFAULT_STRATEGY) -> int:
+    """The budget of SVMs of :func:`finite_r_bound` for n samples (the strategy's
+    ``score_box_nodes`` up to ``score_box_full_samples`` samples, in proportion to 1 / n
+    above)."""
+    return nodes_for_samples(n, strategy.score_box_nodes, strategy.score_box_full_samples)
 
 
 def score_difference_gram(H: np.ndarray, n: int, T: int) -> np.ndarray:

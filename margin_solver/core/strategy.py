@@ -208,6 +208,20 @@ class Strategy:
     # "Nearly hard attention": first step weight of the polish, relative to ||v||^2 / R^2
     polish_lam0: float = _entry(0.1, _real(0.0))
 
+    # -- the lower bound's budgets, in SVMs (margin_solver.bounds.lower.global_lower_bound)
+    # "LB": SVMs of the hard-selection branch-and-bound up to lb_full_samples samples
+    lb_nodes: int = _entry(20_000, _count(1))
+    # "LB": samples above which LB's budget shrinks as 1 / n
+    lb_full_samples: int = _entry(100, _count(1))
+    # "Score boxes": SVMs of the finite-R search over score boxes up to score_box_full_samples
+    score_box_nodes: int = _entry(30_000, _count(1))
+    # "Score boxes": samples above which the score-box budget shrinks as 1 / n
+    score_box_full_samples: int = _entry(20, _count(1))
+    # "Boxes of p": SVMs of the finite-R search over boxes of p (scores of rank <= 3)
+    p_box_nodes: int = _entry(20_000, _count(1))
+    # "Score boxes": SVMs without a rise of the proven bound after which a box search stops
+    bound_stall_nodes: int = _entry(2000, _count(1))
+
     def __post_init__(self) -> None:
         for entry in fields(self):
             value = getattr(self, entry.name)

@@ -586,6 +586,7 @@ class _Solve:
             time.perf_counter(),
             first=self.first,
             X=self.X,
+            strategy=self.strategy,
         )
 
     def _infeasible(self, why: str, every_R: bool = True) -> MinNormResult:
@@ -796,6 +797,7 @@ class _Solve:
             self._bound_seconds(self.bound.solve_time),
             self.gap_tol,
             self.progress,
+            self.strategy,
         )
         if self.bound.status == INFEASIBLE:
             proof = _infeasibility_proof(self.bound)
@@ -882,7 +884,7 @@ class _Solve:
 
 
 def _finite_r_bound(
-    H, y, T, R, hard_bound, feasible, method, seconds, gap_tol, progress
+    H, y, T, R, hard_bound, feasible, method, seconds, gap_tol, progress, strategy
 ) -> LowerBoundResult:
     """The finite-R bound's stages after LB (``hard_bound``, computed before the starts)
     against the best of the ``feasible`` runs, each stage with its budget of work, under the
@@ -904,6 +906,7 @@ def _finite_r_bound(
         gap_tol=gap_tol,
         hard_bound=hard_bound,
         incumbent=incumbent,
+        strategy=strategy,
     )
     if bound is not hard_bound:
         bound.solve_time += hard_bound.solve_time
