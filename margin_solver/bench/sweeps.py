@@ -25,10 +25,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib
 import itertools
 import logging
 import os
 import platform
+import queue
 import threading
 import time
 import warnings
@@ -915,8 +917,18 @@ def _joblib_rows(points: list[PointJob], n_jobs: int | None) -> Iterator[list[di
 def local_map(
     func: Callable[[Any], Any], items: Sequence[Any], n_jobs: int | None
 ) -> Iterator[Any]:
-    """``func(item)`` for every item, in the order the workers finish them, on ``n_jobs``
-    local worker processes (in this process when ``n_jobs == 1``; negative as joblib's).
+    """``func(item)`` for every item, in the order they finish, on ``n_jobs`` local processes:
+    this one and ``n_jobs - 1`` workers (in this process alone when ``n_jobs == 1``; negative
+    as joblib's).
+
+    This process works as one of the ``n_jobs``: it runs an item whenever no worker's result
+    is waiting, so that the workers' start-up (a fresh interpreter importing numpy, scipy and
+    this package: a second or more on a loaded 2-core machine) is not idle time for the whole
+    run, and a grid of a few seconds gains from ``--jobs 2`` too. A thread of this process
+    hands the workers their items: first one call of :func:`_ready` per worker, then, as each
+    returns (a worker has imported ``func``'s module), two items, and one more per finished
+    item; so no item waits in the queue of a worker still starting while this process could
+    run it.
 
     The workers are joblib's loky processes, in an executor of the caller's own: closing the
     generator (the sweep and the claim studies do when they end) stops them, killing them
@@ -928,14 +940,12 @@ def local_map(
     n_jobs = n_jobs or -1
     if n_jobs < 0:
         n_jobs = max((os.cpu_count() or 1) + 1 + n_jobs, 1)
-    if n_jobs == 1 or not items:
+    if n_jobs == 1 or len(items) < 2:
         yield from (func(item) for item in items)
         return
-    from concurrent.futures import FIRST_COMPLETED, wait
-
     from joblib.externals.loky import ProcessPoolExecutor
 
-    workers = min(n_jobs, len(items))
+    workers = min(n_jobs, len(items)) - 1
     threads = str(max((os.cpu_count() or 1) // n_jobs, 1))
     executor = ProcessPoolExecutor(
         max_workers=workers,
@@ -943,23 +953,109 @@ def local_map(
         initargs=(os.getpid(),),
         env=dict.fromkeys(_THREAD_VARIABLES, threads),
     )
-    queue = iter(items)
-    # Two items per worker in flight: a worker never waits for the next, and an interrupted
-    # run has little queued work to cancel.
-    running = {executor.submit(func, item) for item in itertools.islice(queue, 2 * workers)}
+    feeder = _Feeder(executor, func, items, workers)
     completed = False
     try:
-        while running:
-            done, running = wait(running, return_when=FIRST_COMPLETED)
-            running |= {executor.submit(func, item) for item in itertools.islice(queue, len(done))}
-            for future in done:
-                yield future.result()
+        while True:
+            future = feeder.finished()  # a worker's result first: it is ready
+            if future is None:
+                item = feeder.take()
+                if item is not _NONE:
+                    yield func(item)
+                    continue
+                future = feeder.finished(wait=True)  # nothing left to take: wait for them
+                if future is None:
+                    break
+            yield future.result()
         completed = True
     finally:
+        feeder.stop()
         if completed:
             executor.shutdown(wait=True)
         else:
             _kill_workers(executor)
+        feeder.join()
+
+
+#: What :meth:`_Feeder.take` returns when no item is left.
+_NONE = object()
+
+
+def _ready(module: str) -> None:
+    """A worker's first call: import the module of the function it will run (its start-up)."""
+    importlib.import_module(module)
+
+
+class _Feeder:
+    """The items of :func:`local_map` shared between this process and the workers: a thread
+    submits them to the workers as these become free and queues the finished futures."""
+
+    def __init__(self, executor: Any, func: Callable[[Any], Any], items: Sequence[Any], n: int):
+        self._executor, self._func = executor, func
+        self._items = iter(items)
+        self._lock = threading.Lock()
+        self._done: queue.Queue[Any] = queue.Queue()
+        self._stopped = threading.Event()
+        self._ended = False
+        self._thread = threading.Thread(
+            target=self._run, args=(n,), name="margin-solver-feeder", daemon=True
+        )
+        self._thread.start()
+
+    def take(self) -> Any:
+        """The next item not yet taken (:data:`_NONE` when there is none)."""
+        with self._lock:
+            return next(self._items, _NONE)
+
+    def finished(self, wait: bool = False) -> Any:
+        """A finished future of a worker, or None: none yet (``wait`` False), or none will
+        come (``wait`` True: every submitted item has finished and none is left to submit)."""
+        if self._ended:
+            return None
+        try:
+            future = self._done.get(block=wait)
+        except queue.Empty:
+            return None
+        if future is _NONE:  # the thread's last word
+            self._ended = True
+            return None
+        return future
+
+    def stop(self) -> None:
+        """Submit nothing more."""
+        self._stopped.set()
+
+    def join(self) -> None:
+        """Wait for the thread (it ends within its poll interval once stopped)."""
+        self._thread.join()
+
+    def _run(self, n: int) -> None:
+        from concurrent.futures import FIRST_COMPLETED, Future, wait
+
+        running: dict[Any, bool] = {}  # future -> whether it is an item (not a start-up call)
+        try:
+            for _ in range(n):
+                running[self._executor.submit(_ready, self._func.__module__)] = False
+            while running and not self._stopped.is_set():
+                done, _ = wait(running, timeout=PARENT_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for future in done:
+                    # a started worker gets two items, a finished item's worker one more
+                    is_item = running.pop(future)
+                    if is_item or future.exception() is None:
+                        if is_item:
+                            self._done.put(future)
+                        for _ in range(1 if is_item else 2):
+                            item = self.take()
+                            if item is not _NONE and not self._stopped.is_set():
+                                running[self._executor.submit(self._func, item)] = True
+                    else:  # the start-up call raised: report it as an item's failure would
+                        self._done.put(future)
+        except Exception as exc:  # a broken executor: the waiting loop re-raises it
+            failed: Future[Any] = Future()
+            failed.set_exception(exc)
+            self._done.put(failed)
+        finally:
+            self._done.put(_NONE)
 
 
 def _kill_workers(executor: Any) -> None:
