@@ -690,7 +690,8 @@ def run_sweep(
     config : SweepConfig, optional
         Shared settings; must equal those of an existing ``out`` (else a new file is needed).
     jobs : int, optional
-        Local worker processes for joblib (default: all cores; 1 runs in this process).
+        Local processes: this one and ``jobs - 1`` joblib (loky) workers (default: all cores;
+        1 runs in this process alone).
     scheduler : str, optional
         Address of a running Dask distributed scheduler (e.g. ``"tcp://127.0.0.1:8786"``);
         when given, cells run there instead of joblib. Needs ``margin-solver[dask]``.
@@ -908,7 +909,7 @@ def _write_sidecar(
 
 
 def _joblib_rows(points: list[PointJob], n_jobs: int | None) -> Iterator[list[dict[str, Any]]]:
-    """Each point's rows, as its worker finishes it (in this process when ``n_jobs == 1``);
+    """Each point's rows, as its process finishes it (this one and ``n_jobs - 1`` workers);
     see :func:`local_map` for the workers (each point runs with one BLAS thread anyway,
     :func:`run_point`)."""
     return local_map(run_point, points, n_jobs)
