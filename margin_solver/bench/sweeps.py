@@ -31,6 +31,8 @@ import logging
 import os
 import platform
 import queue
+import signal
+import sys
 import threading
 import time
 import warnings
@@ -931,7 +933,7 @@ def local_map(
     item; so no item waits in the queue of a worker still starting while this process could
     run it.
 
-    The workers are joblib's loky processes, in an executor of the caller's own: closing the
+    The workers (:func:`_executor`) are in an executor of the caller's own: closing the
     generator (the sweep and the claim studies do when they end) stops them, killing them
     mid-task when the run did not complete, instead of leaving them to wait minutes for more
     work as joblib's shared executor does; a worker also ends within a second of its parent's
@@ -944,16 +946,8 @@ def local_map(
     if n_jobs == 1 or len(items) < 2:
         yield from (func(item) for item in items)
         return
-    from joblib.externals.loky import ProcessPoolExecutor
-
     workers = min(n_jobs, len(items)) - 1
-    threads = str(max((os.cpu_count() or 1) // n_jobs, 1))
-    executor = ProcessPoolExecutor(
-        max_workers=workers,
-        initializer=_exit_with_parent,
-        initargs=(os.getpid(),),
-        env=dict.fromkeys(_THREAD_VARIABLES, threads),
-    )
+    executor = _executor(workers, max((os.cpu_count() or 1) // n_jobs, 1))
     feeder = _Feeder(executor, func, items, workers)
     completed = False
     try:
@@ -978,6 +972,53 @@ def local_map(
         feeder.join()
 
 
+#: Local workers are forked from this process (Linux, Python >= 3.11), not started afresh:
+#: a fresh interpreter importing numpy, scipy and this package cost 1.2 s of CPU per worker
+#: here, as much as the 24 cells of issue 44's grid. Python forks all of an executor's workers
+#: at its first submission, before the executor starts its own thread, and
+#: :class:`_Feeder` makes that submission before starting its thread, so no thread of ours
+#: runs at the fork. OpenBLAS re-creates its threads in a forked child; the results log's
+#: locked descriptor is closed there (:mod:`margin_solver.bench.resultlog`). Elsewhere
+#: (macOS, where forking after Apple's frameworks loaded is unsafe; Python 3.10, which forks
+#: later workers from its own thread) the workers are joblib's loky processes.
+_FORK_WORKERS = sys.platform == "linux" and sys.version_info >= (3, 11)
+
+
+def _executor(workers: int, threads: int) -> Any:
+    """A process pool of ``workers`` workers with ``threads`` BLAS / OpenMP threads each, which
+    end within a second of this process's death (see :data:`_FORK_WORKERS`)."""
+    if _FORK_WORKERS:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        return ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=_forked_worker,
+            initargs=(os.getpid(), threads),
+        )
+    from joblib.externals.loky import ProcessPoolExecutor as LokyExecutor
+
+    return LokyExecutor(
+        max_workers=workers,
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
+        env=dict.fromkeys(_THREAD_VARIABLES, str(threads)),
+    )
+
+
+def _forked_worker(parent: int, threads: int) -> None:
+    """Initializer of a forked worker: its BLAS / OpenMP threads; Ctrl-C ignored (it reaches
+    the whole terminal's process group, and the sweep, which handles it, kills its workers);
+    the default SIGTERM; and an end within a second of ``parent``'s."""
+    from threadpoolctl import threadpool_limits
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    threadpool_limits(limits=threads)
+    _exit_with_parent(parent)
+
+
 #: What :meth:`_Feeder.take` returns when no item is left.
 _NONE = object()
 
@@ -998,8 +1039,11 @@ class _Feeder:
         self._done: queue.Queue[Any] = queue.Queue()
         self._stopped = threading.Event()
         self._ended = False
+        # The first submissions, from the calling thread before ours starts (forked workers
+        # start at the first one, :data:`_FORK_WORKERS`).
+        starting = {executor.submit(_ready, func.__module__): False for _ in range(n)}
         self._thread = threading.Thread(
-            target=self._run, args=(n,), name="margin-solver-feeder", daemon=True
+            target=self._run, args=(starting,), name="margin-solver-feeder", daemon=True
         )
         self._thread.start()
 
@@ -1030,13 +1074,12 @@ class _Feeder:
         """Wait for the thread (it ends within its poll interval once stopped)."""
         self._thread.join()
 
-    def _run(self, n: int) -> None:
+    def _run(self, running: dict[Any, bool]) -> None:
+        """Submit items as workers become free; ``running`` maps each submitted future to
+        whether it is an item (not a start-up call)."""
         from concurrent.futures import FIRST_COMPLETED, Future, wait
 
-        running: dict[Any, bool] = {}  # future -> whether it is an item (not a start-up call)
         try:
-            for _ in range(n):
-                running[self._executor.submit(_ready, self._func.__module__)] = False
             while running and not self._stopped.is_set():
                 done, _ = wait(running, timeout=PARENT_POLL_SECONDS, return_when=FIRST_COMPLETED)
                 for future in done:
@@ -1060,14 +1103,24 @@ class _Feeder:
 
 
 def _kill_workers(executor: Any) -> None:
-    """Shut an interrupted run's loky executor down, killing its workers.
+    """Shut an interrupted run's executor down, killing its workers.
 
-    Loky's manager thread, which does the killing, can die in that shutdown on a race of its
-    own (InvalidStateError or KeyError on a queued item; seen 4 times in 50 SIGTERM'd sweeps
-    under load), print a traceback, and leave live workers that the interpreter's exit then
-    joins forever (a hung sweep). So its exceptions are logged at debug level here, and any
-    worker still alive after the shutdown is killed from this thread.
+    Forked workers (:data:`_FORK_WORKERS`) are killed first, then the executor shut down: its
+    own shutdown waits for running items. Loky's manager thread, which does the killing of
+    its workers, can die in that shutdown on a race of its own (InvalidStateError or KeyError
+    on a queued item; seen 4 times in 50 SIGTERM'd sweeps under load), print a traceback, and
+    leave live workers that the interpreter's exit then joins forever (a hung sweep). So its
+    exceptions are logged at debug level here, and any worker still alive after the shutdown
+    is killed from this thread.
     """
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    if _FORK_WORKERS:  # concurrent.futures' executor (see _executor)
+        for process in processes:
+            process.kill()
+        executor.shutdown(wait=True, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=5)
+        return
     hook = threading.excepthook
 
     def quiet(args: Any) -> None:
