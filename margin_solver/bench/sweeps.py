@@ -692,8 +692,8 @@ def run_sweep(
     config : SweepConfig, optional
         Shared settings; must equal those of an existing ``out`` (else a new file is needed).
     jobs : int, optional
-        Local processes: this one and ``jobs - 1`` joblib (loky) workers (default: all cores;
-        1 runs in this process alone).
+        Local processes: this one and ``jobs - 1`` workers (:func:`local_map`; default: all
+        cores; 1 runs in this process alone).
     scheduler : str, optional
         Address of a running Dask distributed scheduler (e.g. ``"tcp://127.0.0.1:8786"``);
         when given, cells run there instead of joblib. Needs ``margin-solver[dask]``.
