@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from margin_solver._version import __version__
+from margin_solver.bench import sweeps
 from margin_solver.bench.methods import SWEEP_METHODS, register_method
 from margin_solver.bench.resultlog import read_rows
 from margin_solver.bench.sweeps import (
@@ -254,7 +255,11 @@ def _item_and_pid(item):
     return item, os.getpid()
 
 
-def test_local_map_runs_every_item_once_this_process_among_the_workers():
+@pytest.mark.parametrize("fork", [True, False])
+def test_local_map_runs_every_item_once_this_process_among_the_workers(monkeypatch, fork):
+    if fork and not sweeps._FORK_WORKERS:
+        pytest.skip("workers are forked on Linux with Python >= 3.11 only")
+    monkeypatch.setattr(sweeps, "_FORK_WORKERS", fork)  # False: loky's workers, as elsewhere
     done = list(local_map(_item_and_pid, list(range(40)), 2))
     assert sorted(item for item, _ in done) == list(range(40))
     # this process takes the first item at once, while its worker is still starting
