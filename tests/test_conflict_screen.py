@@ -1,11 +1,16 @@
-"""The token-Gram screen of kernel.conflicting_pairs (issue 12, part 4): with the Gram matrix
-given, only the samples it cannot tell apart from a sample of the other label are hashed, and
-the pairs found are exactly those of hashing every sample."""
+"""kernel.conflicting_pairs: the token-Gram screen (issue 12, part 4: with the Gram matrix
+given, only the samples it cannot tell apart from a sample of the other label are read, and the
+pairs found are exactly those of reading every sample), and its integer keys (issue 44: the
+same pairs as the sha256 of every token's bytes it replaced)."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from margin_solver.core.data import Dataset, PaperDistribution
 from margin_solver.core.generate import save_on_disk
@@ -113,3 +118,79 @@ def test_on_disk_conflicts_are_proven_infeasible(tmp_path):
         res = solve_min_norm(on_disk, R=1.0)
     assert res.status == "infeasible" and res.certified
     assert "samples 2 and 7 have the same tokens" in res.message
+
+
+def _sha256_pairs(X, y):
+    """The implementation before issue 44, kept as the reference: a sha256 of each token's
+    bytes, samples grouped by their sorted digests, each paired with its group's first sample
+    of the other label."""
+    groups = {}
+    for i in range(len(y)):
+        sample = np.ascontiguousarray(X[i], dtype=np.float64)
+        key = b"".join(sorted(hashlib.sha256(token.tobytes()).digest() for token in sample))
+        groups.setdefault(key, []).append(i)
+    pairs = []
+    for members in groups.values():
+        first = {}
+        for i in members:
+            first.setdefault(y[i], i)
+        if len(first) < 2:
+            continue
+        for i in members:
+            j = next(first[label] for label in first if label != y[i])
+            pairs.append((min(i, j), max(i, j)))
+    return sorted(set(pairs))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(2, 14),
+    T=st.integers(1, 3),
+    d=st.integers(1, 5),
+    pool=st.integers(1, 4),
+    plants=st.lists(st.tuples(st.integers(0, 13), st.integers(0, 13), st.booleans()), max_size=5),
+    seed=st.integers(0, 2**16),
+)
+def test_integer_keys_give_the_pairs_of_sha256(n, T, d, pool, plants, seed):
+    """Tokens from a small pool holding 0.0 and -0.0 (equal numbers, other bytes: not the same
+    token), planted twins (the tokens of another sample, permuted, with either label); with
+    and without the Gram screen."""
+    rng = np.random.default_rng(seed)
+    values = np.concatenate([[0.0, -0.0, 1.0], rng.standard_normal(pool)])
+    tokens = values[rng.integers(0, len(values), size=(pool + 1, d))]
+    X = tokens[rng.integers(0, len(tokens), size=(n, T))]
+    y = rng.choice([-1.0, 1.0], size=n)
+    for src, dst, flip in plants:
+        src, dst = src % n, dst % n
+        if src != dst:
+            X[dst] = X[src][rng.permutation(T)]
+            y[dst] = -y[src] if flip else y[src]
+    expected = _sha256_pairs(X, y)
+    assert conflicting_pairs(X, y) == expected
+    assert conflicting_pairs(X, y, TokenGram(X).H) == expected
+
+
+def test_key_collisions_are_told_apart_by_the_bytes(monkeypatch):
+    """With every sample past the sum screen and every token given the same key (the worst
+    case of both), samples are still grouped by their exact bytes."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((8, 2, 6))
+    X[5] = X[1][::-1]
+    y = np.array([1.0, 1.0, -1.0, 1.0, -1.0, -1.0, 1.0, -1.0])
+    monkeypatch.setattr(
+        "margin_solver.core.kernel._shared_across_labels", lambda keys, y: np.ones(len(y), bool)
+    )
+    monkeypatch.setattr(
+        "margin_solver.core.kernel._key_multipliers", lambda d: np.zeros(d, np.uint64)
+    )
+    assert conflicting_pairs(X, y) == _sha256_pairs(X, y) == [(1, 5)]
+
+
+def test_key_blocks_agree_with_one_block(monkeypatch):
+    rng = np.random.default_rng(6)
+    pool = rng.standard_normal((3, 7))
+    X = pool[rng.integers(0, 3, size=(25, 2))]
+    y = rng.choice([-1.0, 1.0], size=25)
+    whole = conflicting_pairs(X, y)
+    monkeypatch.setattr("margin_solver.core.kernel._SCREEN_BYTES", 1)  # one sample per block
+    assert conflicting_pairs(X, y) == whole == _sha256_pairs(X, y) and whole

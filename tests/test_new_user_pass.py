@@ -16,7 +16,7 @@ from margin_solver import ConvergenceWarning
 from margin_solver.analysis.compare import compare
 from margin_solver.bounds.lower import global_lower_bound
 from margin_solver.cli import main
-from margin_solver.core.data import Dataset
+from margin_solver.core.data import Dataset, PaperDistribution
 from margin_solver.core.validation import InvalidInputError
 from margin_solver.gd.endpoints import gradient_descent
 from margin_solver.minnorm.solve import solve_min_norm
@@ -71,6 +71,24 @@ def test_gd_on_unfittable_data_does_not_blame_the_optimiser(twins, schedule):
     assert "(2 such pairs)" in res.message
     assert "failure of the optimiser" not in res.message
     assert "may fit" not in res.message
+
+
+def test_gd_diagnoses_conflicts_only_when_it_does_not_interpolate(monkeypatch):
+    # The diagnosis reads every token (issue 44: it was half of a short call); an endpoint
+    # that interpolates needs none, one that does not still gets it.
+    calls = []
+
+    def counted(X, y):
+        calls.append(len(y))
+        return []
+
+    monkeypatch.setattr("margin_solver.gd.endpoints.conflicting_pairs", counted)
+    train = PaperDistribution(d=2000, snr=0.35, eta=0.1).sample(20, seed=0)
+    assert gradient_descent(train).interpolates
+    assert calls == []
+    res = gradient_descent(train, schedule="constant", steps=1, step_size=1e-9)
+    assert not res.interpolates and calls == [20]
+    assert "does not interpolate the training set." in res.message
 
 
 def test_gd_not_fitted_on_fittable_data_keeps_the_optimiser_note():

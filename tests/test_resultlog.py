@@ -1,6 +1,8 @@
 """The append-only results log: one write per row, torn-line repair, keys, header checks."""
 
+import multiprocessing
 import os
+import time
 
 import pytest
 
@@ -143,3 +145,29 @@ def test_a_log_replaced_on_every_open_is_refused_not_looped_on(tmp_path, monkeyp
     monkeypatch.setattr(resultlog.os, "open", replacing_open)
     with pytest.raises(InvalidInputError, match="was replaced 100 times while being opened"):
         ResultLog(path, FIELDS, ["k"]).open()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks")
+def test_a_forked_child_does_not_keep_the_lock(tmp_path):
+    # Sweep workers are forked while the sweep holds its log's lock; a copy of the locked
+    # descriptor in a child would keep the lock after the sweep released it.
+    path = tmp_path / "r.csv"
+    log = ResultLog(path, ["a", "b"], ["a"]).open()
+    context = multiprocessing.get_context("fork")
+    running = context.Event()
+
+    def wait_in_child():
+        running.set()
+        time.sleep(30)
+
+    child = context.Process(target=wait_in_child)
+    child.start()
+    assert running.wait(30)  # the child runs: what it does at the fork is done
+    try:
+        log.close()
+        with ResultLog(path, ["a", "b"], ["a"]) as again:  # the lock is free
+            again.append({"a": 1, "b": 2})
+    finally:
+        child.kill()
+        child.join()
+    assert path.read_text() == "a,b\n1,2\n"

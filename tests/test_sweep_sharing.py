@@ -107,3 +107,80 @@ def test_a_failed_draw_fails_every_cell_of_the_point(monkeypatch):
     rows = run_point(point_jobs([CellJob(c, SWEEP_METHODS[c.method], config) for c in cells])[0])
     assert [r["method"] for r in rows] == METHODS
     assert all(r["status"] == "failed" and "no data today" in r["message"] for r in rows)
+
+
+#: Rows of a small grid as commit 96610f1 (before issue 44's sweep changes) wrote them:
+#: (n, seed, method, status, test_error_clean, test_error_noisy, attn_signal_test,
+#: min_margin, norm). The test set's errors and attention pin its samples.
+BEFORE = [
+    (
+        8,
+        0,
+        "gd-two-step",
+        "completed",
+        0.075,
+        0.15,
+        0.4456440850553955,
+        16.14917484507747,
+        0.5425865558176962,
+    ),
+    (8, 0, "uniform-svm", "optimal", 0.0, 0.075, 0.5, 0.9999999999999998, 0.49718570494163855),
+    (
+        8,
+        1,
+        "gd-two-step",
+        "completed",
+        0.0,
+        0.075,
+        0.5356900377051288,
+        10.717728661495208,
+        0.7226864353986593,
+    ),
+    (8, 1, "uniform-svm", "optimal", 0.0, 0.075, 0.5, 0.9999999999999998, 0.5476709514312506),
+    (
+        12,
+        0,
+        "gd-two-step",
+        "completed",
+        0.05,
+        0.125,
+        0.5255746072325023,
+        12.085105324019871,
+        0.9304451720335818,
+    ),
+    (12, 0, "uniform-svm", "optimal", 0.05, 0.125, 0.5, 0.9999999999999993, 0.8623816412070645),
+    (
+        12,
+        1,
+        "gd-two-step",
+        "not_fitted",
+        0.225,
+        0.225,
+        0.31519663652550417,
+        -1.2103712453593012,
+        None,
+    ),
+    (12, 1, "uniform-svm", "optimal", 0.45, 0.4, 0.5, 0.9999999999999984, 1.2106383693642742),
+]
+
+
+def test_a_small_grid_gives_the_rows_it_gave_before_in_one_process_and_in_two(tmp_path):
+    grid = SweepGrid(
+        n=[8, 12], d=[60], kappa=[2.0], seeds=2, methods=["uniform-svm", "gd-two-step"]
+    )
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}.csv"
+        sweeps.run_sweep(grid, out, SweepConfig(n_test=40), jobs=jobs)
+        rows = sorted(sweeps.load_results(out), key=lambda r: (r["n"], r["seed"], r["method"]))
+        got = [
+            (int(r["n"]), int(r["seed"]), r["method"], r["status"])
+            + tuple(r[k] for k in ("test_error_clean", "test_error_noisy", "attn_signal_test"))
+            + (r["min_margin"], None if np.isnan(r["norm"]) else r["norm"])
+            for r in rows
+        ]
+        assert [g[:4] for g in got] == [b[:4] for b in BEFORE]
+        for g, b in zip(got, BEFORE):
+            assert g[4:6] == b[4:6]  # error shares: counts of test samples
+            np.testing.assert_allclose(
+                [x for x in g[6:] if x is not None], [x for x in b[6:] if x is not None], rtol=1e-12
+            )

@@ -2,11 +2,14 @@
 
 import json
 import math
+import os
+import time
 
 import numpy as np
 import pytest
 
 from margin_solver._version import __version__
+from margin_solver.bench import sweeps
 from margin_solver.bench.methods import SWEEP_METHODS, register_method
 from margin_solver.bench.resultlog import read_rows
 from margin_solver.bench.sweeps import (
@@ -16,6 +19,7 @@ from margin_solver.bench.sweeps import (
     SweepGrid,
     cell_seeds,
     load_results,
+    local_map,
     run_sweep,
     sidecar_path,
 )
@@ -244,3 +248,19 @@ def test_a_failed_method_is_a_row_status_not_a_warning(tmp_path, recwarn):
     rows = load_results(tmp_path / "s.csv")
     assert rows and all(r["status"] in ("not_fitted", "completed", "diverged") for r in rows)
     assert not [w for w in recwarn if issubclass(w.category, ConvergenceWarning)]
+
+
+def _item_and_pid(item):
+    time.sleep(0.02)
+    return item, os.getpid()
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_local_map_runs_every_item_once_this_process_among_the_workers(monkeypatch, fork):
+    if fork and not sweeps._FORK_WORKERS:
+        pytest.skip("workers are forked on Linux with Python >= 3.11 only")
+    monkeypatch.setattr(sweeps, "_FORK_WORKERS", fork)  # False: loky's workers, as elsewhere
+    done = list(local_map(_item_and_pid, list(range(40)), 2))
+    assert sorted(item for item, _ in done) == list(range(40))
+    # this process takes the first item at once, while its worker is still starting
+    assert done[0] == (0, os.getpid())

@@ -97,7 +97,9 @@ def run_claim_tasks(
     fields, key_fields : sequence of str
         Columns and row-key columns; each task's ``key`` columns come first in ``key_fields``.
     jobs : int, optional
-        joblib workers (default: all cores; 1 runs in this process).
+        Local processes: this one and ``jobs - 1`` workers
+        (:func:`~margin_solver.bench.sweeps.local_map`; default: all cores; 1 runs in this
+        process alone).
     scheduler : str, optional
         A Dask scheduler address; tasks run there instead.
     progress : bool, default=False

@@ -14,6 +14,7 @@ skip what is done. A new file gets the permissions the umask says.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import fcntl
@@ -37,6 +38,22 @@ Key = tuple[str, ...]
 #: Opens of a results log before giving up when other writers keep replacing it (each
 #: ``--retry-failed`` run replaces it once): a bound, so that the open cannot loop for ever.
 _OPEN_ATTEMPTS = 100
+
+#: Descriptors of the logs this process holds open and locked. A process forked from it (the
+#: sweep's local workers, :func:`margin_solver.bench.sweeps.local_map`) closes its copies at
+#: once: a copy shares the lock, which would then outlive this process's release of it (or
+#: its death) for as long as the child lives, and a child never writes the log.
+_HELD: set[int] = set()
+
+
+def _close_held_in_child() -> None:
+    for fd in _HELD:
+        with contextlib.suppress(OSError):  # closed already: nothing to release
+            os.close(fd)
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_close_held_in_child)
 
 
 def canonical(value: Any) -> str:
@@ -141,6 +158,7 @@ class ResultLog:
             os.close(fd)  # releases the lock
             raise
         self._fd = fd
+        _HELD.add(fd)
         self.done = {self.key_of(row) for row in rows}
         return self
 
@@ -311,14 +329,17 @@ class ResultLog:
             os.close(fd)
             Path(tmp).unlink(missing_ok=True)
             raise
+        _HELD.discard(self._fd)
         os.close(self._fd)
         self._fd = fd
+        _HELD.add(fd)
         self.done -= drop
         return len(drop)
 
     def close(self) -> None:
         """Close the file descriptor (which releases the lock)."""
         if self._fd is not None:
+            _HELD.discard(self._fd)
             os.close(self._fd)
             self._fd = None
 

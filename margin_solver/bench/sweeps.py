@@ -25,10 +25,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib
 import itertools
 import logging
 import os
 import platform
+import queue
+import signal
+import sys
 import threading
 import time
 import warnings
@@ -688,7 +692,8 @@ def run_sweep(
     config : SweepConfig, optional
         Shared settings; must equal those of an existing ``out`` (else a new file is needed).
     jobs : int, optional
-        Local worker processes for joblib (default: all cores; 1 runs in this process).
+        Local processes: this one and ``jobs - 1`` workers (:func:`local_map`; default: all
+        cores; 1 runs in this process alone).
     scheduler : str, optional
         Address of a running Dask distributed scheduler (e.g. ``"tcp://127.0.0.1:8786"``);
         when given, cells run there instead of joblib. Needs ``margin-solver[dask]``.
@@ -906,7 +911,7 @@ def _write_sidecar(
 
 
 def _joblib_rows(points: list[PointJob], n_jobs: int | None) -> Iterator[list[dict[str, Any]]]:
-    """Each point's rows, as its worker finishes it (in this process when ``n_jobs == 1``);
+    """Each point's rows, as its process finishes it (this one and ``n_jobs - 1`` workers);
     see :func:`local_map` for the workers (each point runs with one BLAS thread anyway,
     :func:`run_point`)."""
     return local_map(run_point, points, n_jobs)
@@ -915,10 +920,21 @@ def _joblib_rows(points: list[PointJob], n_jobs: int | None) -> Iterator[list[di
 def local_map(
     func: Callable[[Any], Any], items: Sequence[Any], n_jobs: int | None
 ) -> Iterator[Any]:
-    """``func(item)`` for every item, in the order the workers finish them, on ``n_jobs``
-    local worker processes (in this process when ``n_jobs == 1``; negative as joblib's).
+    """``func(item)`` for every item, in the order they finish, on ``n_jobs`` local processes:
+    this one and ``n_jobs - 1`` workers (in this process alone when ``n_jobs == 1``; negative
+    as joblib's).
 
-    The workers are joblib's loky processes, in an executor of the caller's own: closing the
+    This process works as one of the ``n_jobs``: it runs an item whenever no worker's result
+    is waiting, so that the workers' start-up is not idle time for the whole run, and a grid
+    of a few seconds gains from ``--jobs 2`` too. A thread of this process hands the workers
+    their items: first one call of :func:`_ready` per worker, then, as each returns (a worker
+    has started), one item, and another as each item finishes. So no item waits in the queue
+    of a worker still starting or busy while this process could run it, and the run does not
+    end with this process idle while a worker works through a queue; a worker waits for its
+    next item only for the hand-over (about a millisecond, against the tens of milliseconds
+    and more of a sweep's data point).
+
+    The workers (:func:`_executor`) are in an executor of the caller's own: closing the
     generator (the sweep and the claim studies do when they end) stops them, killing them
     mid-task when the run did not complete, instead of leaving them to wait minutes for more
     work as joblib's shared executor does; a worker also ends within a second of its parent's
@@ -928,49 +944,181 @@ def local_map(
     n_jobs = n_jobs or -1
     if n_jobs < 0:
         n_jobs = max((os.cpu_count() or 1) + 1 + n_jobs, 1)
-    if n_jobs == 1 or not items:
+    if n_jobs == 1 or len(items) < 2:
         yield from (func(item) for item in items)
         return
-    from concurrent.futures import FIRST_COMPLETED, wait
-
-    from joblib.externals.loky import ProcessPoolExecutor
-
-    workers = min(n_jobs, len(items))
-    threads = str(max((os.cpu_count() or 1) // n_jobs, 1))
-    executor = ProcessPoolExecutor(
-        max_workers=workers,
-        initializer=_exit_with_parent,
-        initargs=(os.getpid(),),
-        env=dict.fromkeys(_THREAD_VARIABLES, threads),
-    )
-    queue = iter(items)
-    # Two items per worker in flight: a worker never waits for the next, and an interrupted
-    # run has little queued work to cancel.
-    running = {executor.submit(func, item) for item in itertools.islice(queue, 2 * workers)}
+    workers = min(n_jobs, len(items)) - 1
+    executor = _executor(workers, max((os.cpu_count() or 1) // n_jobs, 1))
+    feeder = _Feeder(executor, func, items, workers)
     completed = False
     try:
-        while running:
-            done, running = wait(running, return_when=FIRST_COMPLETED)
-            running |= {executor.submit(func, item) for item in itertools.islice(queue, len(done))}
-            for future in done:
-                yield future.result()
+        while True:
+            future = feeder.finished()  # a worker's result first: it is ready
+            if future is None:
+                item = feeder.take()
+                if item is not _NONE:
+                    yield func(item)
+                    continue
+                future = feeder.finished(wait=True)  # nothing left to take: wait for them
+                if future is None:
+                    break
+            yield future.result()
         completed = True
     finally:
+        feeder.stop()
         if completed:
             executor.shutdown(wait=True)
         else:
             _kill_workers(executor)
+        feeder.join()
+
+
+#: Local workers are forked from this process (Linux, Python >= 3.11), not started afresh:
+#: a fresh interpreter importing numpy, scipy and this package cost 1.2 s of CPU per worker
+#: here, as much as the 24 cells of issue 44's grid. Python forks all of an executor's workers
+#: at its first submission, before the executor starts its own thread, and
+#: :class:`_Feeder` makes that submission before starting its thread, so no thread of ours
+#: runs at the fork. OpenBLAS re-creates its threads in a forked child; the results log's
+#: locked descriptor is closed there (:mod:`margin_solver.bench.resultlog`). Elsewhere
+#: (macOS, where forking after Apple's frameworks loaded is unsafe; Python 3.10, which forks
+#: later workers from its own thread) the workers are joblib's loky processes.
+_FORK_WORKERS = sys.platform == "linux" and sys.version_info >= (3, 11)
+
+
+def _executor(workers: int, threads: int) -> Any:
+    """A process pool of ``workers`` workers with ``threads`` BLAS / OpenMP threads each, which
+    end within a second of this process's death (see :data:`_FORK_WORKERS`)."""
+    if _FORK_WORKERS:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        return ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=_forked_worker,
+            initargs=(os.getpid(), threads),
+        )
+    from joblib.externals.loky import ProcessPoolExecutor as LokyExecutor
+
+    return LokyExecutor(
+        max_workers=workers,
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
+        env=dict.fromkeys(_THREAD_VARIABLES, str(threads)),
+    )
+
+
+def _forked_worker(parent: int, threads: int) -> None:
+    """Initializer of a forked worker: its BLAS / OpenMP threads; Ctrl-C ignored (it reaches
+    the whole terminal's process group, and the sweep, which handles it, kills its workers);
+    the default SIGTERM; and an end within a second of ``parent``'s."""
+    from threadpoolctl import threadpool_limits
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    threadpool_limits(limits=threads)
+    _exit_with_parent(parent)
+
+
+#: What :meth:`_Feeder.take` returns when no item is left.
+_NONE = object()
+
+
+def _ready(module: str) -> None:
+    """A worker's first call: import the module of the function it will run (its start-up)."""
+    importlib.import_module(module)
+
+
+class _Feeder:
+    """The items of :func:`local_map` shared between this process and the workers: a thread
+    submits them to the workers as these become free and queues the finished futures."""
+
+    def __init__(self, executor: Any, func: Callable[[Any], Any], items: Sequence[Any], n: int):
+        self._executor, self._func = executor, func
+        self._items = iter(items)
+        self._lock = threading.Lock()
+        self._done: queue.Queue[Any] = queue.Queue()
+        self._stopped = threading.Event()
+        self._ended = False
+        # The first submissions, from the calling thread before ours starts (forked workers
+        # start at the first one, :data:`_FORK_WORKERS`).
+        starting = {executor.submit(_ready, func.__module__): False for _ in range(n)}
+        self._thread = threading.Thread(
+            target=self._run, args=(starting,), name="margin-solver-feeder", daemon=True
+        )
+        self._thread.start()
+
+    def take(self) -> Any:
+        """The next item not yet taken (:data:`_NONE` when there is none)."""
+        with self._lock:
+            return next(self._items, _NONE)
+
+    def finished(self, wait: bool = False) -> Any:
+        """A finished future of a worker, or None: none yet (``wait`` False), or none will
+        come (``wait`` True: every submitted item has finished and none is left to submit)."""
+        if self._ended:
+            return None
+        try:
+            future = self._done.get(block=wait)
+        except queue.Empty:
+            return None
+        if future is _NONE:  # the thread's last word
+            self._ended = True
+            return None
+        return future
+
+    def stop(self) -> None:
+        """Submit nothing more."""
+        self._stopped.set()
+
+    def join(self) -> None:
+        """Wait for the thread (it ends within its poll interval once stopped)."""
+        self._thread.join()
+
+    def _run(self, running: dict[Any, bool]) -> None:
+        """Submit items as workers become free; ``running`` maps each submitted future to
+        whether it is an item (not a start-up call)."""
+        from concurrent.futures import FIRST_COMPLETED, Future, wait
+
+        try:
+            while running and not self._stopped.is_set():
+                done, _ = wait(running, timeout=PARENT_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for future in done:
+                    # a started worker, or one that finished an item, gets the next item
+                    is_item = running.pop(future)
+                    if is_item or future.exception() is not None:
+                        self._done.put(future)  # a start-up call that raised too: it re-raises
+                    if is_item or future.exception() is None:
+                        item = self.take()
+                        if item is not _NONE and not self._stopped.is_set():
+                            running[self._executor.submit(self._func, item)] = True
+        except Exception as exc:  # a broken executor: the waiting loop re-raises it
+            failed: Future[Any] = Future()
+            failed.set_exception(exc)
+            self._done.put(failed)
+        finally:
+            self._done.put(_NONE)
 
 
 def _kill_workers(executor: Any) -> None:
-    """Shut an interrupted run's loky executor down, killing its workers.
+    """Shut an interrupted run's executor down, killing its workers.
 
-    Loky's manager thread, which does the killing, can die in that shutdown on a race of its
-    own (InvalidStateError or KeyError on a queued item; seen 4 times in 50 SIGTERM'd sweeps
-    under load), print a traceback, and leave live workers that the interpreter's exit then
-    joins forever (a hung sweep). So its exceptions are logged at debug level here, and any
-    worker still alive after the shutdown is killed from this thread.
+    Forked workers (:data:`_FORK_WORKERS`) are killed first, then the executor shut down: its
+    own shutdown waits for running items. Loky's manager thread, which does the killing of
+    its workers, can die in that shutdown on a race of its own (InvalidStateError or KeyError
+    on a queued item; seen 4 times in 50 SIGTERM'd sweeps under load), print a traceback, and
+    leave live workers that the interpreter's exit then joins forever (a hung sweep). So its
+    exceptions are logged at debug level here, and any worker still alive after the shutdown
+    is killed from this thread.
     """
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    if _FORK_WORKERS:  # concurrent.futures' executor (see _executor)
+        for process in processes:
+            process.kill()
+        executor.shutdown(wait=True, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=5)
+        return
     hook = threading.excepthook
 
     def quiet(args: Any) -> None:

@@ -91,7 +91,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     """``--jobs``, ``--scheduler`` and ``--no-progress``, shared with ``bench``."""
     parser.add_argument(
-        "--jobs", type=int, default=None, help="local worker processes (default: all cores)"
+        "--jobs",
+        type=int,
+        default=None,
+        help="local processes: this one and jobs - 1 workers (default: all cores)",
     )
     parser.add_argument(
         "--scheduler",

@@ -16,8 +16,9 @@ attended feature ``z = X^T s``, token values ``u = X v``, output ``f = s^T u``,
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
@@ -398,11 +399,14 @@ def conflicting_pairs(
     naming every sample that has such a twin.
 
     Attention without positions is blind to token order, so such samples get the same output
-    ``f(X; v, p)`` for every (v, p) and no interpolator exists. Tokens are compared exactly
-    (by a hash of their bytes). In each group of samples with the same tokens and both labels,
-    every sample is paired with the group's first sample of the other label: at most n - 1
-    pairs, so memory stays linear in n (listing every pair would be quadratic: 25,000 copies
-    of one token with 10% flipped labels make 56 million pairs).
+    ``f(X; v, p)`` for every (v, p) and no interpolator exists. Tokens are compared exactly,
+    by the bytes of their float64 values. Samples are first grouped by the sorted keys of
+    their tokens (:func:`_token_keys`: equal tokens have equal keys); only groups holding
+    both labels are then compared byte by byte, so the answer is exact and the cost is about
+    one integer pass over the tokens. In each group of samples with the same tokens and both
+    labels, every sample is paired with the group's first sample of the other label: at most
+    n - 1 pairs, so memory stays linear in n (listing every pair would be quadratic: 25,000
+    copies of one token with 10% flipped labels make 56 million pairs).
 
     Parameters
     ----------
@@ -411,9 +415,8 @@ def conflicting_pairs(
     H : ndarray of shape (n_samples * n_tokens, n_samples * n_tokens), optional
         The token Gram matrix ``X X^T`` as computed in float64 (:class:`TokenGram`). When
         given, only the samples it cannot tell apart from a sample of the other label
-        (:func:`_twin_candidates`) are hashed: the answer is the same, and on data without
-        such samples no token is read again (hashing every token costs as much as the Gram
-        product itself).
+        (:func:`_twin_candidates`) are read: the answer is the same, and on data without
+        such samples no token is read again.
 
     Examples
     --------
@@ -421,23 +424,95 @@ def conflicting_pairs(
     >>> conflicting_pairs(X, np.array([1, -1, -1]))
     [(0, 1)]
     """
-    samples = range(len(y)) if H is None else _twin_candidates(H, y, X.shape)
-    groups: dict[bytes, list[int]] = {}
-    for i in samples:
-        sample = np.ascontiguousarray(X[i], dtype=np.float64)
-        key = b"".join(sorted(hashlib.sha256(token.tobytes()).digest() for token in sample))
-        groups.setdefault(key, []).append(i)
+    y = np.asarray(y)
+    screened = None if H is None else np.array(_twin_candidates(H, y, X.shape), dtype=int)
+    if screened is not None and len(screened) < 2:
+        return []
+    # Samples with the same multiset have the same sum of all their bit patterns: a sample
+    # whose sum no sample of the other label shares has no twin (one cheap pass).
+    sums = np.concatenate(
+        [bits.reshape(len(bits), -1).sum(axis=1) for bits in _bit_blocks(X, screened)]
+    )
+    samples = np.arange(len(y)) if screened is None else screened
+    samples = samples[_shared_across_labels(sums, y[samples])]
+    if len(samples) < 2:
+        return []
+    mult = _key_multipliers(X.shape[2])
+    keys = np.concatenate([bits @ mult for bits in _bit_blocks(X, samples)])
+    keys.sort(axis=1)  # a multiset's keys, in an order that does not depend on the tokens'
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    group = group.reshape(-1)
     pairs: list[tuple[int, int]] = []
-    for members in groups.values():
-        first: dict[float, int] = {}
-        for i in members:
-            first.setdefault(y[i], i)
-        if len(first) < 2:
-            continue
-        for i in members:
-            j = next(first[label] for label in first if label != y[i])
-            pairs.append((min(i, j), max(i, j)))
+    for g in np.flatnonzero(np.bincount(group) > 1):
+        members = samples[group == g]  # ascending, as ``samples``
+        if len(set(y[members].tolist())) < 2:
+            continue  # one label: no pair, whatever the bytes say
+        for same in _same_multisets(X, members):
+            first: dict[Any, int] = {}
+            for i in same:
+                first.setdefault(y[i], i)
+            if len(first) < 2:
+                continue
+            for i in same:
+                j = next(first[label] for label in first if label != y[i])
+                pairs.append((min(i, j), max(i, j)))
     return sorted(set(pairs))  # the two firsts were paired from both sides
+
+
+#: Seed of the odd 64-bit multipliers of the token keys (any seed would do: the keys only
+#: group candidates, which are then compared byte by byte).
+_KEY_SEED = 20261207
+
+
+def _key_multipliers(d: int) -> np.ndarray:
+    """Fixed odd multipliers ``m_k``, k < d: a token's key is ``sum_k u_k m_k mod 2^64`` over
+    the float64 bit patterns ``u_k`` of its features, exact integer arithmetic, so tokens
+    with the same bytes have the same key (and tokens that differ, almost always not)."""
+    mult = np.random.default_rng(_KEY_SEED).integers(0, 2**63, size=d, dtype=np.uint64)
+    return mult * np.uint64(2) + np.uint64(1)
+
+
+def _bit_blocks(X: np.ndarray, samples: np.ndarray | None) -> Iterator[np.ndarray]:
+    """The float64 bit patterns (uint64, shape (b, n_tokens, n_features)) of ``X[samples]``
+    (all samples when None) in consecutive blocks of about :data:`_SCREEN_BYTES`. The tokens
+    may be a memory-mapped file; a block of a float64 array in memory is read in place, not
+    copied."""
+    n, T, d = X.shape
+    count = n if samples is None else len(samples)
+    block = max(1, _SCREEN_BYTES // (8 * T * d))
+    for lo in range(0, count, block):
+        rows = slice(lo, lo + block) if samples is None else samples[lo : lo + block]
+        yield np.ascontiguousarray(X[rows], dtype=np.float64).view(np.uint64)
+
+
+def _shared_across_labels(keys: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Mask of the positions whose key is also the key of a position with another label."""
+    _, group, count = np.unique(keys, return_inverse=True, return_counts=True)
+    if len(keys) < 2 or count.max() < 2:  # all keys differ: the common case, decided here
+        return np.zeros(len(keys), dtype=bool)
+    _, label = np.unique(y, return_inverse=True)
+    group, label = group.reshape(-1), label.reshape(-1)
+    low = np.full(group.max() + 1, label.max())
+    high = np.zeros(group.max() + 1, dtype=label.dtype)
+    np.minimum.at(low, group, label)
+    np.maximum.at(high, group, label)
+    return low[group] != high[group]
+
+
+def _same_multisets(X: np.ndarray, members: np.ndarray) -> list[list[int]]:
+    """``members`` split into groups with the same multiset of token bytes (each group in
+    the order of ``members``), comparing each sample with one representative per group."""
+    groups: list[tuple[bytes, list[int]]] = []
+    for i in members.tolist():
+        sample = np.ascontiguousarray(X[i], dtype=np.float64)
+        canon = b"".join(sorted(token.tobytes() for token in sample))
+        for rep, same in groups:
+            if rep == canon:
+                same.append(i)
+                break
+        else:
+            groups.append((canon, [i]))
+    return [same for _, same in groups]
 
 
 #: Bytes of float64 distances :func:`_twin_candidates` holds at once.

@@ -12,9 +12,12 @@ of load during the run weighs on both alike):
   :mod:`~margin_solver.bench.measure.gd_speed`);
 - ``torch_step``: one autograd step of the same model (forward, backward, update) with
   torch, when torch is importable (it is not a project dependency);
-- ``call_long``: a ``steps=LONG_STEPS`` call, to show long runs are unchanged.
+- ``call_long``: a ``steps=LONG_STEPS`` call with the defaults (the form ``"auto"`` picks,
+  the default recording), against ``LONG_STEPS`` torch steps (the torch step's time times
+  ``LONG_STEPS``): long runs must stay faster than torch.
 
-    .venv/bin/python -m margin_solver.bench.measure.gd_call [--repeats 7]
+    .venv/bin/python -m margin_solver.bench.measure.gd_call [--repeats 7] \
+        [--out docs/results/gd_call.json]
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from margin_solver.bench.measure.gd_speed import SIZES, ours, slope, torch_gd
+from margin_solver.bench.provenance import run_metadata
 from margin_solver.core.data import PaperDistribution
+from margin_solver.core.fileio import write_json
 from margin_solver.gd.endpoints import default_step_sizes, gradient_descent
 
 #: Steps of the long call.
-LONG_STEPS = 200
+LONG_STEPS = 500
 
 
 def _best(fn: Callable[[], object], repeats: int) -> float:
@@ -53,59 +58,74 @@ def _best_in_turn(fns: list[Callable[[], object]], repeats: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print one table row per size: the call, one numpy step, one torch step, ratios."""
+    """Print one table row per size: the call, one numpy step, one torch step, ratios; with
+    ``--out``, also write the rows as a results file (:mod:`margin_solver.bench.page`)."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--out", metavar="FILE.json", help="also write the rows as JSON")
     args = ap.parse_args(argv)
+    meta = run_metadata(__spec__.name, argv)
     try:
         import torch
 
         torch.set_num_threads(1)
-        has_torch = True
+        meta["torch"] = torch.__version__
     except ImportError:
-        has_torch = False
-        print("torch is not importable: the torch column is skipped")
+        meta["torch"] = None
+        print("torch is not importable: the torch columns are skipped")
     print(
         "| n | T | d | call steps=1 ms | numpy step ms | torch step ms | call / torch | "
-        "call / numpy step | call steps=200 ms |"
+        f"call / numpy step | call steps={LONG_STEPS} ms | long / torch |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
     with threadpool_limits(limits=1, user_api="blas"):
         for n, T, d in SIZES:
-            train = PaperDistribution(d=d, T=T, snr=float(np.sqrt(4 / n)), eta=0.15).sample(n, 0)
-            step = default_step_sizes(train.X)[0]
-            call = functools.partial(
-                gradient_descent, train, schedule="constant", steps=1, step_size=step
-            )
-            timed = [call]
-            if has_torch:
-                yf = train.y.astype(np.float64)
-                timed.append(functools.partial(torch_gd, train.X, yf, 1, step))
-            for fn in timed:
-                fn()  # warm-up (first-call imports and caches)
-            t_call, t_torch = [*_best_in_turn(timed, args.repeats), float("nan")][:2]
-            t_step = slope(functools.partial(ours, train, "dense", step=step), 2, 12, args.repeats)
-            t_long = _best(
-                functools.partial(
-                    gradient_descent,
-                    train,
-                    schedule="constant",
-                    steps=LONG_STEPS,
-                    step_size=step,
-                    form="dense",
-                    record_steps=[LONG_STEPS],
-                ),
-                max(1, args.repeats // 3),
-            )
+            rows.append(_row(n, T, d, args.repeats, meta["torch"] is not None))
+            r = rows[-1]
             print(
-                f"| {n} | {T} | {d} | {1e3 * t_call:.2f} | {1e3 * t_step:.2f} | "
-                f"{1e3 * t_torch:.2f} | {t_call / t_torch:.2f} | {t_call / t_step:.2f} | "
-                f"{1e3 * t_long:.1f} |",
+                f"| {n} | {T} | {d} | {r['call_1_ms']:.2f} | {r['numpy_step_ms']:.2f} | "
+                f"{r['torch_step_ms']:.2f} | {r['call_1_over_torch_step']:.2f} | "
+                f"{r['call_1_ms'] / r['numpy_step_ms']:.2f} | {r['call_long_ms']:.1f} | "
+                f"{r['call_long_over_torch']:.2f} |",
                 flush=True,
             )
+    if args.out:
+        write_json(args.out, {"meta": meta, "rows": rows})
+        print(f"wrote {args.out}")
     return 0
+
+
+def _row(n: int, T: int, d: int, repeats: int, has_torch: bool) -> dict[str, float]:
+    """The timings of one size (milliseconds; NaN for torch when it is not importable)."""
+    train = PaperDistribution(d=d, T=T, snr=float(np.sqrt(4 / n)), eta=0.15).sample(n, 0)
+    step = default_step_sizes(train.X)[0]
+    call = functools.partial(gradient_descent, train, schedule="constant", steps=1, step_size=step)
+    timed = [call]
+    if has_torch:
+        yf = train.y.astype(np.float64)
+        timed.append(functools.partial(torch_gd, train.X, yf, 1, step))
+    for fn in timed:
+        fn()  # warm-up (first-call imports and caches)
+    t_call, t_torch = [*_best_in_turn(timed, repeats), float("nan")][:2]
+    t_step = slope(functools.partial(ours, train, "dense", step=step), 2, 12, repeats)
+    long = functools.partial(
+        gradient_descent, train, schedule="constant", steps=LONG_STEPS, step_size=step
+    )
+    t_long = _best(long, max(1, repeats // 3))
+    return {
+        "n": n,
+        "T": T,
+        "d": d,
+        "call_1_ms": 1e3 * t_call,
+        "numpy_step_ms": 1e3 * t_step,
+        "torch_step_ms": 1e3 * t_torch,
+        "call_1_over_torch_step": t_call / t_torch,
+        "call_long_ms": 1e3 * t_long,
+        "call_long_over_torch": t_long / (LONG_STEPS * t_torch),
+    }
 
 
 if __name__ == "__main__":
