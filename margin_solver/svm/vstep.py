@@ -42,6 +42,7 @@ from functools import cached_property, partial
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dpocon, dpotrf, dpotrs
 from scipy.optimize import nnls
 
@@ -55,6 +56,7 @@ from margin_solver.core.results import (
     ResultMixin,
     renamed,
 )
+from margin_solver.core.strategy import VSTEP_ACTIVE_PIVOTS_PER_SAMPLE
 from margin_solver.core.validation import (
     InvalidInputError,
     check_labels,
@@ -66,7 +68,7 @@ from margin_solver.core.validation import (
 logger = logging.getLogger("margin_solver")
 
 #: Engine names accepted by :func:`solve_vstep`.
-ENGINES = ("ecos", "clarabel", "ldp", "primal")
+ENGINES = ("ecos", "clarabel", "ldp", "active", "primal")
 
 # Order in which engines stand in for one another. "primal" is never a stand-in: it is the
 # slow reference, and the Gram engines solve the same problem.
@@ -214,6 +216,7 @@ class _EngineOutput(NamedTuple):
     coef: np.ndarray | None = None
     alpha: np.ndarray | None = None
     n_iter: int | None = None
+    reason: str = ""  # why there is no solution, when the status does not say it
 
 
 class _Factor(NamedTuple):
@@ -241,6 +244,8 @@ class _VStepData:
         self.row: Callable[[int], np.ndarray] | None = (
             None if self.Z is None else self.Z.__getitem__
         )
+        # K is a Gram matrix by construction (computed here), not the caller's word for it.
+        self.gram_known = self._K_given is None
 
     @classmethod
     def trusted(
@@ -253,6 +258,7 @@ class _VStepData:
         """
         data = cls.__new__(cls)
         data.Z, data._K_given, data.n, data.y, data.row = None, K, len(y), y, row
+        data.gram_known = True
         data.depth = None if row is None else len(row(0))
         return data
 
@@ -482,8 +488,18 @@ def solve_trusted_vstep(
     return _solve(_VStepData.trusted(K, y, row), solver, tol, fallback, time.perf_counter())
 
 
-def _solve(data: _VStepData, solver: str, tol: float, fallback: bool, start: float) -> VStepResult:
-    """The v-step on checked inputs: conflicts, then the engines in turn (see solve_vstep)."""
+def _solve(
+    data: _VStepData,
+    solver: str,
+    tol: float,
+    fallback: bool,
+    start: float,
+    guess: np.ndarray | None = None,
+) -> VStepResult:
+    """The v-step on checked inputs: conflicts, then the engines in turn (see solve_vstep).
+
+    ``guess`` (a support) is where the ``"active"`` engine starts.
+    """
     zero, pairs = _conflict_candidates(data.K, data.y)
     if zero or pairs:
         conflict = _obvious_conflicts(data, zero, pairs)
@@ -493,15 +509,21 @@ def _solve(data: _VStepData, solver: str, tol: float, fallback: bool, start: flo
         # (their infeasibility test stops at margins of 1e-8), and no proof says none exists.
         return _warn_unsolved(_cannot_tell(*_near_conflicts(data, zero, pairs), start))
 
-    # Every engine needs a factor of K; a K that is not a Gram matrix raises here, not in one
-    # (a successful Cholesky factorisation, enough for LDP, proves positive definiteness).
-    if solver != "ldp" or data.cholesky_G is None:
+    # Every engine but "active" needs a factor of K; a K that is not a Gram matrix raises
+    # here, not in one (a successful Cholesky factorisation, enough for LDP, proves positive
+    # definiteness). The active set factors only Q_PP, so a K the caller gave is checked
+    # first; one computed here (Z Z^T) or formed by the library is a Gram matrix.
+    if solver == "active":
+        if not data.gram_known:
+            _ = data.factor
+    elif solver != "ldp" or data.cholesky_G is None:
         _ = data.factor
     fallbacks: list[str] = []
     inaccurate: VStepResult | None = None
     for name in _engine_chain(solver, fallback):
         try:
-            out = _ENGINES[name](data, tol)
+            engine = partial(_solve_active, guess=guess) if name == "active" else _ENGINES[name]
+            out = engine(data, tol)
         except _SOLVER_EXCEPTIONS as exc:
             _record(fallbacks, name, f"raised {type(exc).__name__}: {exc}")
             continue
@@ -513,9 +535,11 @@ def _solve(data: _VStepData, solver: str, tol: float, fallback: bool, start: flo
             _record(fallbacks, name, "reported infeasible but LDP found no certificate")
             continue
         if out.coef is None:
-            _record(fallbacks, name, f"returned status {out.status!r}")
+            _record(fallbacks, name, out.reason or f"returned status {out.status!r}")
             continue
-        result = _certified(data, out, name, tol, fallbacks, start)
+        # The active set's answer already passed the KKT test on a fresh factorisation.
+        refined = True if name == "active" else None
+        result = _certified(data, out, name, tol, fallbacks, start, refined)
         if result is None:
             _record(fallbacks, name, "its answer does not separate the samples")
             continue
@@ -606,53 +630,60 @@ def solve_vstep_from_support(
 
 
 def _kkt_on_support(
-    K: np.ndarray, y: np.ndarray, support: np.ndarray, max_solves: int = 1
+    K: np.ndarray,
+    y: np.ndarray,
+    support: np.ndarray,
+    max_solves: int = 1,
+    *,
+    restart: bool = False,
 ) -> np.ndarray | None:
     """The optimal dual alpha, found by an active-set method started from a guessed support;
     None when that takes more than ``max_solves`` linear solves or a solve fails.
 
     The dual of the v-step is ``minimize 1/2 a^T Q a - sum(a)`` over ``a >= 0`` with
     ``Q = diag(y) K diag(y)``. On a passive set P the unconstrained minimiser solves
-    ``Q_PP a = 1`` (one Cholesky factorisation of size |P|). The guess, less the samples this
-    solve gives a non-positive dual, is the start; then the method of Lawson and Hanson
-    (1974, ch. 23, here on the quadratic form): add the sample with the largest margin
+    ``Q_PP a = 1``. The guess, less the samples this solve gives a non-positive dual, is the
+    start (one Cholesky factorisation of size |P| per round); then the method of Lawson and
+    Hanson (1974, ch. 23, here on the quadratic form): add the sample with the largest margin
     violation ``1 - (Q a)_i`` (the negative gradient), and when a solve gives a non-positive
-    dual, move towards it until the first dual reaches 0 and drop that sample. It stops when
-    no margin is below 1 and the passive set's margins are 1 (to ``_KKT_RTOL``): the KKT
-    conditions, so the answer is exact. ``max_solves=1`` checks the guess alone.
+    dual, move towards it until the first dual reaches 0 and drop that sample. Each add or
+    drop updates the Cholesky factor of Q_PP (:class:`_ActiveSet`: O(|P|^2) instead of a new
+    O(|P|^3) factorisation) and counts as one solve. It stops when no margin is below 1 and
+    the passive set's margins are 1 (to ``_KKT_RTOL``): the KKT conditions. After any update
+    the final passive set is factored afresh and the KKT conditions are checked again on that
+    solve, so the answer is exact whatever rounding the updates carried, and depends only on
+    the final passive set (in its order). ``max_solves=1`` checks the guess alone.
 
-    None also when a ``Q_PP`` is not well conditioned (:func:`_solve_passive`).
+    ``restart=True`` starts again from the empty set when the guess's Q_PP is not well
+    conditioned (e.g. more guessed samples than the rank of K); else that returns None. None
+    also when a Q_PP met later is not well conditioned (:func:`_solve_passive`): nearly
+    dependent support vectors, left to the LDP.
     """
-    Q = K * np.outer(y, y)
-    budget = [max_solves]
-
-    def solve(P: np.ndarray) -> np.ndarray | None:
-        if budget[0] == 0:
-            return None
-        budget[0] -= 1
-        return _solve_passive(Q, P)
-
-    P = np.flatnonzero(support)
-    z = np.zeros(0)
-    while P.size:  # the start: the guess without the samples its solve gives no positive dual
-        z = solve(P)
-        if z is None:
-            return None
-        if z.min() > 0:
-            break
-        P = P[z > 0]
+    state = _ActiveSet(K, y, max_solves)
+    z = state.start(np.flatnonzero(support))
+    if z is None and restart and state.budget > 0:
+        state = _ActiveSet(K, y, state.budget)
+        z = state.start(np.zeros(0, dtype=np.intp))
+    if z is None:
+        return None
     a_P = z
     while True:
         if z.size == 0 or z.min() > 0:  # a dual feasible point: optimal, or add a sample
-            alpha = np.zeros(len(y))
-            alpha[P] = z
-            margins = Q @ alpha
+            margins = state.margins(z)
             slack = 1.0 - margins
-            slack[P] = -np.inf
+            slack[state.P] = -np.inf
             j = int(np.argmax(slack))
             if slack[j] <= _KKT_RTOL:  # (P is not empty here: alpha = 0 has slack 1)
-                return alpha if np.abs(margins[P] - 1.0).max() <= _KKT_RTOL else None
-            P, a_P = np.append(P, j), np.append(z, 0.0)
+                return state.exact(z, margins)
+            if not state.spend():
+                return None
+            dependence = state.add(j)
+            if dependence is None:
+                a_P = np.append(z, 0.0)
+            else:
+                a_P = _swap(state, z, dependence, j, slack[j])
+                if a_P is None:
+                    return None
         else:  # move towards z until the first dual reaches 0, and drop that sample
             nonpositive = np.flatnonzero(z <= 0)
             ratios = a_P[nonpositive] / (a_P[nonpositive] - z[nonpositive])
@@ -660,16 +691,192 @@ def _kkt_on_support(
             a_P = a_P + ratios[first] * (z - a_P)
             a_P[nonpositive[first]] = 0.0
             keep = a_P > 0
-            P, a_P = P[keep], a_P[keep]
-            if P.size == 0:
+            a_P = a_P[keep]
+            if not state.drop(np.flatnonzero(~keep)):
+                return None
+            if a_P.size == 0:
                 z = a_P
                 continue
-        z = solve(P)
-        if z is None:
+        z = state.solve()
+
+
+def _swap(
+    state: _ActiveSet, z: np.ndarray, dependence: np.ndarray, j: int, rate: float
+) -> np.ndarray | None:
+    """Sample j made Q_PP singular: ``Q_Pj = Q_PP c`` with ``c = dependence`` and
+    ``Q_jj = Q_Pj^T c``. Moving the duals along ``(-c, 1)`` from ``z`` (j's dual t) leaves
+    ``Q a`` unchanged and lowers the dual objective by ``rate * t`` (j's margin slack), so
+    follow it until a dual on P reaches 0, and swap that sample for j (Q_PP stays regular).
+    No dual to reach 0 is a ray along which the dual objective falls without bound: the
+    samples cannot be separated; None (the LDP then proves it), as when the budget is out.
+    Returns the duals on the new P.
+    """
+    positive = np.flatnonzero(dependence > 0)
+    if positive.size == 0 or rate <= 0:
+        return None
+    ratios = z[positive] / dependence[positive]
+    first = int(np.argmin(ratios))
+    t = ratios[first]
+    a_P = z - t * dependence
+    a_P[positive[first]] = 0.0
+    keep = a_P > 0
+    if not state.drop(np.flatnonzero(~keep)) or state.add(j) is not None:
+        return None
+    return np.append(a_P[keep], t)
+
+
+class _ActiveSet:
+    """The passive set P of :func:`_kkt_on_support` with its linear algebra kept up to date.
+
+    Holds P in order, the rows ``Q[P]`` of ``Q = diag(y) K diag(y)`` (so that the margins
+    ``Q a`` are one product with the rows, and Q itself is never formed), the lower Cholesky
+    factor L of ``Q_PP`` and ``w = L^{-1} 1``; then ``Q_PP^{-1} 1 = L^{-T} w`` is one
+    triangular solve. Adding a sample appends a row to L (one triangular solve), dropping
+    one deletes a row and column and restores the trailing block by a rank-one Cholesky
+    update (Golub and Van Loan, *Matrix Computations*, 4th ed., sec. 6.5.4). Buffers grow by
+    doubling. ``budget`` counts the solves still allowed.
+    """
+
+    def __init__(self, K: np.ndarray, y: np.ndarray, budget: int) -> None:
+        self.K, self.y, self.budget = K, y, budget
+        self.P = np.zeros(0, dtype=np.intp)
+        self.rows = np.empty((0, len(y)))
+        self.L = np.empty((0, 0))
+        self.w = np.zeros(0)
+        self.fresh = True  # L was factored from scratch (not updated) since the last start
+
+    def spend(self) -> bool:
+        """Count one solve; False when the budget is out."""
+        if self.budget == 0:
+            return False
+        self.budget -= 1
+        return True
+
+    def _reserve(self, m: int) -> None:
+        """Room for m rows in the buffers (doubling, at most n), keeping their contents."""
+        if m <= self.rows.shape[0]:
+            return
+        cap = max(m, min(2 * self.rows.shape[0], len(self.y)), 8)
+        rows, L = np.empty((cap, len(self.y))), np.zeros((cap, cap))
+        size = self.P.size
+        rows[:size], L[:size, :size] = self.rows[:size], self.L[:size, :size]
+        self.rows, self.L = rows, L
+
+    def _block(self, P: np.ndarray) -> np.ndarray:
+        """``Q_PP``, read off K."""
+        y_P = self.y[P]
+        return self.K[np.ix_(P, P)] * y_P[:, None] * y_P
+
+    def _lower(self) -> np.ndarray:
+        m = self.P.size
+        return self.L[:m, :m]
+
+    def start(self, P: np.ndarray) -> np.ndarray | None:
+        """Factor the guess afresh, dropping the samples its solve gives a non-positive dual
+        until none is left; the duals on the start, or None."""
+        z = np.zeros(0)
+        while P.size:
+            if not self.spend():
+                return None
+            lower = _conditioned_cholesky(self._block(P), _SUPPORT_RCOND)
+            if lower is None:
+                return None
+            z, info = dpotrs(lower, np.ones(P.size), lower=1)
+            if info != 0 or not np.isfinite(z).all():
+                return None
+            if z.min() > 0:
+                break
+            P = P[z > 0]
+        self._reserve(P.size)
+        self.P = P
+        if P.size:
+            self.rows[: P.size] = self.y[P, None] * self.y * self.K[P]
+            self.L[: P.size, : P.size] = lower
+            self.w = solve_triangular(lower, np.ones(P.size), lower=True, check_finite=False)
+        return z
+
+    def margins(self, z: np.ndarray) -> np.ndarray:
+        """``Q a`` for the duals ``a = z`` on P (zero elsewhere)."""
+        return self.rows[: self.P.size].T @ z
+
+    def solve(self) -> np.ndarray:
+        """``Q_PP^{-1} 1`` from the kept factor."""
+        return solve_triangular(self._lower(), self.w, lower=True, trans="T", check_finite=False)
+
+    def add(self, j: int) -> np.ndarray | None:
+        """Append sample j to P and return None; when Q_PP would not be well conditioned
+        (its new pivot below ``_SUPPORT_RCOND`` of ``Q_jj``: q_j depends on the rows of P),
+        leave P as it is and return ``c = Q_PP^{-1} Q_Pj``."""
+        m = self.P.size
+        q = self.y[j] * self.y * self.K[j]
+        row = solve_triangular(self._lower(), q[self.P], lower=True, check_finite=False)
+        pivot = q[j] - row @ row
+        if not pivot > _SUPPORT_RCOND * q[j]:
+            return solve_triangular(self._lower(), row, lower=True, trans="T", check_finite=False)
+        self._reserve(m + 1)
+        self.rows[m] = q
+        self.L[m, :m], self.L[m, m] = row, np.sqrt(pivot)
+        self.w = np.append(self.w, (1.0 - row @ self.w) / self.L[m, m])
+        self.P = np.append(self.P, j)
+        self.fresh = False
+        return None
+
+    def drop(self, positions: np.ndarray) -> bool:
+        """Remove the samples at ``positions`` of P; False when out of budget (when P stays
+        non-empty, a solve follows)."""
+        if self.P.size > positions.size and not self.spend():
+            return False
+        for k in sorted(positions.tolist(), reverse=True):
+            self._delete(k)
+        self.w = (
+            solve_triangular(self._lower(), np.ones(self.P.size), lower=True, check_finite=False)
+            if self.P.size
+            else np.zeros(0)
+        )
+        self.fresh = False
+        return True
+
+    def _delete(self, k: int) -> None:
+        """Delete row and column k of L and restore the trailing block by a rank-one update:
+        the trailing block ``T`` of the remaining factor has ``T T^T = L_22 L_22^T + x x^T``
+        with x the deleted column below the diagonal."""
+        m = self.P.size
+        L = self.L
+        x = L[k + 1 : m, k].copy()
+        L[k : m - 1, :m] = L[k + 1 : m, :m]
+        L[: m - 1, k : m - 1] = L[: m - 1, k + 1 : m]
+        L[m - 1, :m] = 0.0
+        L[:m, m - 1] = 0.0
+        self.rows[k : m - 1] = self.rows[k + 1 : m]
+        self.P = np.delete(self.P, k)
+        for i in range(k, m - 1):
+            r = np.hypot(L[i, i], x[i - k])
+            c, s = r / L[i, i], x[i - k] / L[i, i]
+            L[i, i] = r
+            L[i + 1 : m - 1, i] = (L[i + 1 : m - 1, i] + s * x[i - k + 1 :]) / c
+            x[i - k + 1 :] = c * x[i - k + 1 :] - s * L[i + 1 : m - 1, i]
+
+    def exact(self, z: np.ndarray, margins: np.ndarray) -> np.ndarray | None:
+        """The full dual vector when ``z`` on P satisfies the KKT conditions; after updates,
+        those of a fresh factorisation of Q_PP (None when it does not)."""
+        P = self.P
+        if not self.fresh:
+            z = _solve_passive(self._block(P))
+            if z is None or z.min() <= 0:
+                return None
+            margins = self.margins(z)
+            slack = 1.0 - margins
+            slack[P] = -np.inf
+            if slack.max() > _KKT_RTOL:
+                return None
+        if np.abs(margins[P] - 1.0).max() > _KKT_RTOL:
             return None
+        alpha = np.zeros(len(self.y))
+        alpha[P] = z
+        return alpha
 
 
-def _solve_passive(Q: np.ndarray, P: np.ndarray) -> np.ndarray | None:
+def _solve_passive(Q_PP: np.ndarray) -> np.ndarray | None:
     """``Q_PP^{-1} 1`` by Cholesky; None when Q_PP is not well conditioned.
 
     An ill-conditioned Q_PP means nearly dependent support vectors, hence many optimal
@@ -677,10 +884,10 @@ def _solve_passive(Q: np.ndarray, P: np.ndarray) -> np.ndarray | None:
     arbitrary. Such points go to the general v-step (a linearly independent NNLS support,
     least squares in the polish).
     """
-    lower = _conditioned_cholesky(Q[np.ix_(P, P)], _SUPPORT_RCOND)
+    lower = _conditioned_cholesky(Q_PP, _SUPPORT_RCOND)
     if lower is None:
         return None
-    z, info = dpotrs(lower, np.ones(P.size), lower=1)
+    z, info = dpotrs(lower, np.ones(len(Q_PP)), lower=1)
     return z if info == 0 and np.isfinite(z).all() else None
 
 
@@ -783,10 +990,13 @@ def _near_conflicts(
 
 
 def _engine_chain(solver: str, fallback: bool) -> list[str]:
-    """The requested engine first, then (with fallback) the others in the standard order."""
+    """The requested engine first, then (with fallback) the others in the standard order;
+    after ``"active"`` the LDP first, which settles what the active set leaves (an
+    ill-conditioned support, infeasibility) exactly as it would have alone."""
     if not fallback:
         return [solver]
-    return [solver] + [name for name in _FALLBACK_ORDER if name != solver]
+    order = ("ldp", "ecos", "clarabel") if solver == "active" else _FALLBACK_ORDER
+    return [solver] + [name for name in order if name != solver]
 
 
 def _record(fallbacks: list[str], name: str, reason: str) -> None:
@@ -841,10 +1051,33 @@ def _solve_ldp(data: _VStepData, tol: float) -> _EngineOutput:
     return _EngineOutput(OPTIMAL, coef, alpha / data.scale)
 
 
+def _solve_active(data: _VStepData, tol: float, guess: np.ndarray | None = None) -> _EngineOutput:
+    """The dual active-set method (:func:`_kkt_on_support`) from ``guess`` (a support, e.g.
+    the previous v-step's; default: the empty set), with a budget of
+    ``VSTEP_ACTIVE_PIVOTS_PER_SAMPLE * n`` solves; exact, so ``tol`` is not used.
+
+    It never reports infeasibility: on infeasible data (no dual optimum) it ends on an
+    ill-conditioned support or out of budget, ``"failed"``, and the next engine (the LDP)
+    gives the proof.
+    """
+    n = data.n
+    # Cold, from every sample: one factorisation of Q (BLAS-3) and a few rounds dropping the
+    # samples with non-positive duals cost less than building the support one sample at a
+    # time when most samples are support vectors (n <= d); a rank-deficient Q (n > d) is
+    # refused by its condition estimate and the method restarts from the empty set.
+    start = np.ones(n, dtype=bool) if guess is None else guess
+    alpha = _kkt_on_support(data.K, data.y, start, VSTEP_ACTIVE_PIVOTS_PER_SAMPLE * n, restart=True)
+    if alpha is None:
+        why = "no KKT point on a well-conditioned support within its budget (left to the LDP)"
+        return _EngineOutput(FAILED, reason=why)
+    return _EngineOutput(OPTIMAL, alpha * data.y, alpha)
+
+
 _ENGINES: dict[str, Callable[[_VStepData, float], _EngineOutput]] = {
     "ecos": partial(_solve_gram_socp, engine="ecos"),
     "clarabel": partial(_solve_gram_socp, engine="clarabel"),
     "ldp": _solve_ldp,
+    "active": _solve_active,
     "primal": _solve_primal,
 }
 
