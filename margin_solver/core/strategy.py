@@ -30,7 +30,7 @@ __all__ = ["DEFAULT_STRATEGY", "FAMILIES", "Strategy", "strategy_from"]
 FAMILIES = ("selection", "realisable", "continuation", "random", "screen")
 
 #: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
-DESCENT_ENGINES = ("ldp", "ecos", "clarabel")
+DESCENT_ENGINES = ("ldp", "active", "ecos", "clarabel")
 
 # Options accepted before and since removed with their mechanism: a DeprecationWarning, ignored.
 _REMOVED = {

@@ -42,7 +42,7 @@ from functools import cached_property, partial
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.linalg import solve_triangular
+from scipy.linalg import qr_delete, solve_triangular
 from scipy.linalg.lapack import dpocon, dpotrf, dpotrs
 from scipy.optimize import nnls
 
@@ -572,7 +572,12 @@ def _solve(
 
 
 def solve_vstep_on_support(
-    K: np.ndarray, y: np.ndarray, support: np.ndarray, *, tol: float = 1e-9
+    K: np.ndarray,
+    y: np.ndarray,
+    support: np.ndarray,
+    *,
+    tol: float = 1e-9,
+    engine: str = "support",
 ) -> VStepResult | None:
     """The v-step from a guessed set of support vectors, or None when that does not pay.
 
@@ -584,7 +589,10 @@ def solve_vstep_on_support(
     S (zero elsewhere) is the exact optimum. When the guess is wrong, an active-set method
     (Lawson-Hanson on the dual) corrects it, one sample in or out per linear solve, for at
     most ``_SUPPORT_SOLVES`` solves. The answer is certified as in :func:`solve_vstep`
-    (``solver="support"``, ``refined=True``).
+    (``solver="support"``, ``refined=True``). ``engine="active"`` runs the active-set engine
+    from the guess instead: the same method with the budget of ``solver="active"``
+    (:func:`_solve_active`), restarted from the empty set when the guess's Q_SS is singular
+    (``solver="active"``).
 
     Parameters
     ----------
@@ -597,6 +605,8 @@ def solve_vstep_on_support(
         The guessed support vectors, e.g. ``previous.alpha > 0``.
     tol : float, default=1e-9
         As in :func:`solve_vstep`: the relative duality gap must be at most ``1000 * tol``.
+    engine : {"support", "active"}, default="support"
+        A few solves from the guess, or the active-set engine from it.
 
     Returns
     -------
@@ -606,12 +616,15 @@ def solve_vstep_on_support(
         :func:`solve_vstep`.
     """
     start = time.perf_counter()
-    alpha = _kkt_on_support(K, y, support, max_solves=_SUPPORT_SOLVES)
-    if alpha is None:
-        return None
     data = _VStepData.trusted(K, y)
-    out = _EngineOutput(OPTIMAL, alpha * y, alpha)
-    result = _certified(data, out, "support", tol, [], start, refined=True)
+    if engine == "active":
+        out = _solve_active(data, tol, support)
+    else:
+        alpha = _kkt_on_support(K, y, support, max_solves=_SUPPORT_SOLVES)
+        out = _EngineOutput(FAILED) if alpha is None else _EngineOutput(OPTIMAL, alpha * y, alpha)
+    if out.coef is None:
+        return None
+    result = _certified(data, out, engine, tol, [], start, refined=True)
     return result if result is not None and result.status == OPTIMAL else None
 
 
@@ -619,14 +632,22 @@ def solve_vstep_from_support(
     K: np.ndarray, y: np.ndarray, support: np.ndarray | None, solver: str = "ldp"
 ) -> VStepResult:
     """:func:`solve_vstep_on_support` from ``support`` when one is guessed, else, or when that
-    does not pay, :func:`solve_trusted_vstep` with ``solver`` on K symmetrised.
+    does not pay, :func:`solve_trusted_vstep` with ``solver`` on K symmetrised. With
+    ``solver="active"`` the active-set engine itself starts from ``support`` with its whole
+    budget (``engine="active"``); when that fails, the general v-step starts with the LDP.
 
     For the inner loops that solve many v-steps at nearby points (the descent's trial points,
     the polish's linearised SVMs). K is **not validated**; it may differ from its transpose by
     the rounding of its product.
     """
-    result = None if support is None else solve_vstep_on_support(K, y, support)
-    return result if result is not None else solve_trusted_vstep((K + K.T) / 2, y, solver)
+    if support is None:
+        return solve_trusted_vstep((K + K.T) / 2, y, solver)
+    engine = "active" if solver == "active" else "support"
+    result = solve_vstep_on_support(K, y, support, engine=engine)
+    if result is not None:
+        return result
+    # The active set failed from the guess: the general v-step, from the LDP.
+    return solve_trusted_vstep((K + K.T) / 2, y, "ldp" if solver == "active" else solver)
 
 
 def _kkt_on_support(
@@ -636,6 +657,7 @@ def _kkt_on_support(
     max_solves: int = 1,
     *,
     restart: bool = False,
+    refactor: bool = True,
 ) -> np.ndarray | None:
     """The optimal dual alpha, found by an active-set method started from a guessed support;
     None when that takes more than ``max_solves`` linear solves or a solve fails.
@@ -646,23 +668,25 @@ def _kkt_on_support(
     start (one Cholesky factorisation of size |P| per round); then the method of Lawson and
     Hanson (1974, ch. 23, here on the quadratic form): add the sample with the largest margin
     violation ``1 - (Q a)_i`` (the negative gradient), and when a solve gives a non-positive
-    dual, move towards it until the first dual reaches 0 and drop that sample. Each add or
+    dual, move towards it until the first dual reaches 0 and drop that sample; a sample that
+    would make Q_PP singular is swapped in along the dual's ray (:func:`_swap`). Each add or
     drop updates the Cholesky factor of Q_PP (:class:`_ActiveSet`: O(|P|^2) instead of a new
     O(|P|^3) factorisation) and counts as one solve. It stops when no margin is below 1 and
     the passive set's margins are 1 (to ``_KKT_RTOL``): the KKT conditions. After any update
-    the final passive set is factored afresh and the KKT conditions are checked again on that
-    solve, so the answer is exact whatever rounding the updates carried, and depends only on
-    the final passive set (in its order). ``max_solves=1`` checks the guess alone.
+    the answer is made exact (``refactor``: by a fresh factorisation of the final Q_PP, so
+    that it depends only on the final passive set in its order; else by a step of iterative
+    refinement) and the KKT conditions are checked again on it. ``max_solves=1`` checks the
+    guess alone.
 
     ``restart=True`` starts again from the empty set when the guess's Q_PP is not well
     conditioned (e.g. more guessed samples than the rank of K); else that returns None. None
     also when a Q_PP met later is not well conditioned (:func:`_solve_passive`): nearly
     dependent support vectors, left to the LDP.
     """
-    state = _ActiveSet(K, y, max_solves)
+    state = _ActiveSet(K, y, max_solves, refactor)
     z = state.start(np.flatnonzero(support))
     if z is None and restart and state.budget > 0:
-        state = _ActiveSet(K, y, state.budget)
+        state = _ActiveSet(K, y, state.budget, refactor)
         z = state.start(np.zeros(0, dtype=np.intp))
     if z is None:
         return None
@@ -729,21 +753,23 @@ class _ActiveSet:
     """The passive set P of :func:`_kkt_on_support` with its linear algebra kept up to date.
 
     Holds P in order, the rows ``Q[P]`` of ``Q = diag(y) K diag(y)`` (so that the margins
-    ``Q a`` are one product with the rows, and Q itself is never formed), the lower Cholesky
-    factor L of ``Q_PP`` and ``w = L^{-1} 1``; then ``Q_PP^{-1} 1 = L^{-T} w`` is one
-    triangular solve. Adding a sample appends a row to L (one triangular solve), dropping
-    one deletes a row and column and restores the trailing block by a rank-one Cholesky
-    update (Golub and Van Loan, *Matrix Computations*, 4th ed., sec. 6.5.4). Buffers grow by
-    doubling. ``budget`` counts the solves still allowed.
+    ``Q a`` are one product with the rows, and Q itself is never formed), the upper Cholesky
+    factor R of ``Q_PP = R^T R`` and ``w = R^{-T} 1``; then ``Q_PP^{-1} 1 = R^{-1} w`` is one
+    triangular solve. Adding a sample appends a column to R (one triangular solve); dropping
+    one deletes its column of R and restores the triangle by Givens rotations
+    (:func:`scipy.linalg.qr_delete` on the QR factorisation ``I R``; Golub and Van Loan,
+    *Matrix Computations*, 4th ed., sec. 6.5). Buffers grow by doubling. ``budget`` counts
+    the solves still allowed. ``refactor`` says how an updated factor's answer is made exact
+    (:meth:`exact`).
     """
 
-    def __init__(self, K: np.ndarray, y: np.ndarray, budget: int) -> None:
-        self.K, self.y, self.budget = K, y, budget
+    def __init__(self, K: np.ndarray, y: np.ndarray, budget: int, refactor: bool) -> None:
+        self.K, self.y, self.budget, self.refactor = K, y, budget, refactor
         self.P = np.zeros(0, dtype=np.intp)
         self.rows = np.empty((0, len(y)))
-        self.L = np.empty((0, 0))
+        self.R = np.empty((0, 0))
         self.w = np.zeros(0)
-        self.fresh = True  # L was factored from scratch (not updated) since the last start
+        self.fresh = True  # R was factored from scratch (not updated) since the start
 
     def spend(self) -> bool:
         """Count one solve; False when the budget is out."""
@@ -753,23 +779,31 @@ class _ActiveSet:
         return True
 
     def _reserve(self, m: int) -> None:
-        """Room for m rows in the buffers (doubling, at most n), keeping their contents."""
+        """Room for m samples in the buffers (doubling, at most n), keeping their contents."""
         if m <= self.rows.shape[0]:
             return
         cap = max(m, min(2 * self.rows.shape[0], len(self.y)), 8)
-        rows, L = np.empty((cap, len(self.y))), np.zeros((cap, cap))
+        rows, R = np.empty((cap, len(self.y))), np.zeros((cap, cap))
         size = self.P.size
-        rows[:size], L[:size, :size] = self.rows[:size], self.L[:size, :size]
-        self.rows, self.L = rows, L
+        rows[:size], R[:size, :size] = self.rows[:size], self.R[:size, :size]
+        self.rows, self.R = rows, R
 
     def _block(self, P: np.ndarray) -> np.ndarray:
         """``Q_PP``, read off K."""
         y_P = self.y[P]
         return self.K[np.ix_(P, P)] * y_P[:, None] * y_P
 
-    def _lower(self) -> np.ndarray:
+    def _upper(self) -> np.ndarray:
         m = self.P.size
-        return self.L[:m, :m]
+        return self.R[:m, :m]
+
+    def _forward(self, b: np.ndarray) -> np.ndarray:
+        """``R^{-T} b``."""
+        return solve_triangular(self._upper(), b, trans="T", check_finite=False)
+
+    def _backward(self, b: np.ndarray) -> np.ndarray:
+        """``R^{-1} b``."""
+        return solve_triangular(self._upper(), b, check_finite=False)
 
     def start(self, P: np.ndarray) -> np.ndarray | None:
         """Factor the guess afresh, dropping the samples its solve gives a non-positive dual
@@ -791,8 +825,8 @@ class _ActiveSet:
         self.P = P
         if P.size:
             self.rows[: P.size] = self.y[P, None] * self.y * self.K[P]
-            self.L[: P.size, : P.size] = lower
-            self.w = solve_triangular(lower, np.ones(P.size), lower=True, check_finite=False)
+            self.R[: P.size, : P.size] = lower.T
+            self.w = self._forward(np.ones(P.size))
         return z
 
     def margins(self, z: np.ndarray) -> np.ndarray:
@@ -801,7 +835,7 @@ class _ActiveSet:
 
     def solve(self) -> np.ndarray:
         """``Q_PP^{-1} 1`` from the kept factor."""
-        return solve_triangular(self._lower(), self.w, lower=True, trans="T", check_finite=False)
+        return self._backward(self.w)
 
     def add(self, j: int) -> np.ndarray | None:
         """Append sample j to P and return None; when Q_PP would not be well conditioned
@@ -809,14 +843,14 @@ class _ActiveSet:
         leave P as it is and return ``c = Q_PP^{-1} Q_Pj``."""
         m = self.P.size
         q = self.y[j] * self.y * self.K[j]
-        row = solve_triangular(self._lower(), q[self.P], lower=True, check_finite=False)
-        pivot = q[j] - row @ row
+        column = self._forward(q[self.P])
+        pivot = q[j] - column @ column
         if not pivot > _SUPPORT_RCOND * q[j]:
-            return solve_triangular(self._lower(), row, lower=True, trans="T", check_finite=False)
+            return self._backward(column)
         self._reserve(m + 1)
         self.rows[m] = q
-        self.L[m, :m], self.L[m, m] = row, np.sqrt(pivot)
-        self.w = np.append(self.w, (1.0 - row @ self.w) / self.L[m, m])
+        self.R[:m, m], self.R[m, m] = column, np.sqrt(pivot)
+        self.w = np.append(self.w, (1.0 - column @ self.w) / self.R[m, m])
         self.P = np.append(self.P, j)
         self.fresh = False
         return None
@@ -827,41 +861,33 @@ class _ActiveSet:
         if self.P.size > positions.size and not self.spend():
             return False
         for k in sorted(positions.tolist(), reverse=True):
-            self._delete(k)
-        self.w = (
-            solve_triangular(self._lower(), np.ones(self.P.size), lower=True, check_finite=False)
-            if self.P.size
-            else np.zeros(0)
-        )
+            m = self.P.size
+            _, R = qr_delete(np.eye(m), self._upper(), k, which="col", check_finite=False)
+            self.R[:m, :m] = 0.0
+            self.R[: m - 1, : m - 1] = R[: m - 1]
+            self.rows[k : m - 1] = self.rows[k + 1 : m]
+            self.P = np.delete(self.P, k)
+        self.w = self._forward(np.ones(self.P.size)) if self.P.size else np.zeros(0)
         self.fresh = False
         return True
 
-    def _delete(self, k: int) -> None:
-        """Delete row and column k of L and restore the trailing block by a rank-one update:
-        the trailing block ``T`` of the remaining factor has ``T T^T = L_22 L_22^T + x x^T``
-        with x the deleted column below the diagonal."""
-        m = self.P.size
-        L = self.L
-        x = L[k + 1 : m, k].copy()
-        L[k : m - 1, :m] = L[k + 1 : m, :m]
-        L[: m - 1, k : m - 1] = L[: m - 1, k + 1 : m]
-        L[m - 1, :m] = 0.0
-        L[:m, m - 1] = 0.0
-        self.rows[k : m - 1] = self.rows[k + 1 : m]
-        self.P = np.delete(self.P, k)
-        for i in range(k, m - 1):
-            r = np.hypot(L[i, i], x[i - k])
-            c, s = r / L[i, i], x[i - k] / L[i, i]
-            L[i, i] = r
-            L[i + 1 : m - 1, i] = (L[i + 1 : m - 1, i] + s * x[i - k + 1 :]) / c
-            x[i - k + 1 :] = c * x[i - k + 1 :] - s * L[i + 1 : m - 1, i]
-
     def exact(self, z: np.ndarray, margins: np.ndarray) -> np.ndarray | None:
-        """The full dual vector when ``z`` on P satisfies the KKT conditions; after updates,
-        those of a fresh factorisation of Q_PP (None when it does not)."""
+        """The full dual vector when ``z`` on P satisfies the KKT conditions, else None.
+
+        After updates, the answer is first made as accurate as a fresh factorisation's:
+        with ``refactor`` by one (the answer then depends only on P and its order), else by
+        one step of iterative refinement on the kept factor, whose condition is then checked
+        as :func:`_conditioned_cholesky` checks a fresh one; the KKT test is repeated on it.
+        """
         P = self.P
         if not self.fresh:
-            z = _solve_passive(self._block(P))
+            Q_PP = self._block(P)
+            if self.refactor:
+                z = _solve_passive(Q_PP)
+            else:
+                rcond, info = dpocon(self._upper(), np.abs(Q_PP).sum(axis=0).max(), uplo="U")
+                well = info == 0 and rcond > _SUPPORT_RCOND
+                z = self._backward(self._forward(1.0 - Q_PP @ z)) + z if well else None
             if z is None or z.min() <= 0:
                 return None
             margins = self.margins(z)
@@ -1066,7 +1092,10 @@ def _solve_active(data: _VStepData, tol: float, guess: np.ndarray | None = None)
     # time when most samples are support vectors (n <= d); a rank-deficient Q (n > d) is
     # refused by its condition estimate and the method restarts from the empty set.
     start = np.ones(n, dtype=bool) if guess is None else guess
-    alpha = _kkt_on_support(data.K, data.y, start, VSTEP_ACTIVE_PIVOTS_PER_SAMPLE * n, restart=True)
+    # refactor=False: iterative refinement makes the answer exact at O(|P|^2), not O(|P|^3).
+    alpha = _kkt_on_support(
+        data.K, data.y, start, VSTEP_ACTIVE_PIVOTS_PER_SAMPLE * n, restart=True, refactor=False
+    )
     if alpha is None:
         why = "no KKT point on a well-conditioned support within its budget (left to the LDP)"
         return _EngineOutput(FAILED, reason=why)
