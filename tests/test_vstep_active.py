@@ -122,7 +122,8 @@ def test_updated_factor_matches_a_fresh_factorisation():
     assert state.drop(np.array([1, 4]))  # samples 7 and 20
     assert state.P.tolist() == [3, 1, 12, 5, 9, 0]
     Q_PP = state._block(state.P)
-    np.testing.assert_allclose(state._upper().T @ state._upper(), Q_PP, atol=1e-12 * Q_PP.max())
+    lower = state._lower()
+    np.testing.assert_allclose(lower @ lower.T, Q_PP, atol=1e-12 * Q_PP.max())
     np.testing.assert_allclose(state.solve(), np.linalg.solve(Q_PP, np.ones(6)), rtol=1e-10)
 
 

@@ -42,8 +42,9 @@ from functools import cached_property, partial
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.linalg import qr_delete, solve_triangular
-from scipy.linalg.lapack import dpocon, dpotrf, dpotrs
+from scipy.linalg import qr_delete
+from scipy.linalg.blas import dtpsv
+from scipy.linalg.lapack import dpocon, dpotrf, dpotrs, dppcon
 from scipy.optimize import nnls
 
 from margin_solver.core.kernel import gram_distance_rounding
@@ -755,19 +756,20 @@ class _ActiveSet:
     Holds P in order, the rows ``Q[P]`` of ``Q = diag(y) K diag(y)`` (so that the margins
     ``Q a`` are one product with the rows, and Q itself is never formed), the upper Cholesky
     factor R of ``Q_PP = R^T R`` and ``w = R^{-T} 1``; then ``Q_PP^{-1} 1 = R^{-1} w`` is one
-    triangular solve. Adding a sample appends a column to R (one triangular solve); dropping
-    one deletes its column of R and restores the triangle by Givens rotations
-    (:func:`scipy.linalg.qr_delete` on the QR factorisation ``I R``; Golub and Van Loan,
-    *Matrix Computations*, 4th ed., sec. 6.5). Buffers grow by doubling. ``budget`` counts
-    the solves still allowed. ``refactor`` says how an updated factor's answer is made exact
-    (:meth:`exact`).
+    triangular solve. R is kept packed by columns (BLAS ``dtpsv`` solves with it in place, where
+    a slice of a square buffer would be copied at every solve), so adding a sample appends a
+    column (one triangular solve); dropping one deletes its column of R and restores the
+    triangle by Givens rotations (:func:`scipy.linalg.qr_delete` on the QR factorisation
+    ``I R``; Golub and Van Loan, *Matrix Computations*, 4th ed., sec. 6.5). Buffers grow by
+    doubling. ``budget`` counts the solves still allowed. ``refactor`` says how an updated
+    factor's answer is made exact (:meth:`exact`).
     """
 
     def __init__(self, K: np.ndarray, y: np.ndarray, budget: int, refactor: bool) -> None:
         self.K, self.y, self.budget, self.refactor = K, y, budget, refactor
         self.P = np.zeros(0, dtype=np.intp)
         self.rows = np.empty((0, len(y)))
-        self.R = np.empty((0, 0))
+        self.packed = np.empty(0)  # R by columns: column j is packed[j(j+1)/2 : (j+1)(j+2)/2]
         self.w = np.zeros(0)
         self.fresh = True  # R was factored from scratch (not updated) since the start
 
@@ -783,27 +785,36 @@ class _ActiveSet:
         if m <= self.rows.shape[0]:
             return
         cap = max(m, min(2 * self.rows.shape[0], len(self.y)), 8)
-        rows, R = np.empty((cap, len(self.y))), np.zeros((cap, cap))
+        rows, packed = np.empty((cap, len(self.y))), np.empty(cap * (cap + 1) // 2)
         size = self.P.size
-        rows[:size], R[:size, :size] = self.rows[:size], self.R[:size, :size]
-        self.rows, self.R = rows, R
+        used = size * (size + 1) // 2
+        rows[:size], packed[:used] = self.rows[:size], self.packed[:used]
+        self.rows, self.packed = rows, packed
 
     def _block(self, P: np.ndarray) -> np.ndarray:
         """``Q_PP``, read off K."""
         y_P = self.y[P]
         return self.K[np.ix_(P, P)] * y_P[:, None] * y_P
 
-    def _upper(self) -> np.ndarray:
+    def _pack(self, lower: np.ndarray) -> None:
+        """Keep ``R = lower^T``: its columns are the rows of ``lower``."""
+        m = len(lower)
+        self.packed[: m * (m + 1) // 2] = lower[np.tril_indices(m)]
+
+    def _lower(self) -> np.ndarray:
+        """``R^T``, unpacked."""
         m = self.P.size
-        return self.R[:m, :m]
+        lower = np.zeros((m, m))
+        lower[np.tril_indices(m)] = self.packed[: m * (m + 1) // 2]
+        return lower
 
     def _forward(self, b: np.ndarray) -> np.ndarray:
         """``R^{-T} b``."""
-        return solve_triangular(self._upper(), b, trans="T", check_finite=False)
+        return dtpsv(b.size, self.packed, b, trans=1) if b.size else np.zeros(0)
 
     def _backward(self, b: np.ndarray) -> np.ndarray:
         """``R^{-1} b``."""
-        return solve_triangular(self._upper(), b, check_finite=False)
+        return dtpsv(b.size, self.packed, b) if b.size else np.zeros(0)
 
     def start(self, P: np.ndarray) -> np.ndarray | None:
         """Factor the guess afresh, dropping the samples its solve gives a non-positive dual
@@ -825,7 +836,7 @@ class _ActiveSet:
         self.P = P
         if P.size:
             self.rows[: P.size] = self.y[P, None] * self.y * self.K[P]
-            self.R[: P.size, : P.size] = lower.T
+            self._pack(lower)
             self.w = self._forward(np.ones(P.size))
         return z
 
@@ -849,8 +860,9 @@ class _ActiveSet:
             return self._backward(column)
         self._reserve(m + 1)
         self.rows[m] = q
-        self.R[:m, m], self.R[m, m] = column, np.sqrt(pivot)
-        self.w = np.append(self.w, (1.0 - column @ self.w) / self.R[m, m])
+        at = m * (m + 1) // 2
+        self.packed[at : at + m], self.packed[at + m] = column, np.sqrt(pivot)
+        self.w = np.append(self.w, (1.0 - column @ self.w) / self.packed[at + m])
         self.P = np.append(self.P, j)
         self.fresh = False
         return None
@@ -860,14 +872,15 @@ class _ActiveSet:
         non-empty, a solve follows)."""
         if self.P.size > positions.size and not self.spend():
             return False
+        upper = self._lower().T
         for k in sorted(positions.tolist(), reverse=True):
-            m = self.P.size
-            _, R = qr_delete(np.eye(m), self._upper(), k, which="col", check_finite=False)
-            self.R[:m, :m] = 0.0
-            self.R[: m - 1, : m - 1] = R[: m - 1]
+            m = len(upper)
+            _, upper = qr_delete(np.eye(m), upper, k, which="col", check_finite=False)
+            upper = upper[: m - 1]
             self.rows[k : m - 1] = self.rows[k + 1 : m]
-            self.P = np.delete(self.P, k)
-        self.w = self._forward(np.ones(self.P.size)) if self.P.size else np.zeros(0)
+        self.P = np.delete(self.P, positions)
+        self._pack(upper.T)
+        self.w = self._forward(np.ones(self.P.size))
         self.fresh = False
         return True
 
@@ -885,7 +898,9 @@ class _ActiveSet:
             if self.refactor:
                 z = _solve_passive(Q_PP)
             else:
-                rcond, info = dpocon(self._upper(), np.abs(Q_PP).sum(axis=0).max(), uplo="U")
+                m = P.size
+                anorm = np.abs(Q_PP).sum(axis=0).max()
+                rcond, info = dppcon(m, self.packed[: m * (m + 1) // 2], anorm)
                 well = info == 0 and rcond > _SUPPORT_RCOND
                 z = self._backward(self._forward(1.0 - Q_PP @ z)) + z if well else None
             if z is None or z.min() <= 0:
