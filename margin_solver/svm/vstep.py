@@ -42,7 +42,7 @@ from functools import cached_property, partial
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.linalg import qr_delete
+from scipy.linalg import solve_triangular
 from scipy.linalg.blas import dtpsv
 from scipy.linalg.lapack import dpocon, dpotrf, dpotrs, dppcon
 from scipy.optimize import nnls
@@ -754,24 +754,28 @@ class _ActiveSet:
     """The passive set P of :func:`_kkt_on_support` with its linear algebra kept up to date.
 
     Holds P in order, the rows ``Q[P]`` of ``Q = diag(y) K diag(y)`` (so that the margins
-    ``Q a`` are one product with the rows, and Q itself is never formed), the upper Cholesky
-    factor R of ``Q_PP = R^T R`` and ``w = R^{-T} 1``; then ``Q_PP^{-1} 1 = R^{-1} w`` is one
-    triangular solve. R is kept packed by columns (BLAS ``dtpsv`` solves with it in place, where
-    a slice of a square buffer would be copied at every solve), so adding a sample appends a
-    column (one triangular solve); dropping one deletes its column of R and restores the
-    triangle by Givens rotations (:func:`scipy.linalg.qr_delete` on the QR factorisation
-    ``I R``; Golub and Van Loan, *Matrix Computations*, 4th ed., sec. 6.5). Buffers grow by
-    doubling. ``budget`` counts the solves still allowed. ``refactor`` says how an updated
-    factor's answer is made exact (:meth:`exact`).
+    ``Q a`` are one product with the rows, and Q itself is never formed; row ``slot[k]`` of
+    the buffer belongs to ``P[k]``, so that a drop moves one row, not all after it), the lower
+    Cholesky factor L of ``Q_PP = L L^T`` and ``w = L^{-1} 1``; then
+    ``Q_PP^{-1} 1 = L^{-T} w`` is one triangular solve. L is kept twice: square, where a
+    drop updates it, and packed by rows, where BLAS ``dtpsv`` solves with it in place (a
+    slice of the square buffer would be copied at every solve). Adding a sample appends a
+    row (one triangular solve); dropping one deletes its row and column, and the trailing
+    block ``T`` below it becomes the factor of ``T T^T + x x^T`` (x: the deleted column) by
+    the closed form of :meth:`_update`. Buffers grow by doubling. ``budget`` counts the
+    solves still allowed. ``refactor`` says how an updated factor's answer is made exact
+    (:meth:`exact`).
     """
 
     def __init__(self, K: np.ndarray, y: np.ndarray, budget: int, refactor: bool) -> None:
         self.K, self.y, self.budget, self.refactor = K, y, budget, refactor
         self.P = np.zeros(0, dtype=np.intp)
+        self.slot = np.zeros(0, dtype=np.intp)
         self.rows = np.empty((0, len(y)))
-        self.packed = np.empty(0)  # R by columns: column j is packed[j(j+1)/2 : (j+1)(j+2)/2]
+        self.L = np.empty((0, 0))
+        self.packed = np.empty(0)  # row i of L is packed[i(i+1)/2 : (i+1)(i+2)/2]
         self.w = np.zeros(0)
-        self.fresh = True  # R was factored from scratch (not updated) since the start
+        self.fresh = True  # L was factored from scratch (not updated) since the start
 
     def spend(self) -> bool:
         """Count one solve; False when the budget is out."""
@@ -785,35 +789,37 @@ class _ActiveSet:
         if m <= self.rows.shape[0]:
             return
         cap = max(m, min(2 * self.rows.shape[0], len(self.y)), 8)
-        rows, packed = np.empty((cap, len(self.y))), np.empty(cap * (cap + 1) // 2)
+        rows, L = np.empty((cap, len(self.y))), np.zeros((cap, cap))
+        packed = np.empty(cap * (cap + 1) // 2)
         size = self.P.size
-        used = size * (size + 1) // 2
-        rows[:size], packed[:used] = self.rows[:size], self.packed[:used]
-        self.rows, self.packed = rows, packed
+        rows[:size], L[:size, :size] = self.rows[:size], self.L[:size, :size]
+        packed[: size * (size + 1) // 2] = self.packed[: size * (size + 1) // 2]
+        self.rows, self.L, self.packed = rows, L, packed
 
     def _block(self, P: np.ndarray) -> np.ndarray:
         """``Q_PP``, read off K."""
         y_P = self.y[P]
         return self.K[np.ix_(P, P)] * y_P[:, None] * y_P
 
-    def _pack(self, lower: np.ndarray) -> None:
-        """Keep ``R = lower^T``: its columns are the rows of ``lower``."""
-        m = len(lower)
-        self.packed[: m * (m + 1) // 2] = lower[np.tril_indices(m)]
+    def _repack(self, first: int) -> None:
+        """Copy rows ``first`` onwards of the square L into the packed one."""
+        m = self.P.size
+        below = np.arange(first, m)[:, None] >= np.arange(m)
+        self.packed[first * (first + 1) // 2 : m * (m + 1) // 2] = self.L[first:m, :m][below]
 
     def _lower(self) -> np.ndarray:
-        """``R^T``, unpacked."""
+        """L (a copy)."""
         m = self.P.size
-        lower = np.zeros((m, m))
-        lower[np.tril_indices(m)] = self.packed[: m * (m + 1) // 2]
-        return lower
+        return self.L[:m, :m].copy()
 
+    # The rows of L packed one after another are L^T packed by columns: BLAS's upper packed
+    # storage, so the solves with L are the transposed ones with that upper factor.
     def _forward(self, b: np.ndarray) -> np.ndarray:
-        """``R^{-T} b``."""
+        """``L^{-1} b``."""
         return dtpsv(b.size, self.packed, b, trans=1) if b.size else np.zeros(0)
 
     def _backward(self, b: np.ndarray) -> np.ndarray:
-        """``R^{-1} b``."""
+        """``L^{-T} b``."""
         return dtpsv(b.size, self.packed, b) if b.size else np.zeros(0)
 
     def start(self, P: np.ndarray) -> np.ndarray | None:
@@ -832,17 +838,21 @@ class _ActiveSet:
             if z.min() > 0:
                 break
             P = P[z > 0]
-        self._reserve(P.size)
-        self.P = P
-        if P.size:
-            self.rows[: P.size] = self.y[P, None] * self.y * self.K[P]
-            self._pack(lower)
-            self.w = self._forward(np.ones(P.size))
+        m = P.size
+        self._reserve(m)
+        self.P, self.slot = P, np.arange(m)
+        if m:
+            self.rows[:m] = self.y[P, None] * self.y * self.K[P]
+            self.L[:m, :m] = lower
+            self._repack(0)
+            self.w = self._forward(np.ones(m))
         return z
 
     def margins(self, z: np.ndarray) -> np.ndarray:
         """``Q a`` for the duals ``a = z`` on P (zero elsewhere)."""
-        return self.rows[: self.P.size].T @ z
+        by_slot = np.empty_like(z)
+        by_slot[self.slot] = z
+        return self.rows[: self.P.size].T @ by_slot
 
     def solve(self) -> np.ndarray:
         """``Q_PP^{-1} 1`` from the kept factor."""
@@ -854,16 +864,17 @@ class _ActiveSet:
         leave P as it is and return ``c = Q_PP^{-1} Q_Pj``."""
         m = self.P.size
         q = self.y[j] * self.y * self.K[j]
-        column = self._forward(q[self.P])
-        pivot = q[j] - column @ column
+        row = self._forward(q[self.P])
+        pivot = q[j] - row @ row
         if not pivot > _SUPPORT_RCOND * q[j]:
-            return self._backward(column)
+            return self._backward(row)
         self._reserve(m + 1)
         self.rows[m] = q
+        self.L[m, :m], self.L[m, m] = row, np.sqrt(pivot)
         at = m * (m + 1) // 2
-        self.packed[at : at + m], self.packed[at + m] = column, np.sqrt(pivot)
-        self.w = np.append(self.w, (1.0 - column @ self.w) / self.packed[at + m])
-        self.P = np.append(self.P, j)
+        self.packed[at : at + m + 1] = self.L[m, : m + 1]
+        self.w = np.append(self.w, (1.0 - row @ self.w) / self.L[m, m])
+        self.P, self.slot = np.append(self.P, j), np.append(self.slot, m)
         self.fresh = False
         return None
 
@@ -872,17 +883,49 @@ class _ActiveSet:
         non-empty, a solve follows)."""
         if self.P.size > positions.size and not self.spend():
             return False
-        upper = self._lower().T
         for k in sorted(positions.tolist(), reverse=True):
-            m = len(upper)
-            _, upper = qr_delete(np.eye(m), upper, k, which="col", check_finite=False)
-            upper = upper[: m - 1]
-            self.rows[k : m - 1] = self.rows[k + 1 : m]
-        self.P = np.delete(self.P, positions)
-        self._pack(upper.T)
+            self._delete(k)
+        self._repack(int(positions.min()))
         self.w = self._forward(np.ones(self.P.size))
         self.fresh = False
         return True
+
+    def _delete(self, k: int) -> None:
+        """Delete sample ``P[k]``: its row of the buffer (the last one takes its slot), its
+        row and column of L, and update the trailing block."""
+        m = self.P.size
+        last = int(np.flatnonzero(self.slot == m - 1)[0])
+        self.rows[self.slot[k]] = self.rows[m - 1]
+        self.slot[last] = self.slot[k]
+        self.P, self.slot = np.delete(self.P, k), np.delete(self.slot, k)
+        L = self.L
+        x = L[k + 1 : m, k].copy()
+        L[k : m - 1, :m] = L[k + 1 : m, :m]
+        L[: m - 1, k : m - 1] = L[: m - 1, k + 1 : m]
+        L[m - 1, :m] = 0.0
+        L[:m, m - 1] = 0.0
+        if x.size:
+            self._update(L[k : m - 1, k : m - 1], x)
+
+    @staticmethod
+    def _update(T: np.ndarray, x: np.ndarray) -> None:
+        """Overwrite the lower triangular T with the Cholesky factor of ``T T^T + x x^T``.
+
+        With ``u = T^{-1} x``, ``T T^T + x x^T = T (I + u u^T) T^T`` and ``I + u u^T = M M^T``
+        for the lower triangular ``M = diag(d) + strictly_lower(u beta^T)`` with
+        ``t_j = 1 + sum_{i <= j} u_i^2``, ``d_j = sqrt(t_j / t_{j-1})`` and
+        ``beta_j = u_j / sqrt(t_j t_{j-1})`` (Gill, Golub, Murray and Saunders, Math. Comp.
+        28, 1974, "Methods for modifying matrix factorizations": the update of I). So the
+        factor is ``T M``, whose column j is ``d_j T_j + beta_j sum_{i > j} u_i T_i``: one
+        triangular solve and a reversed cumulative sum, O(m^2) in whole-array operations.
+        """
+        u = solve_triangular(T, x, lower=True, check_finite=False)
+        t = 1.0 + np.cumsum(u * u)
+        t_before = np.concatenate(([1.0], t[:-1]))
+        d, beta = np.sqrt(t / t_before), u / np.sqrt(t * t_before)
+        scaled = T * u
+        after = np.cumsum(scaled[:, ::-1], axis=1)[:, ::-1] - scaled  # sum over i > j
+        T[:] = T * d + after * beta
 
     def exact(self, z: np.ndarray, margins: np.ndarray) -> np.ndarray | None:
         """The full dual vector when ``z`` on P satisfies the KKT conditions, else None.
