@@ -10,7 +10,7 @@ with features z_i = X_i^T softmax(X_i p). Its dual is
 
 with v = sum_i alpha_i y_i z_i and ||v||^2 = sum(alpha) at the optimum.
 
-Four engines solve it:
+Five engines solve it:
 
 ``"ecos"`` / ``"clarabel"``
     The Gram reduction. v lies in span{z_i}, so with K = Z Z^T = B B^T and w = B^T beta
@@ -23,6 +23,14 @@ Four engines solve it:
     Least-distance programming (Lawson and Hanson 1974, ch. 23): the same reduced problem
     solved exactly by one non-negative least-squares problem (:func:`scipy.optimize.nnls`),
     with B the Cholesky factor of K when K is well conditioned.
+``"active"``
+    The dual, ``minimize 1/2 a^T Q a - sum(a)`` over ``a >= 0`` with Q = diag(y) K diag(y),
+    by a primal active-set method (Lawson and Hanson's, on the quadratic form) that keeps the
+    Cholesky factor of Q on its passive set and updates it by one row in or out per step
+    (:func:`_kkt_on_support`), exact at its end like the LDP. It starts from a given support
+    (the previous v-step's, along a descent: :func:`solve_vstep_from_support`) or, cold,
+    from every sample; it never claims infeasibility, and when it ends without a KKT point
+    on a well-conditioned support the LDP runs after it.
 ``"primal"``
     The plain SOCP over d variables, kept as a reference.
 
@@ -374,17 +382,19 @@ def solve_vstep(
         ``K`` is given; then ``v`` is not materialised and ``coef`` carries the solution.
     y : array-like of shape (n_samples,)
         Any two labels (read by :func:`margin_solver.core.validation.encode_labels`).
-    solver : {"ecos", "clarabel", "ldp", "primal"}, default="ecos"
+    solver : {"ecos", "clarabel", "ldp", "active", "primal"}, default="ecos"
         Engine to try first. ``"ecos"`` and ``"clarabel"`` solve the Gram-reduced SOCP in n
-        variables, ``"ldp"`` solves it exactly by one NNLS, ``"primal"`` solves the SOCP in
-        d variables with ECOS (a slow reference; it needs ``Z``).
+        variables, ``"ldp"`` solves it exactly by one NNLS, ``"active"`` exactly by the dual
+        active-set method (fast at large n; the LDP first among its fallbacks), ``"primal"``
+        solves the SOCP in d variables with ECOS (a slow reference; it needs ``Z``).
     tol : float, default=1e-9
         Tolerance passed to ECOS / Clarabel (absolute and relative gap, feasibility). A
         solution is reported ``"optimal"`` when the recomputed relative duality gap is at
         most ``1000 * tol``; otherwise ``"optimal_inaccurate"``.
     fallback : bool, default=True
         When the engine raises, fails, or is inaccurate, try the others in the order
-        ecos -> clarabel -> ldp and record each failure in ``fallbacks``.
+        ecos -> clarabel -> ldp (after ``"active"``: ldp -> ecos -> clarabel) and record
+        each failure in ``fallbacks``.
     K : array-like of shape (n_samples, n_samples), optional
         Precomputed Gram matrix ``Z @ Z.T`` (for callers in token-Gram form). When given it is
         trusted and the product is skipped; ``Z`` is then only used to form ``v``.
@@ -471,7 +481,7 @@ def solve_trusted_vstep(
         computed product that may differ from its transpose by rounding first).
     y : ndarray of shape (n_samples,), float64
         Labels in {-1, +1} (not validated).
-    solver : {"ecos", "clarabel", "ldp"}, default="ldp"
+    solver : {"ecos", "clarabel", "ldp", "active"}, default="ldp"
         Engine to try first.
     tol, fallback
         As in :func:`solve_vstep`.
