@@ -1,6 +1,8 @@
 """The active-set v-step engine ("active", issue 44): the LDP's answers, from any start, bit for
 bit again on the same input, and the LDP's proof where there is no interpolator."""
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -136,3 +138,18 @@ def test_a_dependent_sample_is_swapped_in_along_the_dual_ray():
     res = solve_vstep(Z, y, "active", fallback=False)
     assert res.solver == "active" and np.count_nonzero(res.alpha) <= 2
     assert_same_answer(res, ldp)
+
+
+def test_scaling_benchmark_writes_rows_the_page_renders(tmp_path):
+    from margin_solver.bench.measure import vstep_scaling
+    from margin_solver.bench.page import render
+
+    out = tmp_path / "vstep_scaling.json"
+    assert vstep_scaling.main(["--n", "30", "--d", "60", "--repeats", "1", "--out", str(out)]) == 0
+    page = render(
+        "<!-- table: vstep_scaling columns=n,engine,status -->\n<!-- /table -->", tmp_path
+    )
+    assert "| 30 | active-warm | optimal |" in page and "| 30 | linearsvc | - |" in page
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["engine"] for row in rows] == ["active", "active-warm", "ldp", "linearsvc"]
+    assert all(abs(row["rel_objective_diff"]) <= 1e-8 for row in rows[:3])
