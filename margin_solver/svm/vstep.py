@@ -1155,7 +1155,8 @@ def _solve_ldp(data: _VStepData, tol: float) -> _EngineOutput:
 
 def _solve_active(data: _VStepData, tol: float, guess: np.ndarray | None = None) -> _EngineOutput:
     """The dual active-set method (:func:`_kkt_on_support`) from ``guess`` (a support, e.g.
-    the previous v-step's; default: the empty set), with a budget of
+    the previous v-step's; default: every sample), restarted from the empty set when the
+    guess's Q_SS is not well conditioned, with a budget of
     ``VSTEP_ACTIVE_PIVOTS_PER_SAMPLE * n`` solves; exact, so ``tol`` is not used.
 
     It never reports infeasibility: on infeasible data (no dual optimum) it ends on an
@@ -1165,8 +1166,9 @@ def _solve_active(data: _VStepData, tol: float, guess: np.ndarray | None = None)
     n = data.n
     # Cold, from every sample: one factorisation of Q (BLAS-3) and a few rounds dropping the
     # samples with non-positive duals cost less than building the support one sample at a
-    # time when most samples are support vectors (n <= d); a rank-deficient Q (n > d) is
-    # refused by its condition estimate and the method restarts from the empty set.
+    # time when most samples are support vectors (n <= d; docs/decisions.md, "The active-set
+    # v-step"); a rank-deficient Q (n > d) is refused by its condition estimate and the
+    # method restarts from the empty set.
     start = np.ones(n, dtype=bool) if guess is None else guess
     # refactor=False: iterative refinement makes the answer exact at O(|P|^2), not O(|P|^3).
     alpha = _kkt_on_support(
