@@ -30,7 +30,7 @@ __all__ = ["DEFAULT_STRATEGY", "FAMILIES", "Strategy", "strategy_from"]
 FAMILIES = ("selection", "realisable", "continuation", "random", "screen")
 
 #: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
-DESCENT_ENGINES = ("ldp", "ecos", "clarabel")
+DESCENT_ENGINES = ("ldp", "active", "ecos", "clarabel")
 
 # Options accepted before and since removed with their mechanism: a DeprecationWarning, ignored.
 _REMOVED = {
@@ -302,3 +302,11 @@ def deprecated_constants(module: str, names: Mapping[str, str]) -> Callable[[str
         raise AttributeError(f"module {module!r} has no attribute {attribute!r}")
 
     return __getattr__
+
+
+# Solves (pivots: one add or drop of a sample, or one factorisation of the start) the active-set
+# v-step engine ("active", margin_solver.svm.vstep._solve_active) may spend per sample before
+# it leaves the problem to the LDP. Lawson and Hanson's method needs about one per support
+# vector from a cold start; the budget only stops cycling on degenerate input, as the LDP's
+# own (50 n iterations of scipy's NNLS) does (docs/decisions.md, "The active-set v-step").
+VSTEP_ACTIVE_PIVOTS_PER_SAMPLE = 10

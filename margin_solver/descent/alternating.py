@@ -416,7 +416,8 @@ class DescentRun:
 
     ``n_iter`` counts accepted p-steps, ``n_eval`` v-step solves (trial points included),
     ``n_on_support`` those solved from the support vectors of the current iterate
-    (:func:`margin_solver.svm.vstep.solve_vstep_on_support`);
+    (:func:`margin_solver.svm.vstep.solve_vstep_on_support`, a few solves or the active-set
+    engine);
     the histories hold ``||v*||`` and the projected gradient norm at each iterate;
     ``fallbacks`` counts the v-step solves whose first engine failed (``last_fallback`` is
     the most recent such failure, ``"engine: reason"``).
@@ -436,7 +437,7 @@ class DescentRun:
     def count_solve(self, point: PhiPoint) -> None:
         """Count a trial point's v-step solve and whether it needed a fallback engine."""
         self.n_eval += 1
-        self.n_on_support += point.vstep.solver == "support"
+        self.n_on_support += point.vstep.solver in ("support", "active")
         self.count_fallbacks(point)
 
     def count_fallbacks(self, point: PhiPoint) -> None:
