@@ -342,7 +342,7 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
         if not _tabular(X):
             Xc = check_tokens(X)
             if y is not None:
-                y = _wrapped(column_or_1d, y, warn=True)
+                y = _finite_labels(_wrapped(column_or_1d, y, warn=True))
             if reset:
                 self.n_features_in_, self.n_tokens_, self._two_d = Xc.shape[2], Xc.shape[1], False
                 if hasattr(self, "feature_names_in_"):
@@ -416,7 +416,7 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """Accuracy of :meth:`predict` against ``y`` (scikit-learn's ``ClassifierMixin.score``;
         bad ``y`` raises :class:`InvalidInputError`)."""
-        y = _wrapped(column_or_1d, y)
+        y = _finite_labels(_wrapped(column_or_1d, y))
         if None not in (_length(X), len(y)) and len(y) != _length(X):
             raise InvalidInputError(f"y has {len(y)} labels but X has {_length(X)} samples.")
         return float(_wrapped(super().score, X, y, sample_weight=sample_weight))
@@ -445,6 +445,19 @@ def _tabular(X: Any) -> bool:
         return (X if isinstance(X, np.ndarray) else np.asarray(X)).ndim in (1, 2)
     except (TypeError, ValueError):  # ragged: the token check names the problem
         return False
+
+
+def _finite_labels(y: np.ndarray) -> np.ndarray:
+    """``y``, refused when float labels hold NaN or inf: scikit-learn's target checks refuse
+    them too, but only after casting them to int with a RuntimeWarning (issue 43)."""
+    if y.dtype.kind in "fc":
+        bad = np.flatnonzero(~np.isfinite(y))
+        if bad.size:
+            raise InvalidInputError(
+                f"Input y contains NaN or infinity ({bad.size} label(s), the first at index "
+                f"{bad[0]})."
+            )
+    return y
 
 
 def _length(X: Any) -> int | None:

@@ -106,3 +106,18 @@ def slow_descents(monkeypatch) -> Callable[[float], None]:
         monkeypatch.setattr(minnorm, "descend", slow)
 
     return patch
+
+
+@pytest.fixture
+def counted_bound(monkeypatch) -> None:
+    """The finite-R bound's box searches stop after 100 SVMs without progress and at most
+    1,000 SVMs (defaults 2,000 and 20,000-30,000): a short bound whose answer is a count of
+    work, the same on any machine and load, for tests of something else than the bound's
+    budgets (they ran to a time limit of a few real seconds before, issue 43). On the
+    strategy table's budgets (``options={"bound_stall_nodes": ..., "p_box_nodes": ...,
+    "score_box_nodes": ...}``) these names go, and setting them fails loudly."""
+    from margin_solver.bounds import lower, rbounds
+
+    monkeypatch.setattr(lower, "_STALL_NODES", 100)
+    monkeypatch.setattr(lower, "P_BOX_NODES", 1000)
+    monkeypatch.setattr(rbounds, "SCORE_BOX_NODES", 1000)

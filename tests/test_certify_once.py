@@ -57,14 +57,14 @@ def _counting(monkeypatch, module, name):
 
 
 @pytest.mark.parametrize("certify", [True, False])
-def test_the_bound_runs_no_descent_and_one_alternation(monkeypatch, certify):
+def test_the_bound_runs_no_descent_and_one_alternation(monkeypatch, certify, counted_bound):
     # n = 12, T = 2: LB by branch-and-bound (T^n > 256), d <= n T so the search runs; the
     # starts, the search's guide, LB and the finite-R bound all use the one alternation
     rng = np.random.default_rng(3)
     X, y = rng.standard_normal((12, 2, 6)), rng.choice([-1.0, 1.0], 12)
     descents = _counting(monkeypatch, margin_solver.bounds.lower, "descend")
     alternations = _counting(monkeypatch, margin_solver.bounds.lower, "hard_selection_alternation")
-    res = solve_min_norm(X, y, R=10 / math.sqrt(6), certify=certify, bound_time_limit=1.0)
+    res = solve_min_norm(X, y, R=10 / math.sqrt(6), certify=certify)
     assert res.solution_present
     assert len(res.start_norms) > 5  # the search ran
     assert descents == [] and len(alternations) == 1
@@ -75,7 +75,7 @@ def test_the_bound_runs_no_descent_and_one_alternation(monkeypatch, certify):
         assert res.lower_bound <= res.norm * (1 + 1e-9)
     else:  # the public bound still finds its own incumbent by descending
         with pytest.warns(ConvergenceWarning):
-            bound = global_lower_bound(X, y, R=10 / math.sqrt(6), time_limit=1.0)
+            bound = global_lower_bound(X, y, R=10 / math.sqrt(6))
         assert len(descents) >= 1 and math.isfinite(bound.incumbent)
         assert bound.value <= res.norm * (1 + 1e-9)
 

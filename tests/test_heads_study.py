@@ -161,7 +161,7 @@ def test_check_states_per_head_and_predicts_outside(paper):
         check_conditions(train, solution={"v": [0.0] * 80, "p": [0.0] * 80}, heads=2)
 
 
-def test_cli_heads_flags(tmp_path, paper, capsys):
+def test_cli_heads_flags(tmp_path, paper, capsys, counted_bound):
     train, _ = paper
     data = tmp_path / "train.npz"
     train.save(data)
@@ -185,8 +185,6 @@ def test_cli_heads_flags(tmp_path, paper, capsys):
                 "--heads",
                 "2",
                 "--certify",
-                "--bound-time-limit",
-                "1",
                 *fast,
             ]
         )

@@ -112,10 +112,10 @@ def test_a_billion_random_starts_stop_at_the_time_limit(ticking_clock):
 # --- memory on a memory map: every pass reads the dataset directory in blocks ----------------
 @pytest.fixture(scope="module")
 def on_disk(tmp_path_factory):
-    """A dataset directory of 8.8 MiB (n = 120, T = 32, d = 300) without the generating
+    """A dataset directory of 8.8 MiB (n = 120, T = 8, d = 1200) without the generating
     parameters, so that the checker estimates the signal index and the classes too, and the
     same tokens in memory."""
-    full = PaperDistribution(d=300, T=32, snr=1.0, eta=0.1).sample(120, seed=0)
+    full = PaperDistribution(d=1200, T=8, snr=1.0, eta=0.1).sample(120, seed=0)
     memory = Dataset(full.X, full.y)
     return Dataset.load(save_on_disk(memory, tmp_path_factory.mktemp("ooc") / "d")), memory
 
@@ -132,29 +132,39 @@ def _peak(call) -> tuple[object, int]:
 BLOCK = 64 * 2**10
 
 
+def _block(X: np.ndarray) -> int:
+    """Bytes of one block of the passes over X: BLOCK, but at least one sample."""
+    _, T, d = X.shape
+    return max(BLOCK, T * d * 8)
+
+
 def test_check_conditions_reads_the_memory_map_in_blocks(on_disk):
-    # it copied the tokens (1.24 GiB traced for a 610 MiB X.npy); now a few blocks, the n
-    # signal tokens (n d floats) and the noise Gram of max_tokens tokens stay in memory
+    # it held the n signal tokens and four arrays of N_BOOT replicate means of length d
+    # (7.4 MB traced here, 96 blocks; 1.24 GiB for a 610 MiB X.npy); now a few blocks and
+    # arrays whose sizes do not depend on d: the Gram of max_tokens tokens and its
+    # temporaries, the bootstrap's (N_BOOT, n) weights, per-token (n, T) statistics
     disk, memory = on_disk
-    constants = Constants(max_tokens=160)  # a noise Gram of 5 samples' 155 tokens
+    n, T, d = disk.X.shape
+    m = 64
+    constants = Constants(max_tokens=m)  # a Gram of the 64 tokens of 8 samples
     with ooc.execution(block_bytes=BLOCK), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         report, peak = _peak(lambda: check_conditions(disk, constants=constants))
-    # blocks, three copies of the signal tokens (n d), the noise Gram and its two
-    # temporaries, four arrays of the bootstrap's replicates (N_BOOT d): none grows with T
-    bound = 6 * BLOCK + 3 * 120 * 300 * 8 + 3 * 155**2 * 8 + 4 * N_BOOT * 300 * 8
-    assert peak < bound < disk.X.nbytes / 2
+    independent_of_d = 8 * (8 * m**2 + 4 * N_BOOT * n + 8 * n * T)
+    assert peak < 6 * _block(disk.X) + independent_of_d < 4 * N_BOOT * d * 8
     assert str(report) == str(check_conditions(memory, constants=constants))
 
 
 def test_gradient_descent_and_compare_read_the_memory_map_in_blocks(on_disk):
+    # they already streamed X: (n, T) scores and values, vectors of length d, a few blocks
     disk, _ = on_disk
+    n, T, _ = disk.X.shape
+    bound = 4 * _block(disk.X) + 8 * 16 * n * T
     with ooc.execution(block_bytes=BLOCK), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # two steps leave errors here
         gd, peak = _peak(lambda: gradient_descent(disk))
-        # (n, T) scores and values, vectors of length d and blocks: a tenth of a copy of X
-        assert peak < disk.X.nbytes / 10
-        assert _peak(lambda: compare(gd, gd, disk, disk))[1] < disk.X.nbytes / 10
+        assert peak < bound < disk.X.nbytes / 20
+        assert _peak(lambda: compare(gd, gd, disk, disk))[1] < bound
 
 
 def test_nan_in_the_last_block_on_disk_is_refused_by_the_checker(tmp_path):

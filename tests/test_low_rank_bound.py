@@ -42,7 +42,7 @@ def test_bound_is_below_every_sampled_feasible_point(seed):
     R = float(10.0 ** rng.uniform(-0.5, 1)) / math.sqrt(np.mean(np.sum(X**2, axis=-1)))
     H = TokenGram(X).H
     assert score_rank(H, n, T) == d
-    found = low_rank_bound(H, y, T, R, time_limit=1.0, gap_tol=1e-6)
+    found = low_rank_bound(H, y, T, R, gap_tol=1e-6, max_nodes=1000, stall_nodes=100)
     sampled = _sampled_norms(X, y, R, rng, 1500)
     assert sampled.size and 0 < found.value <= sampled.min() * (1 + 1e-9)
     assert found.value <= found.incumbent * (1 + 1e-12)

@@ -237,10 +237,11 @@ def test_the_time_limit_returns_the_best_point_so_far(slow_descents):
     assert _feasible(ds.X, ds.y, res)
 
 
-def test_the_time_limit_without_a_feasible_point_says_so():
+def test_the_time_limit_without_a_feasible_point_says_so(fast_clock):
     ds = PaperDistribution(d=50, T=2, snr=0.8, eta=0.1).sample(10, seed=0)
+    fast_clock(minnorm)  # the limit has passed at the solve's first check, on any machine
     with pytest.warns(ConvergenceWarning, match="no_feasible_point_found"):
-        res = solve_min_norm(ds, R=1.0, time_limit=1e-9)
+        res = solve_min_norm(ds, R=1.0, time_limit=1.0)
     assert res.status == "no_feasible_point_found" and "time limit" in res.message
     assert res.start_norms == {}
 
@@ -311,12 +312,15 @@ def test_bad_new_arguments_are_refused(kwargs, match):
 # --- the lower bound --------------------------------------------------------------------------
 
 
-def test_lower_bound_statuses_and_certified():
+def test_lower_bound_statuses_and_certified(fast_clock):
+    from margin_solver.bounds import lower
+
     ds = PaperDistribution(d=30, T=3, snr=0.5, eta=0.1).sample(12, seed=4)
     done = _no_warning(lambda: global_lower_bound(ds.X, ds.y, method="bnb"))
     assert done.status == "optimal" and done.certified
+    fast_clock(lower)  # the limit acts at the search's first check, on any machine
     with pytest.warns(ConvergenceWarning, match="'time_limit'") as caught:
-        cut = global_lower_bound(ds.X, ds.y, method="bnb", time_limit=1e-6)
+        cut = global_lower_bound(ds.X, ds.y, method="bnb", time_limit=1.0)
     assert caught[0].filename == __file__
     assert cut.status == "time_limit" and not cut.certified and cut.value <= done.value
     with pytest.warns(ConvergenceWarning, match="'infeasible'"):

@@ -137,17 +137,17 @@ def test_cli_refuses_to_overwrite_a_file_it_did_not_write(
         assert b"margin-solver" in own.read_bytes()
 
 
-def test_finite_r_bound_does_not_call_near_duplicates_the_same_tokens(twins):
+def test_finite_r_bound_does_not_call_near_duplicates_the_same_tokens(twins, counted_bound):
     # Samples 0 and 1 copied with every coordinate moved by 1e-9 and the opposite labels:
     # (v, p) can tell them apart (||v|| about 1e9 does), so infeasibility is not proven. The
     # Gram matrix rounds their squared distance (5e-18) away; the bound used to read "the
     # same tokens" off it and solve_min_norm then said "infeasible for any R".
     X, y = twins.X[:10], twins.y[:10]
     near = np.concatenate([X, X[:2] + 1e-9]), np.concatenate([y, -y[:2]])
-    bound = global_lower_bound(*near, R=1.0, time_limit=1.0)
+    bound = global_lower_bound(*near, R=1.0)
     assert bound.status != "infeasible" and np.isfinite(bound.value)
     assert global_lower_bound(*near).status == "optimal"  # LB: a selection separates them
-    exact = global_lower_bound(twins.X, twins.y, R=1.0, time_limit=1.0)
+    exact = global_lower_bound(twins.X, twins.y, R=1.0)
     assert exact.status == "infeasible" and "samples 0 and 10 have the same tokens" in exact.message
 
 

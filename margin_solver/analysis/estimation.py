@@ -174,14 +174,14 @@ def estimate_signal_noise(data: Dataset, seed: int = 0) -> SignalNoiseEstimate:
     else:
         index, margin = _signal_index(X, rng, REFERENCE_SAMPLES)
         index_source = "estimated"
-    signal_tokens = X.gather(index)
+    signals = _Signals.of(X, index)
     separation = None
     if data.clean_y is not None:
         classes, class_source = data.clean_y.astype(np.int64), "clean labels"
     else:
-        classes, class_source = _split_signal_tokens(signal_tokens, data.y, rng), "clustering"
-        separation = _separation(signal_tokens, classes)
-    mu, rho = _signal_means(signal_tokens, classes)
+        classes, class_source = _split_signal_tokens(signals, data.y, rng), "clustering"
+        separation = _separation(signals, classes)
+    mu, rho = _signal_means(signals, classes)
     basis = _signal_basis(mu)
     sigma = _noise_scale(X, index, basis)
     snr = rho / (sigma * np.sqrt(d)) if sigma > 0 else float("inf")
@@ -237,6 +237,68 @@ class _Tokens:
         """The tokens of the samples ``chosen``; shape (len(chosen), T, d)."""
         out = np.asarray(self.X[chosen], dtype=np.float64)
         return out if self.scale == 1.0 else out / self.scale
+
+
+@dataclass(frozen=True)
+class _Signals:
+    """The signal token of every sample, ``S[i] = X[i, index[i]]`` (n, d), as the estimators
+    read it: in memory gathered once (one block, ``S`` itself); on disk in blocks of columns
+    read from the memory map as each pass needs them, so that no pass holds more than about a
+    block of ``S`` whatever ``d`` (issue 43: the checker held all n signal tokens and
+    ``n_boot`` replicate means of length d).
+
+    Every statistic is a per-column reduction over samples (exactly the in-memory value) or
+    a sum over the blocks of columns of per-block products (the in-memory value up to the
+    rounding of the summation order over d).
+    """
+
+    tokens: _Tokens
+    index: np.ndarray
+    S: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, tokens: _Tokens, index: np.ndarray) -> _Signals:
+        return cls(tokens, index, None if is_on_disk(tokens.X) else tokens.gather(index))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.index), self.tokens.shape[2]
+
+    def columns(self, rows: int = 0):
+        """``(cols, S[:, cols])`` for every block of columns, in order; a block holds about
+        :func:`~margin_solver.core.ooc.block_bytes` of ``max(n, rows)`` rows, so that a
+        product with ``rows`` weight vectors stays a block too."""
+        n, d = self.shape
+        if self.S is not None:
+            yield slice(0, d), self.S
+            return
+        step = max(1, block_bytes() // (8 * max(n, rows)))
+        samples = np.arange(n)
+        for lo in range(0, d, step):
+            cols = slice(lo, min(lo + step, d))
+            part = np.asarray(self.tokens.X[samples, self.index, cols], dtype=np.float64)
+            yield cols, part if self.tokens.scale == 1.0 else part / self.tokens.scale
+
+    def times(self, W: np.ndarray, centre: np.ndarray | None = None) -> np.ndarray:
+        """``(S - centre) @ W.T`` for ``W`` of shape (d,) or (k, d): (n,) or (n, k)."""
+        total = None
+        for cols, part in self.columns():
+            if centre is not None:
+                part = part - centre[cols]
+            term = part @ W[..., cols].T
+            total = term if total is None else total + term
+        return total
+
+    def mean(self, members: np.ndarray) -> np.ndarray:
+        """Mean of the rows ``S[members]``; shape (d,)."""
+        out = np.empty(self.shape[1])
+        for cols, part in self.columns():
+            out[cols] = part[members].mean(axis=0)
+        return out
+
+    def squared_norms(self) -> np.ndarray:
+        """``||S[i]||^2`` of every row; shape (n,)."""
+        return sum(np.einsum("ij,ij->i", part, part) for _, part in self.columns())
 
 
 def _safe_scale(X: np.ndarray) -> tuple[_Tokens, float]:
@@ -328,24 +390,28 @@ def _signal_index(
     return index.astype(np.int64), float(np.median(ratio))
 
 
-def _split_signal_tokens(S: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _split_signal_tokens(S: _Signals, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Two groups of signal tokens (2-means started from the top principal direction),
     labelled so that the majority agrees with the observed labels."""
-    centred = S - S.mean(axis=0)
-    w = rng.standard_normal(S.shape[1])
+    n, d = S.shape
+    centre = S.mean(np.ones(n, dtype=bool))
+    w = rng.standard_normal(d)
     for _ in range(_POWER_ITERATIONS):
-        w = centred.T @ (centred @ w)
+        u = S.times(w, centre)
+        w = np.empty(d)
+        for cols, part in S.columns():
+            w[cols] = (part - centre[cols]).T @ u
         norm = np.linalg.norm(w)
         if norm == 0.0:
             break
         w /= norm
-    groups = np.where(centred @ w >= 0.0, 1, -1)
+    groups = np.where(S.times(w, centre) >= 0.0, 1, -1)
     for _ in range(_LLOYD_ITERATIONS):
         if np.all(groups == groups[0]):
             break
-        means = np.stack([S[groups == 1].mean(axis=0), S[groups == -1].mean(axis=0)])
+        means = np.stack([S.mean(groups == 1), S.mean(groups == -1)])
         # ||s - m||^2 up to the common ||s||^2, without an (n, 2, d) temporary.
-        dist = np.einsum("kd,kd->k", means, means)[None, :] - 2.0 * (S @ means.T)
+        dist = np.einsum("kd,kd->k", means, means)[None, :] - 2.0 * S.times(means)
         new = np.where(dist[:, 0] <= dist[:, 1], 1, -1)
         if np.array_equal(new, groups):
             break
@@ -355,7 +421,7 @@ def _split_signal_tokens(S: np.ndarray, y: np.ndarray, rng: np.random.Generator)
     return groups.astype(np.int64)
 
 
-def _separation(S: np.ndarray, groups: np.ndarray) -> float | None:
+def _separation(S: _Signals, groups: np.ndarray) -> float | None:
     """Gap between the two groups along their mean difference, in pooled standard deviations.
 
     Each token is projected on the mean difference computed *without* it (leave-one-out):
@@ -366,12 +432,12 @@ def _separation(S: np.ndarray, groups: np.ndarray) -> float | None:
     n_plus, n_minus = int(plus.sum()), int(minus.sum())
     if n_plus < 2 or n_minus < 2:
         return None
-    m_plus, m_minus = S[plus].mean(axis=0), S[minus].mean(axis=0)
+    m_plus, m_minus = S.mean(plus), S.mean(minus)
     norm = np.linalg.norm(m_plus - m_minus)
     if norm == 0.0:
         return 0.0
-    sq = np.einsum("ij,ij->i", S, S)
-    to_plus, to_minus = S @ m_plus, S @ m_minus
+    sq = S.squared_norms()
+    to_plus, to_minus = S.times(m_plus), S.times(m_minus)
     loo = (
         np.where(
             plus,
@@ -381,23 +447,26 @@ def _separation(S: np.ndarray, groups: np.ndarray) -> float | None:
         / norm
     )
     a, b = loo[plus], loo[minus]
-    pooled = np.sqrt((a.var() * n_plus + b.var() * n_minus) / len(S))
+    pooled = np.sqrt((a.var() * n_plus + b.var() * n_minus) / len(groups))
     return float(min(abs(a.mean() - b.mean()) / max(pooled, 1e-300), 1e9))
 
 
-def _signal_means(S: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, float]:
+def _signal_means(S: _Signals, classes: np.ndarray) -> tuple[np.ndarray, float]:
     """Class means of the signal tokens and ``rho`` with the sampling variance removed."""
     mu = np.zeros((2, S.shape[1]))
     rho_sq = []
     for row, label in enumerate((1, -1)):
-        members = S[classes == label]
-        if len(members) == 0:
+        members = classes == label
+        count = int(members.sum())
+        if count == 0:
             continue
-        mu[row] = members.mean(axis=0)
+        mu[row] = S.mean(members)
         value = float(mu[row] @ mu[row])
-        if len(members) > 1:
-            spread = float(((members - mu[row]) ** 2).sum()) / (len(members) - 1)
-            value -= spread / len(members)
+        if count > 1:
+            spread = sum(
+                float(((part[members] - mu[row, cols]) ** 2).sum()) for cols, part in S.columns()
+            )
+            value -= spread / (count - 1) / count
         rho_sq.append(max(value, 0.0))
     return mu, float(np.sqrt(np.mean(rho_sq)))
 
@@ -492,8 +561,8 @@ def bootstrap_intervals(
     n, T, d = X.shape
     n_boot = int(max(20, min(n_boot, _BOOT_BUDGET // max(n * d, 1))))
     weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
-    S = X.gather(est.signal_index)
-    sq = np.einsum("ij,ij->i", S, S)
+    S = _Signals.of(X, est.signal_index)
+    sq = S.squared_norms()
     rho_sq = np.zeros(n_boot)
     present = 0
     for label in (1, -1):
@@ -504,8 +573,11 @@ def bootstrap_intervals(
         w = weights * member
         count = w.sum(axis=1)
         safe = np.maximum(count, 1.0)
-        mean = (w @ S) / safe[:, None]
-        mean_sq = np.einsum("bj,bj->b", mean, mean)
+        # ||mean||^2 of each replicate, summed over blocks of columns: never (n_boot, d)
+        mean_sq = 0.0
+        for _, part in S.columns(rows=n_boot):
+            mean = (w @ part) / safe[:, None]
+            mean_sq = mean_sq + np.einsum("bj,bj->b", mean, mean)
         spread = (w @ sq - count * mean_sq) / np.maximum(count - 1.0, 1.0)
         value = np.where(count > 1, mean_sq - spread / safe, mean_sq)
         rho_sq += np.where(count > 0, np.maximum(value, 0.0), 0.0)
