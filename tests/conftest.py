@@ -3,6 +3,7 @@ make a time limit act at a known place on any machine."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -113,11 +114,12 @@ def counted_bound(monkeypatch) -> None:
     """The finite-R bound's box searches stop after 100 SVMs without progress and at most
     1,000 SVMs (defaults 2,000 and 20,000-30,000): a short bound whose answer is a count of
     work, the same on any machine and load, for tests of something else than the bound's
-    budgets (they ran to a time limit of a few real seconds before, issue 43). On the
-    strategy table's budgets (``options={"bound_stall_nodes": ..., "p_box_nodes": ...,
-    "score_box_nodes": ...}``) these names go, and setting them fails loudly."""
-    from margin_solver.bounds import lower, rbounds
+    budgets (they ran to a time limit of a few real seconds before, issue 43). The public entry
+    points (``solve_min_norm``, ``global_lower_bound``, the CLI) start from the strategy table's
+    default when ``options`` is not given, so that default is the one replaced."""
+    from margin_solver.core import strategy
 
-    monkeypatch.setattr(lower, "_STALL_NODES", 100)
-    monkeypatch.setattr(lower, "P_BOX_NODES", 1000)
-    monkeypatch.setattr(rbounds, "SCORE_BOX_NODES", 1000)
+    counted = {"bound_stall_nodes": 100, "p_box_nodes": 1000, "score_box_nodes": 1000}
+    monkeypatch.setattr(
+        strategy, "DEFAULT_STRATEGY", dataclasses.replace(strategy.DEFAULT_STRATEGY, **counted)
+    )

@@ -60,6 +60,7 @@ from margin_solver.bounds.rbounds import (
     score_box_nodes,
     score_rank,
 )
+from margin_solver.bounds.sdpbound import CLARABEL_MAX_SAMPLES
 from margin_solver.bounds.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
 from margin_solver.bounds.sdpbound import lagrangian_bound
 from margin_solver.core.blas import single_threaded_blas
@@ -279,8 +280,8 @@ def global_lower_bound(
         Fields of the strategy table (:class:`margin_solver.core.strategy.Strategy`), as
         :func:`margin_solver.minnorm.solve.solve_min_norm`'s ``options``: the bound's budgets
         of SVMs (``lb_nodes``, ``lb_full_samples``, ``score_box_nodes``,
-        ``score_box_full_samples``, ``p_box_nodes``, ``bound_stall_nodes``) and the
-        finite-R bound's incumbent descents (the descent's keys); unknown keys and bad
+        ``score_box_full_samples``, ``p_box_nodes``, ``bound_stall_nodes``), the Lagrangian
+        SDP's iterations (``lagrangian_scs_iters``) and the finite-R bound's incumbent descents (the descent's keys); unknown keys and bad
         values raise.
 
     Returns
@@ -658,7 +659,13 @@ def _finite_r_stages(
             methods.append("linearised")
             show(proven)
         if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and next_stage():
-            sdp = lagrangian_bound(H, y, R, time_limit=deadline - time.perf_counter())
+            sdp = lagrangian_bound(
+                H,
+                y,
+                R,
+                max_iter=None if n <= CLARABEL_MAX_SAMPLES else strategy.lagrangian_scs_iters,
+                time_limit=deadline - time.perf_counter(),
+            )
             proven = max(proven, min(sdp.value, incumbent))
             methods.append("lagrangian")
             show(proven)

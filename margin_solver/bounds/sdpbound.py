@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from margin_solver.core.strategy import DEFAULT_STRATEGY
+
 __all__ = [
     "CLARABEL_MAX_ITER",
     "MAX_SAMPLES",
@@ -57,9 +59,10 @@ CLARABEL_MAX_SAMPLES = 30
 #: most 52 on the measured instances, n <= 30 (docs/decisions.md, "The Lagrangian SDP").
 CLARABEL_MAX_ITER = 200
 
-#: SCS's iteration budget (ADMM iterations): it converged within 950-1400 on the paper's data,
-#: n = 30-60 (docs/decisions.md, "The Lagrangian SDP").
-SCS_MAX_ITERS = 2500
+#: SCS's iteration budget (ADMM iterations), the default of the strategy table's
+#: ``lagrangian_scs_iters``: it converged within 950-1400 on the paper's data, n = 30-60
+#: (docs/decisions.md, "The Lagrangian SDP").
+SCS_MAX_ITERS = DEFAULT_STRATEGY.lagrangian_scs_iters
 
 #: SCS's relative tolerance. At n = 40 the certified bound is within 2e-4 of 1e-6's (below
 #: it by the solver's inaccuracy) in half the time (docs/decisions.md, "The Lagrangian bound

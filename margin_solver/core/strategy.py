@@ -221,6 +221,9 @@ class Strategy:
     p_box_nodes: int = _entry(20_000, _count(1))
     # "Score boxes": SVMs without a rise of the proven bound after which a box search stops
     bound_stall_nodes: int = _entry(2000, _count(1))
+    # "The Lagrangian SDP": iterations of its solver above sdpbound.CLARABEL_MAX_SAMPLES
+    # samples (SCS's ADMM; Clarabel below keeps its own 200 interior-point iterations)
+    lagrangian_scs_iters: int = _entry(2500, _count(1))
 
     def __post_init__(self) -> None:
         for entry in fields(self):
