@@ -60,9 +60,8 @@ from margin_solver.bounds.rbounds import (
     score_box_nodes,
     score_rank,
 )
-from margin_solver.bounds.sdpbound import CLARABEL_MAX_SAMPLES
+from margin_solver.bounds.sdpbound import CLARABEL_MAX_SAMPLES, lagrangian_bound
 from margin_solver.bounds.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
-from margin_solver.bounds.sdpbound import lagrangian_bound
 from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.kernel import TokenGram, conflicting_pairs
 from margin_solver.core.progress import ProgressBar, verbose_switch
@@ -281,8 +280,8 @@ def global_lower_bound(
         :func:`margin_solver.minnorm.solve.solve_min_norm`'s ``options``: the bound's budgets
         of SVMs (``lb_nodes``, ``lb_full_samples``, ``score_box_nodes``,
         ``score_box_full_samples``, ``p_box_nodes``, ``bound_stall_nodes``), the Lagrangian
-        SDP's iterations (``lagrangian_scs_iters``) and the finite-R bound's incumbent descents (the descent's keys); unknown keys and bad
-        values raise.
+        SDP's iterations (``lagrangian_scs_iters``) and the finite-R bound's incumbent
+        descents (the descent's keys); unknown keys and bad values raise.
 
     Returns
     -------
