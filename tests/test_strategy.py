@@ -2,7 +2,10 @@
 ``solve_min_norm(..., options=...)``, checked at the door."""
 
 import dataclasses
+import json
 import math
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,3 +165,22 @@ def test_the_bounds_budgets_of_svms_are_fields_of_the_table():
         stalled = global_lower_bound(ds.X, ds.y, R=0.2, options={"bound_stall_nodes": 40})
     assert stalled.status == "max_iter" and stalled.nodes < 100
     assert "40 SVMs without progress" in stalled.message
+
+
+def test_the_lagrangian_stage_is_ruled_by_the_table(tmp_path):
+    # the size rule and SCS's iterations are fields: lagrangian_max_samples below n skips the
+    # stage, and the certificate frontier's rows pass options= through to the bound
+    from margin_solver.bench.measure.certificate_frontier import main
+
+    def method(options: str | None, out: Path) -> str:
+        argv = ["--study", "finite_r", "--n", "8", "--seeds", "0", "--R-scales", "1"]
+        argv += ["--out", str(out)] + ([] if options is None else ["--options", options])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            main(argv)
+        return json.loads(out.read_text())["rows"][0]["method"]
+
+    assert "lagrangian" in method(None, tmp_path / "a.json")
+    assert "lagrangian" not in method('{"lagrangian_max_samples": 7}', tmp_path / "b.json")
+    with pytest.raises(InvalidInputError, match="lagrangian_scs_iters"):
+        strategy_from({"lagrangian_scs_iters": 0})

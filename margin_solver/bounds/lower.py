@@ -280,8 +280,9 @@ def global_lower_bound(
         :func:`margin_solver.minnorm.solve.solve_min_norm`'s ``options``: the bound's budgets
         of SVMs (``lb_nodes``, ``lb_full_samples``, ``score_box_nodes``,
         ``score_box_full_samples``, ``p_box_nodes``, ``bound_stall_nodes``), the Lagrangian
-        SDP's iterations (``lagrangian_scs_iters``) and the finite-R bound's incumbent
-        descents (the descent's keys); unknown keys and bad values raise.
+        SDP's size rule and iterations (``lagrangian_max_samples``,
+        ``lagrangian_scs_iters``) and the finite-R bound's incumbent descents (the descent's
+        keys); unknown keys and bad values raise.
 
     Returns
     -------
@@ -657,7 +658,11 @@ def _finite_r_stages(
             proven = max(proven, min(value, incumbent))
             methods.append("linearised")
             show(proven)
-        if T == 2 and n <= LAGRANGIAN_MAX_SAMPLES and next_stage():
+        if (
+            T == 2
+            and n <= min(strategy.lagrangian_max_samples, LAGRANGIAN_MAX_SAMPLES)
+            and next_stage()
+        ):
             sdp = lagrangian_bound(
                 H,
                 y,

@@ -221,6 +221,9 @@ class Strategy:
     p_box_nodes: int = _entry(20_000, _count(1))
     # "Score boxes": SVMs without a rise of the proven bound after which a box search stops
     bound_stall_nodes: int = _entry(2000, _count(1))
+    # "The Lagrangian SDP": samples up to which the finite-R bound runs it (T = 2; at most
+    # sdpbound.MAX_SAMPLES, the largest n it is set up for)
+    lagrangian_max_samples: int = _entry(60, _count(0))
     # "The Lagrangian SDP": iterations of its solver above sdpbound.CLARABEL_MAX_SAMPLES
     # samples (SCS's ADMM; Clarabel below keeps its own 200 interior-point iterations)
     lagrangian_scs_iters: int = _entry(2500, _count(1))

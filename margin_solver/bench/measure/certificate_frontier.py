@@ -27,6 +27,7 @@ counts of work, so the rows are the same on any machine;
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 
@@ -52,12 +53,21 @@ def paper(n: int, T: int, d: int, seed: int):
 
 
 def row(
-    study: str, ds, seed: int, R_scale: float | None, time_limit: float, gap_tol: float
+    study: str,
+    ds,
+    seed: int,
+    R_scale: float | None,
+    time_limit: float,
+    gap_tol: float,
+    options: dict | None = None,
 ) -> dict:
-    """One bound, timed from the raw tokens (the token Gram product included)."""
+    """One bound, timed from the raw tokens (the token Gram product included); ``options``:
+    fields of the strategy table, as :func:`global_lower_bound` takes them."""
     R = None if R_scale is None else R_scale / math.sqrt(ds.d)
     t0 = time.perf_counter()
-    res = global_lower_bound(ds.X, ds.y, R=R, time_limit=time_limit, gap_tol=gap_tol)
+    res = global_lower_bound(
+        ds.X, ds.y, R=R, time_limit=time_limit, gap_tol=gap_tol, options=options
+    )
     seconds = time.perf_counter() - t0
     return {
         "study": study,
@@ -111,6 +121,15 @@ def main(argv: list[str] | None = None) -> int:
         "--n", type=int, nargs="+", help="finite_r study at these n only (default 12 20 40 100)"
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    parser.add_argument(
+        "--options",
+        type=json.loads,
+        default=None,
+        help="fields of the strategy table as JSON, e.g. '{\"lagrangian_max_samples\": 30}'",
+    )
+    parser.add_argument(
+        "--R-scales", type=float, nargs="+", default=list(R_SCALES), help="R sqrt(d) values"
+    )
     parser.add_argument("--out", default="results/certificate_frontier.json")
     args = parser.parse_args(argv)
     limit = args.time_limit
@@ -131,13 +150,14 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.n or ((12, 20) if args.quick else (12, 20, 40, 100)):
             for seed in args.seeds:
                 ds = paper(n, 2, 2000, seed)
-                for scale in R_SCALES:
-                    emit(row("finite_r", ds, seed, scale, limit, FINITE_R_GAP_TOL))
+                for scale in args.R_scales:
+                    emit(row("finite_r", ds, seed, scale, limit, FINITE_R_GAP_TOL, args.options))
     if args.study in ("hard_selection", "all"):
         cases = ((4, 20), (8, 10)) if args.quick else HARD_SELECTION_CASES
         for T, n in cases:
             for seed in args.seeds:
-                emit(row("hard_selection", paper(n, T, 20_000, seed), seed, None, limit, 1e-4))
+                ds = paper(n, T, 20_000, seed)
+                emit(row("hard_selection", ds, seed, None, limit, 1e-4, args.options))
     return 0
 
 
