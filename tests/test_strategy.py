@@ -184,3 +184,25 @@ def test_the_lagrangian_stage_is_ruled_by_the_table(tmp_path):
     assert "lagrangian" not in method('{"lagrangian_max_samples": 7}', tmp_path / "b.json")
     with pytest.raises(InvalidInputError, match="lagrangian_scs_iters"):
         strategy_from({"lagrangian_scs_iters": 0})
+
+
+@pytest.mark.parametrize(
+    "gate, stage",
+    [
+        ("linearised_max_tokens", "linearised"),
+        ("lagrangian_max_samples", "lagrangian"),
+        ("p_box_max_rank", "p-boxes"),
+    ],
+)
+def test_the_finite_r_stages_are_gated_by_the_table(gate, stage):
+    # d = 2: the scores have rank 2, so every stage runs at the defaults; a gate of 0 skips one
+    from margin_solver.bench.measure.search_quality import make_instance
+    from margin_solver.bounds.lower import global_lower_bound
+
+    X, y = make_instance("gaussian", 6, 2, 2, 5)
+    budget = {"bound_stall_nodes": 50, "p_box_nodes": 200}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        every = global_lower_bound(X, y, R=3.0, gap_tol=1e-9, options=budget)
+        gated = global_lower_bound(X, y, R=3.0, gap_tol=1e-9, options={**budget, gate: 0})
+    assert stage in every.method.split("+") and stage not in gated.method.split("+")

@@ -38,10 +38,13 @@ import time
 
 import numpy as np
 
+from margin_solver.core.strategy import DEFAULT_STRATEGY
+
 __all__ = ["MAX_TOKENS", "linearised_bound"]
 
-#: Largest n T the bound is set up for: each evaluation eigen-decomposes (nT)-square matrices.
-MAX_TOKENS = 400
+#: Largest n T the finite-R bound runs this stage for, the default of the strategy table's
+#: ``linearised_max_tokens``: each evaluation eigen-decomposes (nT)-square matrices.
+MAX_TOKENS = DEFAULT_STRATEGY.linearised_max_tokens
 
 # Relative safety margin on the computed bound: the token factor, the eigen-decompositions and
 # the secular equation are accurate to a few hundred eps relatively; this is far above that.

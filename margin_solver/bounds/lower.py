@@ -49,10 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from margin_solver.bounds.linbound import MAX_TOKENS as LINEARISED_MAX_TOKENS
 from margin_solver.bounds.linbound import linearised_bound
 from margin_solver.bounds.rbounds import (
-    LOW_RANK_MAX,
     finite_r_bound,
     low_rank_bound,
     nodes_for_samples,
@@ -60,8 +58,8 @@ from margin_solver.bounds.rbounds import (
     score_box_nodes,
     score_rank,
 )
-from margin_solver.bounds.sdpbound import CLARABEL_MAX_SAMPLES, lagrangian_bound
 from margin_solver.bounds.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
+from margin_solver.bounds.sdpbound import lagrangian_bound
 from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.kernel import TokenGram, conflicting_pairs
 from margin_solver.core.progress import ProgressBar, verbose_switch
@@ -587,7 +585,7 @@ def _finite_r_stages(
     it: the linearised bound (tight at small R; at most ``linbound``'s ascent steps), the
     Lagrangian bound (T = 2 and n at most its ``MAX_SAMPLES``; at most the SDP solver's
     iterations), branch-and-bound over boxes of p when the reachable scores span at most
-    ``LOW_RANK_MAX`` dimensions (the strategy's ``p_box_nodes`` SVMs), then over score boxes
+    ``p_box_max_rank`` dimensions (the strategy's ``p_box_nodes`` SVMs), then over score boxes
     (:func:`~margin_solver.bounds.rbounds.score_box_nodes` SVMs); each box search also stops
     after ``bound_stall_nodes`` SVMs without progress. Budgets of work,
     not shares of seconds, so that the bound is the same on any machine. ``time_limit``
@@ -653,7 +651,7 @@ def _finite_r_stages(
             bar.update(0, bound=f"{bound:.6g}", best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
 
         show(proven)
-        if n * T <= LINEARISED_MAX_TOKENS and next_stage():
+        if n * T <= strategy.linearised_max_tokens and next_stage():
             value = _linearised(H, y, T, R, incumbent * (1 - gap_tol), proven, deadline)
             proven = max(proven, min(value, incumbent))
             methods.append("linearised")
@@ -663,11 +661,14 @@ def _finite_r_stages(
             and n <= min(strategy.lagrangian_max_samples, LAGRANGIAN_MAX_SAMPLES)
             and next_stage()
         ):
+            clarabel = n <= strategy.lagrangian_clarabel_max_samples
             sdp = lagrangian_bound(
                 H,
                 y,
                 R,
-                max_iter=None if n <= CLARABEL_MAX_SAMPLES else strategy.lagrangian_scs_iters,
+                tangents=strategy.lagrangian_tangents,
+                max_iter=None if clarabel else strategy.lagrangian_scs_iters,
+                solver="CLARABEL" if clarabel else "SCS",
                 time_limit=deadline - time.perf_counter(),
             )
             proven = max(proven, min(sdp.value, incumbent))
@@ -693,7 +694,7 @@ def _finite_r_stages(
             )
 
         searches = []
-        if next_stage() and score_rank(H, n, T) <= LOW_RANK_MAX:
+        if next_stage() and score_rank(H, n, T) <= strategy.p_box_max_rank:
             searches.append(
                 ("p-boxes", lambda: box_search(low_rank_bound, max_nodes=strategy.p_box_nodes))
             )

@@ -633,8 +633,9 @@ class _Shown:
 
 
 #: Largest dimension of the reachable score space (the rank of the score-difference Gram
-#: matrix G) for which :func:`low_rank_bound` branches on boxes of p itself.
-LOW_RANK_MAX = 3
+#: matrix G) for which the finite-R bound runs :func:`low_rank_bound`, which branches on boxes
+#: of p itself: the default of the strategy table's ``p_box_max_rank``.
+LOW_RANK_MAX = DEFAULT_STRATEGY.p_box_max_rank
 
 
 def score_rank(H: np.ndarray, n: int, T: int) -> int:

@@ -53,7 +53,7 @@ MAX_SAMPLES = 60
 
 #: Up to this n the SDP is solved by Clarabel (interior point: the multipliers to about 1e-8),
 #: above it by SCS (first order, to ``SCS_EPS``): at n = 40 Clarabel took 80-190 s.
-CLARABEL_MAX_SAMPLES = 30
+CLARABEL_MAX_SAMPLES = DEFAULT_STRATEGY.lagrangian_clarabel_max_samples
 
 #: Clarabel's iteration budget (interior-point iterations; Clarabel's own default): it used at
 #: most 52 on the measured instances, n <= 30 (docs/decisions.md, "The Lagrangian SDP").
@@ -69,8 +69,9 @@ SCS_MAX_ITERS = DEFAULT_STRATEGY.lagrangian_scs_iters
 #: by SCS above n = 30").
 SCS_EPS = 1e-4
 
-#: Tangent points per sample and spacing (|delta| and theta each evenly spaced; 2 x this).
-TANGENTS = 12
+#: Tangent points per sample and spacing (|delta| and theta each evenly spaced; 2 x this): the
+#: default of the strategy table's ``lagrangian_tangents``.
+TANGENTS = DEFAULT_STRATEGY.lagrangian_tangents
 
 # Eigenvalues of G below this fraction of the largest are raised to it: G' >= G keeps the
 # ellipsoid constraint valid (delta^T G'^-1 delta <= delta^T G^+ delta) and bounded.

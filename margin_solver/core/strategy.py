@@ -221,12 +221,26 @@ class Strategy:
     p_box_nodes: int = _entry(20_000, _count(1))
     # "Score boxes": SVMs without a rise of the proven bound after which a box search stops
     bound_stall_nodes: int = _entry(2000, _count(1))
-    # "The Lagrangian SDP": samples up to which the finite-R bound runs it (T = 2; at most
-    # sdpbound.MAX_SAMPLES, the largest n it is set up for)
+    # "Boxes of p": largest rank of the reachable scores for which the finite-R bound searches
+    # boxes of p itself
+    p_box_max_rank: int = _entry(3, _count(0))
+
+    # -- the finite-R bound's relaxations (margin_solver.bounds.lower, _finite_r_stages)
+    # "The linearised bound": tokens n T up to which it runs (each of its steps
+    # eigen-decomposes (nT)-square matrices)
+    linearised_max_tokens: int = _entry(400, _count(0))
+    # "The Lagrangian SDP": samples up to which it runs (T = 2; at most sdpbound.MAX_SAMPLES,
+    # the largest n it is set up for)
     lagrangian_max_samples: int = _entry(60, _count(0))
-    # "The Lagrangian SDP": iterations of its solver above sdpbound.CLARABEL_MAX_SAMPLES
-    # samples (SCS's ADMM; Clarabel below keeps its own 200 interior-point iterations)
+    # "The Lagrangian bound by SCS above n = 30": samples up to which Clarabel solves it, SCS
+    # above
+    lagrangian_clarabel_max_samples: int = _entry(30, _count(0))
+    # "The Lagrangian SDP": iterations of SCS (ADMM; Clarabel keeps its own 200
+    # interior-point iterations)
     lagrangian_scs_iters: int = _entry(2500, _count(1))
+    # "Finite-R certificate: the Lagrangian and linearised stages": tangent lines of h per
+    # sample and spacing
+    lagrangian_tangents: int = _entry(12, _count(1))
 
     def __post_init__(self) -> None:
         for entry in fields(self):
