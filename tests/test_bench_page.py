@@ -1,6 +1,7 @@
 """The benchmarks page's tables are rendered from its results files, never typed."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,13 @@ def test_committed_page_equals_the_page_rendered_from_committed_results(name):
     text = (ROOT / "docs" / name).read_text(encoding="utf-8")
     assert page.MARKER.search(text), "the page has no generated table"
     assert page.render(text, ROOT / "docs" / "results") == text
+
+
+@pytest.mark.parametrize("name", [path.name for path in page.PAGES + (Path("README.md"),)])
+def test_pages_name_no_path_of_one_machine(name):
+    # a command on the page is one a reader can run from the repository: no absolute paths
+    text = (ROOT / name if name == "README.md" else ROOT / "docs" / name).read_text("utf-8")
+    assert not re.findall(r"(?<![\w.])/(?:tmp|work|home|root|Users)/\S*", text)
 
 
 def test_every_committed_results_file_has_its_table_on_a_page():
