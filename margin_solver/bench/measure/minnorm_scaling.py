@@ -78,9 +78,16 @@ def per_iteration(d: int, n: int = 50, T: int = 2, steps: int = 20) -> dict:
 
 
 def whole_solve(
-    n: int, T: int, d: int, kappa: float = 1.0, R_scale: float = 10.0, repeats: int = 5
+    n: int,
+    T: int,
+    d: int,
+    kappa: float = 1.0,
+    R_scale: float = 10.0,
+    repeats: int = 5,
+    options: dict | None = None,
 ) -> dict:
-    """solve_min_norm (default options) against the token Gram product alone.
+    """solve_min_norm (default options, or the strategy table's fields ``options``) against
+    the token Gram product alone.
 
     The two are timed alternately, ``repeats`` times each, and medians are compared, so that
     a burst of load from other processes on the shared machine hits both alike.
@@ -93,7 +100,7 @@ def whole_solve(
         TokenGram(ds.X)
         gram_times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        res = solve_min_norm(ds, R=R)
+        res = solve_min_norm(ds, R=R, options=options)
         solve_times.append(time.perf_counter() - t0)
     gram_time, solve_time = float(np.median(gram_times)), float(np.median(solve_times))
     return {
@@ -103,6 +110,7 @@ def whole_solve(
         "d": d,
         "kappa": kappa,
         "R_scale": R_scale,
+        "options": json.dumps(options or {}, sort_keys=True),
         "gram_s": gram_time,
         "solve_s": solve_time,
         "ratio": solve_time / gram_time,
@@ -188,6 +196,20 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="run only this study (repeatable; default: all three)",
     )
+    parser.add_argument(
+        "--size",
+        nargs=3,
+        type=int,
+        action="append",
+        metavar=("N", "T", "D"),
+        help="whole_solve at this size only, kappa 1, R sqrt(d) = 10 (repeatable)",
+    )
+    parser.add_argument(
+        "--options",
+        type=json.loads,
+        help='whole_solve with these strategy fields (JSON), e.g. \'{"vstep_solver": "active"}\'',
+    )
+    parser.add_argument("--repeats", type=int, help="whole_solve's repeats (default 5 and 3)")
     args = parser.parse_args(argv)
     studies = set(args.study or ("per_iteration", "whole_solve", "lower_bound"))
     if args.quick:
@@ -221,8 +243,14 @@ def main(argv: list[str] | None = None) -> int:
             if (kappa, R_scale) != (1.0, 10.0)
         ]
         cases.append((n, T, d, 4.0, 100.0, 3))
+        if args.size:
+            cases = [(*size, 1.0, 10.0, 5) for size in args.size]
+        if args.repeats is not None:
+            cases = [(*case[:5], args.repeats) for case in cases]
         for case in cases:
-            if args.baseline:
+            if args.options is not None:
+                record(whole_solve(*case, options=args.options))
+            elif args.baseline:
                 record(whole_solve_in(args.baseline, *case))
                 record(whole_solve_in(None, *case))
             else:
