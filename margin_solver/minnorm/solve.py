@@ -676,7 +676,9 @@ class _Solve:
         or its selection as one more start. Not run when the root heuristic closed the gap."""
         if self.closed:
             return None
-        self.starts = _starts(self.form, self.H, self.y, self.T, self.first, self.bound)
+        self.starts = _starts(
+            self.form, self.H, self.y, self.T, self.first, self.bound, self.strategy.first_starts
+        )
         if self.p0 is not None:
             self.starts.insert(
                 0, ("p0", _warm_start(self.form, self.gram, self.X, self.p0, self.R), None)
@@ -1316,13 +1318,16 @@ def _check_choices(form: str, n_random_starts: Any, max_iter: Any) -> None:
     check_int(max_iter, "max_iter", 1)
 
 
-def _starts(form, H, y, T, first, bound) -> list[tuple[str, Any, Any]]:
-    """The deterministic first starts ``(name, p0, selection)``: a selection start has p0
-    None (realised by :func:`_run_starts`). ``first``:
-    :func:`margin_solver.bounds.lower.first_selection`."""
-    starts = [("zero", form.zeros(), None)]
-    starts.append(("first_step", None, best_tokens(first_step_margins(H, y, T))))
-    if first.feasible:
+def _starts(form, H, y, T, first, bound, names) -> list[tuple[str, Any, Any]]:
+    """The deterministic first starts ``(name, p0, selection)`` of ``names`` (the strategy's
+    ``first_starts``) and LB's selection: a selection start has p0 None (realised by
+    :func:`_run_starts`). ``first``: :func:`margin_solver.bounds.lower.first_selection`."""
+    starts = []
+    if "zero" in names:
+        starts.append(("zero", form.zeros(), None))
+    if "first_step" in names:
+        starts.append(("first_step", None, best_tokens(first_step_margins(H, y, T))))
+    if "hard_selection" in names and first.feasible:
         starts.append(("hard_selection", None, first.tokens))
     if bound is not None and bound.selection is not None:
         starts.append(("lb_selection", None, bound.selection))
