@@ -114,6 +114,22 @@ def test_min_norm_method(data):
     assert default.score(train.X, train.y) == 1.0
 
 
+def test_soft_default_radius_runs_the_zero_start_only(data):
+    train, _ = data
+    soft = SingleHeadAttentionClassifier().fit(train.X, train.y)  # R = 1 / nu interpolates
+    assert list(soft.result_.start_norms) == ["zero"]
+    # the selection starts, asked for, reach the same norm here (docs/decisions.md)
+    asked = {"options": {"first_starts": ("zero", "first_step", "hard_selection")}}
+    every = SingleHeadAttentionClassifier(solver_options=asked).fit(train.X, train.y)
+    assert {"zero", "first_step"} <= set(every.result_.start_norms)
+    np.testing.assert_allclose(every.result_.norm, soft.result_.norm, rtol=1e-8)
+    # a caller's strategy fields reach the solve beside the zero start
+    other = SingleHeadAttentionClassifier(solver_options={"options": {"memory": 0}})
+    assert list(other.fit(train.X, train.y).result_.start_norms) == ["zero"]
+    given = SingleHeadAttentionClassifier(R=soft.R_).fit(train.X, train.y)
+    assert "first_step" in given.result_.start_norms  # an R given keeps every first start
+
+
 def test_min_norm_without_interpolator_warns_once_and_keeps_the_weight_decayed_fit():
     X = np.ones((4, 2, 3))  # identical samples with opposite labels
     with warnings.catch_warnings(record=True) as caught:

@@ -64,6 +64,10 @@ def test_the_blocked_gram_product_is_the_product(monkeypatch):
     monkeypatch.setattr(kernel, "GRAM_BLOCK_WORK", 21 * 5 * 4)  # blocks of 4 rows
     blocked = kernel.TokenGram(X).H
     assert np.array_equal(blocked, blocked.T)
+    # the first diagonal block is its own product, symmetrised as the whole H was before
+    rows = X.reshape(21, 5)[:4]
+    first = rows @ rows.T
+    assert np.array_equal(blocked[:4, :4], (first + first.T) / 2)
     np.testing.assert_allclose(blocked, whole, rtol=1e-14, atol=1e-14)
 
 

@@ -58,6 +58,19 @@ def test_unknown_keys_and_bad_values_raise_one_line_messages(options, match):
     assert "\n" not in str(raised.value)
 
 
+def test_first_starts_choose_the_deterministic_starts():
+    ds = PaperDistribution(d=40, T=3, snr=0.5, eta=0.0).sample(8, seed=2)
+    every = solve_min_norm(ds, R=1.0, search_starts=0, n_random_starts=0)
+    assert {"zero", "first_step"} <= set(every.start_norms)
+    zero = solve_min_norm(
+        ds, R=1.0, search_starts=0, n_random_starts=0, options={"first_starts": ["zero"]}
+    )
+    assert list(zero.start_norms) == ["zero"]
+    assert zero.start_norms["zero"] == every.start_norms["zero"]
+    with pytest.raises(InvalidInputError, match=r"first_starts'\] must be a non-empty tuple"):
+        solve_min_norm(ds, R=1.0, options={"first_starts": ()})
+
+
 def test_the_removed_newton_option_warns_and_changes_nothing():
     ds = PaperDistribution(d=40, snr=0.5, eta=0.0).sample(6, seed=1)
     plain = solve_min_norm(ds, R=1.0, search_starts=0)

@@ -24,10 +24,14 @@ from typing import Any
 
 from margin_solver.core.validation import InvalidInputError
 
-__all__ = ["DEFAULT_STRATEGY", "FAMILIES", "Strategy", "strategy_from"]
+__all__ = ["DEFAULT_STRATEGY", "FAMILIES", "FIRST_STARTS", "Strategy", "strategy_from"]
 
 #: Every family of further starts the search knows (``"screen"``: a final stage, not a turn).
 FAMILIES = ("selection", "realisable", "continuation", "random", "screen")
+
+#: The deterministic first starts of the solve that a caller may leave out (``first_starts``;
+#: ``"lb_selection"`` and ``"p0"`` run whenever their point exists).
+FIRST_STARTS = ("zero", "first_step", "hard_selection")
 
 #: v-step engines the descent may start from (the Gram engines; "primal" needs the features).
 DESCENT_ENGINES = ("ldp", "active", "ecos", "clarabel")
@@ -87,6 +91,17 @@ def _names(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
     return check
 
 
+def _some_names(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
+    """A non-empty tuple of distinct names of ``choices``."""
+    names = _names(choices)
+
+    def check(value: Any) -> str | None:
+        ok = names(value) is None and len(value) > 0
+        return None if ok else f"a non-empty tuple of distinct names of {list(choices)}"
+
+    return check
+
+
 def _weights(length: int | None) -> Callable[[Any], str | None]:
     """A non-empty tuple of positive finite numbers (of ``length`` when given)."""
 
@@ -131,6 +146,11 @@ class Strategy:
     sqp_after: int = _entry(250, _count(0))
     # "Support-aware SQP after 250 quasi-Newton steps": trials of one SQP step
     sqp_trials: int = _entry(40, _count(1))
+
+    # -- the first starts (margin_solver.minnorm.solve)
+    # "The first starts": the deterministic starts descended first; a selection start costs
+    # an attention SVM with n (T - 1) constraints
+    first_starts: tuple[str, ...] = _entry(FIRST_STARTS, _some_names(FIRST_STARTS))
 
     # -- when the search runs (margin_solver.minnorm.solve)
     # "When the search runs": first starts' finite norms further apart than this trigger it
