@@ -25,6 +25,7 @@ from margin_solver.core.guard import Guard, TimeLimitReached
 from margin_solver.core.results import ConvergenceWarning
 from margin_solver.core.validation import InvalidInputError
 from margin_solver.gd.endpoints import gradient_descent
+from margin_solver.minnorm.multihead import solve_min_norm_heads
 from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.svm import selection
 from margin_solver.theory import Constants, check_conditions
@@ -107,6 +108,34 @@ def test_a_billion_random_starts_stop_at_the_time_limit(ticking_clock):
     assert res.status == "time_limit" and res.solution_present
     assert len(res.start_norms) < 100
     assert "random_999999999" in res.message
+
+
+def test_heads_stopped_before_their_starts_return_the_single_head_point(ticking_clock):
+    # the single-head solve used up the limit: the heads' loop ran no start and returned
+    # no_feasible_point_found ("0 run"), dropping the single-head point it started from
+    ticking_clock(0.01)
+    with pytest.warns(ConvergenceWarning, match="'time_limit'"):
+        res = solve_min_norm_heads(DATA, R=1.0, heads=3, n_random_starts=50, time_limit=5.0)
+    assert res.status == "time_limit" and res.solution_present
+    assert res.v.shape == res.p.shape == (3, 50) and not res.v[1:].any()
+    assert res.norm == res.single_head_norm and res.p_norm <= 1.0 + 1e-12
+    assert res.min_margin >= 1 - 1e-6
+    assert "before any start of the 3 heads ran" in res.message
+
+
+def test_heads_draw_their_random_starts_one_at_a_time(ticking_clock):
+    # all of them were drawn before the first one ran (10**9 of them: a hang); 10**5 of
+    # two 12 x 3 heads held 58 MB
+    ticking_clock(0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the status is asserted
+        res, peak = _peak(
+            lambda: solve_min_norm_heads(
+                DATA, R=1.0, heads=2, n_random_starts=10**5, time_limit=5.0
+            )
+        )
+    assert peak < 8 * 2**20
+    assert res.status == "time_limit"
 
 
 # --- memory on a memory map: every pass reads the dataset directory in blocks ----------------
