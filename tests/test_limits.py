@@ -59,6 +59,33 @@ def test_the_time_limit_stops_the_token_gram_product_of_the_set_up(monkeypatch, 
     assert res.start_norms == {} and res.bound is None
 
 
+@pytest.mark.parametrize("certify", [False, True])
+def test_a_limit_passed_in_the_set_up_begins_no_further_stage(monkeypatch, certify):
+    # MNIST 3 vs 8 (n = 400, T = 16, d = 1024), time_limit=10: the product ended near the
+    # deadline, then the hard-selection alternation (2.4 s) and, with no start run, LB's
+    # root node (2.1 s) ran past it (15.1 s in all), and the message blamed the v-step
+    from margin_solver.minnorm import solve as solve_module
+
+    real, late = time.perf_counter, [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + late[0])
+    screen = solve_module._Solve.conflicting_samples
+
+    def screen_past_the_deadline(self):
+        late[0] += 600.0
+        return screen(self)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a stage began after the time limit")
+
+    monkeypatch.setattr(solve_module._Solve, "conflicting_samples", screen_past_the_deadline)
+    monkeypatch.setattr(solve_module, "first_selection", must_not_run)
+    monkeypatch.setattr(solve_module, "trusted_lower_bound", must_not_run)
+    with pytest.warns(ConvergenceWarning, match="no_feasible_point_found"):
+        res = solve_min_norm(DATA, R=1.0, time_limit=60.0, certify=certify)
+    assert res.status == "no_feasible_point_found" and res.start_norms == {}
+    assert res.message.startswith("no feasible point found: no start was run;")
+
+
 def test_the_blocked_gram_product_is_the_product(monkeypatch):
     X = np.random.default_rng(1).standard_normal((7, 3, 5))
     whole = kernel.TokenGram(X).H

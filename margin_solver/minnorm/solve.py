@@ -611,7 +611,10 @@ class _Solve:
 
     def hard_bound(self) -> MinNormResult | None:
         """With ``certify``, LB before the starts: its proof of infeasibility, its selection
-        as a start, its value to stop the search (the finite-R stages come after it)."""
+        as a start, its value to stop the search (the finite-R stages come after it). Not
+        begun when the time limit passed during the set-up (no stage begins after it)."""
+        if time.perf_counter() > self.deadline:
+            return None
         self.first = first_selection(self.H, self.y, self.T)
         if not self.certify:
             return None
@@ -701,6 +704,8 @@ class _Solve:
         self.failed = [r for r in self.runs.values() if r.point.vstep.broke_down]
         if self.feasible or self.failed or self.bound is not None:
             return None
+        if time.perf_counter() > self.deadline:  # LB would first evaluate its root node
+            return None
         self.bound = self._lower_bound()
         if self.bound.status == INFEASIBLE:
             return self._infeasible(_LB_INFEASIBLE)
@@ -784,7 +789,7 @@ class _Solve:
     def finite_r_bound(self) -> MinNormResult | None:
         """With ``certify``, the finite-R stages against the best point; a better point the
         bound's branch-and-bound found is descended (its norm can only fall)."""
-        if not self.certify:
+        if not self.certify or self.bound is None:  # None: the time limit passed first
             return None
         self.bound = _finite_r_bound(
             self.H,
@@ -1079,7 +1084,11 @@ def _search_budget(
     if bound is not None or dependent:
         return strategy.auto_search_starts
     finite = [v for v in start_norms.values() if math.isfinite(v)]
-    if len(finite) < len(start_norms) or max(finite) > min(finite) * (1 + strategy.spread_rtol):
+    if (
+        not finite  # no start ran (the time limit passed first) or none was feasible
+        or len(finite) < len(start_norms)
+        or max(finite) > min(finite) * (1 + strategy.spread_rtol)
+    ):
         return strategy.auto_search_starts
     return 0
 
@@ -1322,7 +1331,7 @@ def _starts(form, H, y, T, first, bound) -> list[tuple[str, Any, Any]]:
     :func:`margin_solver.bounds.lower.first_selection`."""
     starts = [("zero", form.zeros(), None)]
     starts.append(("first_step", None, best_tokens(first_step_margins(H, y, T))))
-    if first.feasible:
+    if first is not None and first.feasible:  # None: the time limit passed before it
         starts.append(("hard_selection", None, first.tokens))
     if bound is not None and bound.selection is not None:
         starts.append(("lb_selection", None, bound.selection))
@@ -1499,6 +1508,8 @@ def _no_feasible_point(X, y, R, form, runs, bound, start_time, tol) -> MinNormRe
     why = (
         "no feasible point found: the v-step is infeasible (or cannot tell, features equal "
         "to within rounding) at the final p of every start"
+        if runs
+        else "no feasible point found: no start was run"
     )
     if best is not None:
         _, name, run, a = best
