@@ -389,8 +389,7 @@ def _single_head_point(
     """The single-head answer as a point of the H heads (head 1 its ``(v, p)``, the other
     heads' ``v`` and ``p`` zero: the same outputs and norm), status ``time_limit``: the best
     answer so far when the time limit passed before any start of the H heads ran."""
-    X, yf = data.X, data.y.astype(np.float64)
-    n, T, d = X.shape
+    n, T, d = data.X.shape
     V, P = np.zeros((heads, d)), np.zeros((heads, d))
     V[0], P[0] = single.v, single.p
     attention = np.full((heads, n, T), 1.0 / T)  # softmax of the zero scores
@@ -411,7 +410,7 @@ def _single_head_point(
         message=message,
         R=single.R,
         p_norm=float(np.linalg.norm(P)),
-        min_margin=float(np.min(yf * multihead_outputs(X, V, P))),
+        min_margin=single.min_margin,  # the zero heads add exactly 0 to every output
         attention=attention,
         selected_token=np.argmax(attention.mean(axis=0), axis=1),
         start="single_head",
