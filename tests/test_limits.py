@@ -10,6 +10,7 @@ clock is patched instead, so that nothing depends on the machine's speed.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 import tracemalloc
 import warnings
@@ -84,6 +85,23 @@ def test_a_limit_passed_in_the_set_up_begins_no_further_stage(monkeypatch, certi
         res = solve_min_norm(DATA, R=1.0, time_limit=60.0, certify=certify)
     assert res.status == "no_feasible_point_found" and res.start_norms == {}
     assert res.message.startswith("no feasible point found: no start was run;")
+
+
+def test_a_long_gram_product_logs_its_progress_every_few_seconds(
+    monkeypatch, ticking_clock, caplog
+):
+    # 18 blocks of rows; the clock advances 1 s a reading, so that more than
+    # PROGRESS_SECONDS pass between two blocks: a line after every block but the last
+    monkeypatch.setattr(kernel, "GRAM_BLOCK_WORK", 2 * 36 * 50)
+    ticking_clock(1.0)
+    with caplog.at_level("INFO", logger="margin_solver"):
+        kernel.TokenGram(DATA.X)
+    lines = [r.getMessage() for r in caplog.records if "token Gram product" in r.getMessage()]
+    assert len(lines) == 17, lines
+    assert all(
+        re.fullmatch(r"token Gram product: \d+ of 18 blocks done, about \d+ s left", m)
+        for m in lines
+    )
 
 
 def test_the_blocked_gram_product_is_the_product(monkeypatch):
