@@ -435,6 +435,7 @@ CASES = {
     "solve inf on disk": (["solve", "{inf_dir}", "--R", "1"], r"NaN or infinite values"),
     "solve R 1e400": (["solve", "{good}", "--R", "1e400"], r"R must be a positive finite"),
     "check NaN on disk": (["check", "{nan_dir}"], r"NaN or infinite values \(samples 0\.\."),
+    "gd NaN on disk": (["gd", "{nan_dir}"], r"X contains NaN or infinite values"),
     "check X.npy negative size": (["check", "{negative_dir}"], r"every size must be positive"),
     "check X.npy 8 EB": (["check", "{exabyte_dir}"], r"but the file holds"),
     "solve labels.npz a .npy": (
