@@ -198,6 +198,9 @@ def solve_min_norm_heads(
     ``"single_head"``), from ``(p*, ..., p*) / sqrt(H)`` (``"split"``) and from
     ``n_random_starts`` random points of norm R in the token span; the smallest feasible norm
     wins. Never certified for ``heads > 1`` (no lower bound extends; docs/theory.md).
+    ``time_limit`` covers the whole call: when it passes before any start of the H heads ran,
+    the answer is the single-head point in head 1 (the other heads zero), status
+    ``"time_limit"``.
 
     Parameters
     ----------
