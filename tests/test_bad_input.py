@@ -83,7 +83,8 @@ def test_bad_parameters_raise_invalid_input(call, pattern):
         call()
 
 
-@pytest.mark.parametrize("R", [1e-150, 1e150])
+# 10**70: an int the issue 43 fuzz run named ("int too large"); solvable on 2755c10 already
+@pytest.mark.parametrize("R", [1e-150, 1e150, 10**70])
 def test_the_radius_range_is_solvable_at_both_ends(R):
     result = solve_min_norm(GOOD, R=R, n_random_starts=0)
     assert math.isfinite(result.norm) and result.p_norm <= R * (1 + 1e-9)

@@ -1,6 +1,7 @@
 """Hardening (issues 7 and 11) of the command line: every verb fed bad files or bad arguments
 exits with status 2 and exactly one line on stderr that names the problem; never a traceback."""
 
+import gzip
 import json
 import re
 import socket
@@ -80,6 +81,39 @@ def files(tmp_path_factory):
     tokens[-1, -1, -1] = np.inf
     tokens.flush()
     del tokens
+    # issue 43: hostile dataset directories (tracebacks: OverflowError, zlib.error, TypeError)
+    paths["nan_dir"] = save_on_disk(good, root / "nan_dir")
+    tokens = np.load(paths["nan_dir"] / "X.npy", mmap_mode="r+")
+    tokens[0, 0, 0] = np.nan
+    tokens.flush()
+    del tokens
+    for name, shape in {"negative_dir": "(-6, 2, 6)", "exabyte_dir": f"({2**60}, 2, 6)"}.items():
+        paths[name] = save_on_disk(good, root / name)
+        header = f"{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}"
+        header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+        (paths[name] / "X.npy").write_bytes(
+            b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode()
+            + X.tobytes()
+        )  # fmt: skip
+    paths["labels_npy_dir"] = save_on_disk(good, root / "labels_npy_dir")
+    with open(paths["labels_npy_dir"] / "labels.npz", "wb") as fh:
+        np.save(fh, y)
+    paths["labels_deflate_dir"] = save_on_disk(good, root / "labels_deflate_dir")
+    corrupt_compressed_npz(paths["labels_deflate_dir"] / "labels.npz", good, member="y")
+    # issue 43: damaged local MNIST copies (BadZipFile, EOFError, ValueError tracebacks)
+    images = np.zeros((3, 28, 28), dtype=np.uint8)
+    idx = b"\x00\x00\x08\x03" + b"".join(k.to_bytes(4, "big") for k in images.shape)
+    whole = gzip.compress(idx + images.tobytes())
+    paths["mnist_truncated"] = root / "mnist_gz"
+    paths["mnist_truncated"].mkdir()
+    (paths["mnist_truncated"] / "train-images-idx3-ubyte.gz").write_bytes(whole[: len(whole) // 2])
+    (paths["mnist_truncated"] / "train-labels-idx1-ubyte").write_bytes(
+        b"\x00\x00\x08\x01" + bytes(7)
+    )
+    paths["mnist_pickled"] = root / "mnist_pickled.npz"
+    np.savez(paths["mnist_pickled"], x_train=np.array([{"a": 1}], dtype=object), y_train=[1])
+    paths["mnist_corrupt"] = root / "mnist_corrupt.npz"
+    paths["mnist_corrupt"].write_bytes(b"PK\x03\x04 not really a zip archive")
     return paths
 
 
@@ -400,6 +434,36 @@ CASES = {
     "check inf on disk": (["check", "{inf_dir}"], r"NaN or infinite values \(samples"),
     "solve inf on disk": (["solve", "{inf_dir}", "--R", "1"], r"NaN or infinite values"),
     "solve R 1e400": (["solve", "{good}", "--R", "1e400"], r"R must be a positive finite"),
+    "check NaN on disk": (["check", "{nan_dir}"], r"NaN or infinite values \(samples 0\.\."),
+    "gd NaN on disk": (["gd", "{nan_dir}"], r"X contains NaN or infinite values"),
+    "check X.npy negative size": (["check", "{negative_dir}"], r"every size must be positive"),
+    "check X.npy 8 EB": (["check", "{exabyte_dir}"], r"but the file holds"),
+    "solve labels.npz a .npy": (
+        ["solve", "{labels_npy_dir}", "--R", "1"],
+        r"single \.npy array, not an \.npz archive",
+    ),
+    "gd labels.npz corrupt deflate": (["gd", "{labels_deflate_dir}"], r"invalid block type"),
+    "make-data mnist truncated": (
+        [
+            "make-data",
+            "mnist",
+            "--mnist",
+            "{mnist_truncated}",
+            "--n",
+            "2",
+            "--train",
+            "{dir}/m.npz",
+        ],
+        r"Cannot read the MNIST copy",
+    ),
+    "make-data mnist pickled": (
+        ["make-data", "mnist", "--mnist", "{mnist_pickled}", "--n", "2", "--train", "{dir}/m.npz"],
+        r"Cannot read the MNIST copy",
+    ),
+    "make-data mnist corrupt": (
+        ["make-data", "mnist", "--mnist", "{mnist_corrupt}", "--n", "2", "--train", "{dir}/m.npz"],
+        r"Cannot read the MNIST copy",
+    ),
     "bench mnist missing": (
         [
             "bench",

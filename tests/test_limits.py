@@ -10,6 +10,7 @@ clock is patched instead, so that nothing depends on the machine's speed.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 import tracemalloc
 import warnings
@@ -25,6 +26,7 @@ from margin_solver.core.guard import Guard, TimeLimitReached
 from margin_solver.core.results import ConvergenceWarning
 from margin_solver.core.validation import InvalidInputError
 from margin_solver.gd.endpoints import gradient_descent
+from margin_solver.minnorm.multihead import solve_min_norm_heads
 from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.svm import selection
 from margin_solver.theory import Constants, check_conditions
@@ -56,6 +58,50 @@ def test_the_time_limit_stops_the_token_gram_product_of_the_set_up(monkeypatch, 
     done = int(res.message.split("the token Gram product (")[1].split(" of ")[0])
     assert done < 18 and "18 blocks of rows" in res.message
     assert res.start_norms == {} and res.bound is None
+
+
+@pytest.mark.parametrize("certify", [False, True])
+def test_a_limit_passed_in_the_set_up_begins_no_further_stage(monkeypatch, certify):
+    # MNIST 3 vs 8 (n = 400, T = 16, d = 1024), time_limit=10: the product ended near the
+    # deadline, then the hard-selection alternation (2.4 s) and, with no start run, LB's
+    # root node (2.1 s) ran past it (15.1 s in all), and the message blamed the v-step
+    from margin_solver.minnorm import solve as solve_module
+
+    real, late = time.perf_counter, [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + late[0])
+    screen = solve_module._Solve.conflicting_samples
+
+    def screen_past_the_deadline(self):
+        late[0] += 600.0
+        return screen(self)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a stage began after the time limit")
+
+    monkeypatch.setattr(solve_module._Solve, "conflicting_samples", screen_past_the_deadline)
+    monkeypatch.setattr(solve_module, "first_selection", must_not_run)
+    monkeypatch.setattr(solve_module, "trusted_lower_bound", must_not_run)
+    with pytest.warns(ConvergenceWarning, match="no_feasible_point_found"):
+        res = solve_min_norm(DATA, R=1.0, time_limit=60.0, certify=certify)
+    assert res.status == "no_feasible_point_found" and res.start_norms == {}
+    assert res.message.startswith("no feasible point found: no start was run;")
+
+
+def test_a_long_gram_product_logs_its_progress_every_few_seconds(
+    monkeypatch, ticking_clock, caplog
+):
+    # 18 blocks of rows; the clock advances 1 s a reading, so that more than
+    # PROGRESS_SECONDS pass between two blocks: a line after every block but the last
+    monkeypatch.setattr(kernel, "GRAM_BLOCK_WORK", 2 * 36 * 50)
+    ticking_clock(1.0)
+    with caplog.at_level("INFO", logger="margin_solver"):
+        kernel.TokenGram(DATA.X)
+    lines = [r.getMessage() for r in caplog.records if "token Gram product" in r.getMessage()]
+    assert len(lines) == 17, lines
+    assert all(
+        re.fullmatch(r"token Gram product: \d+ of 18 blocks done, about \d+ s left", m)
+        for m in lines
+    )
 
 
 def test_the_blocked_gram_product_is_the_product(monkeypatch):
@@ -111,6 +157,34 @@ def test_a_billion_random_starts_stop_at_the_time_limit(ticking_clock):
     assert res.status == "time_limit" and res.solution_present
     assert len(res.start_norms) < 100
     assert "random_999999999" in res.message
+
+
+def test_heads_stopped_before_their_starts_return_the_single_head_point(ticking_clock):
+    # the single-head solve used up the limit: the heads' loop ran no start and returned
+    # no_feasible_point_found ("0 run"), dropping the single-head point it started from
+    ticking_clock(0.01)
+    with pytest.warns(ConvergenceWarning, match="'time_limit'"):
+        res = solve_min_norm_heads(DATA, R=1.0, heads=3, n_random_starts=50, time_limit=5.0)
+    assert res.status == "time_limit" and res.solution_present
+    assert res.v.shape == res.p.shape == (3, 50) and not res.v[1:].any()
+    assert res.norm == res.single_head_norm and res.p_norm <= 1.0 + 1e-12
+    assert res.min_margin >= 1 - 1e-6
+    assert "before any start of the 3 heads ran" in res.message
+
+
+def test_heads_draw_their_random_starts_one_at_a_time(ticking_clock):
+    # all of them were drawn before the first one ran (10**9 of them: a hang); 10**5 of
+    # two 12 x 3 heads held 58 MB
+    ticking_clock(0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the status is asserted
+        res, peak = _peak(
+            lambda: solve_min_norm_heads(
+                DATA, R=1.0, heads=2, n_random_starts=10**5, time_limit=5.0
+            )
+        )
+    assert peak < 8 * 2**20
+    assert res.status == "time_limit"
 
 
 # --- memory on a memory map: every pass reads the dataset directory in blocks ----------------

@@ -128,7 +128,8 @@ def check_magnitude(
 
     Parameters
     ----------
-    arr : ndarray, float64, finite
+    arr : ndarray, float64
+        Finite (NaN or inf, as tokens on disk may hold, is refused).
     name : str
         Argument name used in error messages.
     low, high : float, default=MIN_MAGNITUDE, MAX_MAGNITUDE
@@ -137,7 +138,8 @@ def check_magnitude(
     Raises
     ------
     InvalidInputError
-        When ``max |arr|`` lies outside ``[low, high]`` (and is not 0).
+        When ``max |arr|`` lies outside ``[low, high]`` (and is not 0), or ``arr`` holds
+        NaN or inf.
     """
     contiguous = arr.flags.c_contiguous
     if contiguous and arr.dtype == np.float64 and _sum_of_squares_vouches(arr, low, high):
@@ -152,7 +154,12 @@ def check_magnitude(
     peak = 0.0
     for block in blocks:
         if block.size:
-            peak = max(peak, float(np.max(block)), -float(np.min(block)))
+            top, bottom = float(np.max(block)), float(np.min(block))
+            # tokens on disk reach here unchecked (a Dataset checks those in memory), and
+            # max(peak, nan) would keep peak: a NaN would pass
+            if not (math.isfinite(top) and math.isfinite(bottom)):
+                raise InvalidInputError(f"{name} contains NaN or infinite values.")
+            peak = max(peak, top, -bottom)
     if peak > high or 0.0 < peak < low:
         raise InvalidInputError(
             f"{name} has largest |entry| {peak:.3g}, outside [{low:g}, {high:g}] where float64 "

@@ -24,15 +24,18 @@ hard-selection bound assumes one attention per sample), so multi-head answers ar
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from margin_solver.core.data import as_dataset
+from margin_solver.core.guard import Guard, TimeLimitReached
 from margin_solver.core.kernel import TokenGram, multihead_outputs
 from margin_solver.core.results import (
     INACCURATE,
@@ -149,15 +152,15 @@ class MultiHeadMinNormResult(MinNormResult):
     single_head_norm: float = math.nan
 
 
-def _random_starts(form: MultiHeadForm, R: float, count: int, seed) -> list[tuple[str, Any]]:
+def _random_starts(form: MultiHeadForm, R: float, count: int, seed) -> Iterator[tuple[str, Any]]:
+    """Yield the random starts one at a time: ``count`` may be any number (the time limit
+    stops them), and memory does not grow with it."""
     rng = np.random.default_rng(seed)
-    out = []
     for k in range(count):
         p = form.from_coefficients(rng.standard_normal((form.heads, form.n, form.T)))
         length = norm(form, p)
         if length > 0:
-            out.append((f"random_{k}", p * (R / length)))
-    return out
+            yield f"random_{k}", p * (R / length)
 
 
 def _in_form(form: MultiHeadForm, gram: TokenGram, p: np.ndarray) -> np.ndarray:
@@ -195,6 +198,9 @@ def solve_min_norm_heads(
     ``"single_head"``), from ``(p*, ..., p*) / sqrt(H)`` (``"split"``) and from
     ``n_random_starts`` random points of norm R in the token span; the smallest feasible norm
     wins. Never certified for ``heads > 1`` (no lower bound extends; docs/theory.md).
+    ``time_limit`` covers the whole call: when it passes before any start of the H heads ran,
+    the answer is the single-head point in head 1 (the other heads zero), status
+    ``"time_limit"``.
 
     Parameters
     ----------
@@ -255,21 +261,29 @@ def solve_min_norm_heads(
             stacklevel=2,
         )
         return _as_heads(single, heads)
-    gram = TokenGram(Xd)
-    base = KernelForm(Xd, gram) if single.form == "kernel" else DenseForm(Xd)
-    mform = MultiHeadForm(base, heads)
-    starts: list[tuple[str, Any]] = []
-    if single.p is not None and single.status in SOLUTION_PRESENT:
-        p1 = _in_form(mform, gram, single.p)
-        starts.append(("single_head", np.stack([p1] + [base.zeros()] * (heads - 1))))
-        starts.append(("split", np.stack([p1 / math.sqrt(heads)] * heads)))
-    starts += _random_starts(mform, R, n_random_starts, seed)
     deadline = start_time + time_limit
     runs = {}
-    for name, p0 in starts:
-        if time.perf_counter() > deadline:
-            break
-        runs[name] = descend(mform, yf, p0, R, **descent, deadline=deadline)
+    stopped = False  # by the time limit, before every start had run
+    try:
+        # the same product as the single-head set-up's, under the same limit
+        gram = TokenGram(Xd, Guard(deadline=deadline))
+    except TimeLimitReached:
+        stopped = True
+    if not stopped:
+        base = KernelForm(Xd, gram) if single.form == "kernel" else DenseForm(Xd)
+        mform = MultiHeadForm(base, heads)
+        first: list[tuple[str, Any]] = []
+        if single.p is not None and single.status in SOLUTION_PRESENT:
+            p1 = _in_form(mform, gram, single.p)
+            first.append(("single_head", np.stack([p1] + [base.zeros()] * (heads - 1))))
+            first.append(("split", np.stack([p1 / math.sqrt(heads)] * heads)))
+        for name, p0 in itertools.chain(first, _random_starts(mform, R, n_random_starts, seed)):
+            if time.perf_counter() > deadline:
+                stopped = True
+                break
+            runs[name] = descend(mform, yf, p0, R, **descent, deadline=deadline)
+    if not runs and stopped and single.p is not None and single.status in SOLUTION_PRESENT:
+        return _single_head_point(single, heads, data, time_limit, start_time)
     start_norms = {k: r.norm for k, r in runs.items()}
     feasible = {k: r for k, r in runs.items() if r.point.feasible}
     if not feasible:
@@ -277,10 +291,12 @@ def solve_min_norm_heads(
         result.status = NO_FEASIBLE_POINT_FOUND
         result.v = result.p = result.attention = result.selected_token = None
         result.norm, result.lower_bound, result.certified = math.inf, None, False
-        result.message = (
-            f"no feasible point found for {heads} heads: the v-step is infeasible "
-            f"at the final p of every start ({len(runs)} run); infeasibility is "
-            "not proven"
+        result.message = f"no feasible point found for {heads} heads: " + (
+            f"the time limit (time_limit={time_limit:g} s) passed before any start of the "
+            f"{heads} heads ran, and the single-head solve found none ({single.status})"
+            if not runs
+            else f"the v-step is infeasible at the final p of every start ({len(runs)} run); "
+            "infeasibility is not proven"
         )
         result.start_norms = start_norms
         result.solve_time = time.perf_counter() - start_time
@@ -311,7 +327,7 @@ def solve_min_norm_heads(
         result_norm = float(np.linalg.norm(V))
         message += f"; v rescaled by 1/min_margin = {1 / min_margin:.9g} to restore feasibility"
         min_margin = float(np.min(yf * multihead_outputs(Xd, V, P)))
-    timed_out = any(r.status == TIME_LIMIT for r in runs.values()) or len(runs) < len(starts)
+    timed_out = stopped or any(r.status == TIME_LIMIT for r in runs.values())
     if min_margin < 1 - FEAS_TOL:
         status = INACCURATE
         message += f"; the point violates the constraints: min margin {min_margin:.9g}"
@@ -368,6 +384,56 @@ def _check_heads_memory(shape: tuple[int, int, int], form: str, heads: int, desc
         "gradients and the quasi-Newton pairs)",
         "use fewer heads",
     )
+
+
+def _single_head_point(
+    single: MinNormResult, heads: int, data: Any, time_limit: float, start_time: float
+) -> MultiHeadMinNormResult:
+    """The single-head answer as a point of the H heads (head 1 its ``(v, p)``, the other
+    heads' ``v`` and ``p`` zero: the same outputs and norm), status ``time_limit``: the best
+    answer so far when the time limit passed before any start of the H heads ran."""
+    n, T, d = data.X.shape
+    V, P = np.zeros((heads, d)), np.zeros((heads, d))
+    V[0], P[0] = single.v, single.p
+    attention = np.full((heads, n, T), 1.0 / T)  # softmax of the zero scores
+    attention[0] = single.attention
+    message = (
+        f"{heads} heads: the single-head point ({single.start!r}, ||v|| = {single.norm:.6g}) "
+        f"in head 1, the other heads zero; stopped by the time limit (time_limit="
+        f"{time_limit:g} s) before any start of the {heads} heads ran; not certified: no "
+        "lower bound covers H > 1 heads"
+    )
+    result = MultiHeadMinNormResult(
+        v=V,
+        p=P,
+        norm=float(np.linalg.norm(V)),
+        lower_bound=None,
+        gap=math.nan,
+        status=TIME_LIMIT,
+        message=message,
+        R=single.R,
+        p_norm=float(np.linalg.norm(P)),
+        min_margin=single.min_margin,  # the zero heads add exactly 0 to every output
+        attention=attention,
+        selected_token=np.argmax(attention.mean(axis=0), axis=1),
+        start="single_head",
+        start_norms={},
+        nit=0,
+        history={"norm": [], "pg_norm": []},
+        form=single.form,
+        solve_time=time.perf_counter() - start_time,
+        vstep_fallbacks=single.vstep_fallbacks,
+        certified=False,
+        repaired=False,
+        heads=heads,
+        single_head_norm=single.norm,
+    )
+    warnings.warn(
+        f"solve_min_norm_heads returned status {result.status!r}: {message}",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
+    return result
 
 
 def _as_heads(single: MinNormResult, heads: int) -> MultiHeadMinNormResult:

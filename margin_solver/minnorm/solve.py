@@ -620,7 +620,10 @@ class _Solve:
 
     def hard_bound(self) -> MinNormResult | None:
         """With ``certify``, LB before the starts: its proof of infeasibility, its selection
-        as a start, its value to stop the search (the finite-R stages come after it)."""
+        as a start, its value to stop the search (the finite-R stages come after it). Not
+        begun when the time limit passed during the set-up (no stage begins after it)."""
+        if time.perf_counter() > self.deadline:
+            return None
         if not self.certify:
             return None
         self.bound = self._lower_bound()
@@ -685,7 +688,9 @@ class _Solve:
         if self.closed:
             return None
         names = self.strategy.first_starts
-        first = self.first if "hard_selection" in names else None
+        # the hard-selection alternation is not begun once the time limit has passed
+        late = time.perf_counter() > self.deadline
+        first = self.first if "hard_selection" in names and not late else None
         self.starts = _starts(self.form, self.H, self.y, self.T, first, self.bound, names)
         if self.p0 is not None:
             self.starts.insert(
@@ -710,6 +715,8 @@ class _Solve:
         self.feasible = {k: r for k, r in self.runs.items() if r.point.feasible}
         self.failed = [r for r in self.runs.values() if r.point.vstep.broke_down]
         if self.feasible or self.failed or self.bound is not None:
+            return None
+        if time.perf_counter() > self.deadline:  # LB would first evaluate its root node
             return None
         self.bound = self._lower_bound()
         if self.bound.status == INFEASIBLE:
@@ -794,7 +801,7 @@ class _Solve:
     def finite_r_bound(self) -> MinNormResult | None:
         """With ``certify``, the finite-R stages against the best point; a better point the
         bound's branch-and-bound found is descended (its norm can only fall)."""
-        if not self.certify:
+        if not self.certify or self.bound is None:  # None: the time limit passed first
             return None
         self.bound = _finite_r_bound(
             self.H,
@@ -1089,7 +1096,11 @@ def _search_budget(
     if bound is not None or dependent:
         return strategy.auto_search_starts
     finite = [v for v in start_norms.values() if math.isfinite(v)]
-    if len(finite) < len(start_norms) or max(finite) > min(finite) * (1 + strategy.spread_rtol):
+    if (
+        not finite  # no start ran (the time limit passed first) or none was feasible
+        or len(finite) < len(start_norms)
+        or max(finite) > min(finite) * (1 + strategy.spread_rtol)
+    ):
         return strategy.auto_search_starts
     return 0
 
@@ -1330,13 +1341,13 @@ def _starts(form, H, y, T, first, bound, names) -> list[tuple[str, Any, Any]]:
     """The deterministic first starts ``(name, p0, selection)`` of ``names`` (the strategy's
     ``first_starts``) and LB's selection: a selection start has p0 None (realised by
     :func:`_run_starts`). ``first``: :func:`margin_solver.bounds.lower.first_selection`
-    (None when ``names`` leaves out ``hard_selection``)."""
+    (None when ``names`` leaves out ``hard_selection`` or the time limit passed before it)."""
     starts = []
     if "zero" in names:
         starts.append(("zero", form.zeros(), None))
     if "first_step" in names:
         starts.append(("first_step", None, best_tokens(first_step_margins(H, y, T))))
-    if "hard_selection" in names and first.feasible:
+    if "hard_selection" in names and first is not None and first.feasible:
         starts.append(("hard_selection", None, first.tokens))
     if bound is not None and bound.selection is not None:
         starts.append(("lb_selection", None, bound.selection))
@@ -1513,6 +1524,8 @@ def _no_feasible_point(X, y, R, form, runs, bound, start_time, tol) -> MinNormRe
     why = (
         "no feasible point found: the v-step is infeasible (or cannot tell, features equal "
         "to within rounding) at the final p of every start"
+        if runs
+        else "no feasible point found: no start was run"
     )
     if best is not None:
         _, name, run, a = best
