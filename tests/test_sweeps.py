@@ -262,5 +262,6 @@ def test_local_map_runs_every_item_once_this_process_among_the_workers(monkeypat
     monkeypatch.setattr(sweeps, "_FORK_WORKERS", fork)  # False: loky's workers, as elsewhere
     done = list(local_map(_item_and_pid, list(range(40)), 2))
     assert sorted(item for item, _ in done) == list(range(40))
-    # this process takes the first item at once, while its worker is still starting
-    assert done[0] == (0, os.getpid())
+    # this process works as one of the two: it runs items while its worker starts and after
+    # (which items depends on the scheduler, so the test does not name them)
+    assert os.getpid() in {pid for _, pid in done}
