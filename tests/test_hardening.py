@@ -505,10 +505,16 @@ def test_gradient_of_phi_matches_finite_differences_when_n_exceeds_d():
 # The condition checker is scale-free: the same report.
 
 
+@pytest.fixture(scope="module")
+def unscaled_solve():
+    """The solve every scale is compared with, computed once."""
+    return solve_min_norm(X0, Y0, R=2.0)
+
+
 @pytest.mark.parametrize(
     "c", [1e-8, 1e8, 1e-99, 1e98]
 )  # max |x0| = 2.7: the last two near the limits
-def test_scaling_X_scales_the_answers_as_the_maths_says(c):
+def test_scaling_X_scales_the_answers_as_the_maths_says(c, unscaled_solve):
     Xc = X0 * c
     Z = X0.mean(axis=1)
     assert solve_vstep(c * Z, Y0).norm * c == pytest.approx(solve_vstep(Z, Y0).norm, rel=1e-9)
@@ -516,7 +522,7 @@ def test_scaling_X_scales_the_answers_as_the_maths_says(c):
         global_lower_bound(X0, Y0).value, rel=1e-9
     )
 
-    ref, scaled = solve_min_norm(X0, Y0, R=2.0), solve_min_norm(Xc, Y0, R=2.0 / c)
+    ref, scaled = unscaled_solve, solve_min_norm(Xc, Y0, R=2.0 / c)
     assert scaled.norm * c == pytest.approx(ref.norm, rel=1e-6)
     np.testing.assert_allclose(scaled.p * c, ref.p, rtol=1e-5, atol=1e-8 * np.linalg.norm(ref.p))
 
@@ -570,10 +576,10 @@ def _ldp_inaccurate(data, tol):
 def test_min_norm_falls_back_from_a_failing_ldp_engine_and_says_so(monkeypatch, engine, reported):
     ds = PaperDistribution(d=8, T=2, snr=0.6, eta=0.2).sample(5, seed=3)
     R = 1.0
-    clean = solve_min_norm(ds, R=R, certify=True, n_random_starts=0, max_iter=30)
+    clean = solve_min_norm(ds, R=R, certify=True, n_random_starts=0, search_starts=0, max_iter=30)
     assert clean.vstep_fallbacks == 0 and "fell back" not in clean.message
     monkeypatch.setitem(vstep_module._ENGINES, "ldp", engine)
-    res = solve_min_norm(ds, R=R, certify=True, n_random_starts=0, max_iter=30)
+    res = solve_min_norm(ds, R=R, certify=True, n_random_starts=0, search_starts=0, max_iter=30)
     assert res.status == clean.status and res.success
     assert res.norm == pytest.approx(clean.norm, rel=1e-5)
     assert res.lower_bound == pytest.approx(

@@ -15,7 +15,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 def test_the_readme_prints_what_it_shows(tmp_path):
     run = docrun.run_page(README, tmp_path, "README.md")
     assert not run.differences, "\n".join(run.differences)
-    assert run.ran == 3  # the Python example, make-data and the uncertified solve
+    assert run.ran == 3  # the Python example, make-data and the certified solve
 
 
 def test_the_python_example_fits_in_ten_lines():
