@@ -90,3 +90,76 @@ def test_no_start_of_the_heads_is_drawn_after_the_limit(monkeypatch):
     assert res.status == "time_limit" and res.solution_present
     assert list(res.start_norms) == ["single_head", "split"]
     assert "stopped by the time limit" in res.message
+
+
+# --- the finite-R bound's Lagrangian stage: cvxpy's import and compilation, the solver's
+# set-up (nothing interrupts them) -------------------------------------------------------
+
+BOUND_DATA = PaperDistribution(d=20, snr=0.6, eta=0.0).sample(8, seed=0)
+
+
+def _clock_jump_during_compilation(monkeypatch, seconds: float) -> None:
+    """``time.perf_counter`` jumps by ``seconds`` while cvxpy compiles the SDP."""
+    import cvxpy as cp
+
+    real, late = time.perf_counter, [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + late[0])
+    compile_ = cp.Problem.get_problem_data
+
+    def slow_compile(self, *args, **kwargs):
+        out = compile_(self, *args, **kwargs)
+        late[0] += seconds
+        return out
+
+    monkeypatch.setattr(cp.Problem, "get_problem_data", slow_compile)
+
+
+def test_a_limit_passed_during_the_compilation_solves_no_sdp(monkeypatch):
+    from margin_solver.bounds.sdpbound import lagrangian_bound
+
+    _clock_jump_during_compilation(monkeypatch, 600.0)
+    H, y = TokenGram(BOUND_DATA.X).H, BOUND_DATA.y.astype(np.float64)
+    out = lagrangian_bound(H, y, 1.0, time_limit=60.0)
+    assert out.value == 0.0 and out.iterations is None
+    assert out.solver_status == "not solved: the time limit passed during cvxpy's compilation"
+
+
+def test_a_solver_set_up_predicted_past_the_limit_is_not_begun(monkeypatch):
+    """The compilation 'took' 10 s with 30 s left: SCS's set-up, predicted at SETUP_RATIO (4)
+    times that, would end past the limit, so the solver is not called."""
+    import cvxpy as cp
+
+    from margin_solver.bounds.sdpbound import lagrangian_bound
+
+    _clock_jump_during_compilation(monkeypatch, 10.0)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the solver ran")
+
+    monkeypatch.setattr(
+        cp.reductions.solvers.solving_chain.SolvingChain, "solve_via_data", must_not_run
+    )
+    H, y = TokenGram(BOUND_DATA.X).H, BOUND_DATA.y.astype(np.float64)
+    out = lagrangian_bound(H, y, 1.0, time_limit=40.0)
+    assert out.value == 0.0 and "predicted at 4 x the compilation's 10 s" in out.solver_status
+
+
+def test_the_finite_r_bound_says_the_guard_left_its_sdp_unsolved_and_goes_on(monkeypatch):
+    """global_lower_bound(R=3, time_limit=5) at n = 40 ran 8.8-9.7 s: the SDP stage was begun
+    and its import, compilation and set-up ran past the limit. A stage the guard predicts it
+    cannot finish is skipped, the message says so, and the next stage still runs."""
+    from margin_solver.bounds import sdpbound
+    from margin_solver.bounds.lower import global_lower_bound
+
+    monkeypatch.setattr(sdpbound, "SETUP_RATIO", 1e12)  # every set-up ends past the limit
+    with pytest.warns(ConvergenceWarning, match="'time_limit'"):
+        res = global_lower_bound(
+            BOUND_DATA.X,
+            BOUND_DATA.y,
+            R=0.5,
+            time_limit=600.0,
+            options={"bound_stall_nodes": 20, "p_box_nodes": 50, "score_box_nodes": 50},
+        )
+    assert res.status == "time_limit" and not res.certified
+    assert "the Lagrangian stage was not solved: the solver's set-up" in res.message
+    assert res.method.endswith("lagrangian+bnb") and res.value > 0
