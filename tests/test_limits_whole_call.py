@@ -17,12 +17,16 @@ import time
 import numpy as np
 import pytest
 
-from margin_solver.core.data import PaperDistribution
+from margin_solver.core import kernel
+from margin_solver.core.data import Dataset, PaperDistribution
+from margin_solver.core.generate import save_on_disk
+from margin_solver.core.guard import Guard, TimeLimitReached
 from margin_solver.core.kernel import TokenGram, multihead_outputs, outputs, softmax
 from margin_solver.core.results import ConvergenceWarning
 from margin_solver.descent.alternating import DenseForm, KernelForm
 from margin_solver.minnorm import multihead
 from margin_solver.minnorm.multihead import MultiHeadForm, solve_min_norm_heads
+from margin_solver.minnorm.solve import solve_min_norm
 
 HEADS_DATA = PaperDistribution(d=6, snr=0.5, eta=0.0).sample(6, seed=0)
 
@@ -163,3 +167,60 @@ def test_the_finite_r_bound_says_the_guard_left_its_sdp_unsolved_and_goes_on(mon
     assert res.status == "time_limit" and not res.certified
     assert "the Lagrangian stage was not solved: the solver's set-up" in res.message
     assert res.method.endswith("lagrangian+bnb") and res.value > 0
+
+
+# --- the passes after the token Gram product: the conflict screen and the symmetry check --
+
+
+def _late_clock(monkeypatch) -> list[float]:
+    """``time.perf_counter`` plus a shift the test sets."""
+    real, late = time.perf_counter, [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + late[0])
+    return late
+
+
+def test_the_time_limit_stops_the_conflict_screen_after_the_product(monkeypatch):
+    # MNIST 3 vs 8 (n = 400, T = 16, d = 1024), time_limit=10: the screen ran 1.2 s past a
+    # product that ended near the deadline
+    late = _late_clock(monkeypatch)
+    product = kernel._blocked_gram
+
+    def product_ending_past_the_deadline(flat, guard):
+        H = product(flat, guard)
+        late[0] += 600.0
+        return H
+
+    monkeypatch.setattr(kernel, "_blocked_gram", product_ending_past_the_deadline)
+    monkeypatch.setattr(kernel, "_SCREEN_BYTES", 8 * 3 * 3 * 12)  # blocks of one sample
+    data = PaperDistribution(d=50, T=3, snr=0.8, eta=0.0).sample(12, seed=0)
+    with pytest.warns(ConvergenceWarning, match="no_feasible_point_found"):
+        res = solve_min_norm(data, R=1.0, time_limit=60.0)
+    assert res.status == "no_feasible_point_found" and res.start_norms == {}
+    assert "during its set-up, in the conflict screen (0 of 12 blocks of samples done)" in (
+        res.message
+    )
+
+
+def test_the_symmetry_check_on_disk_is_under_the_guard(monkeypatch, tmp_path):
+    data = PaperDistribution(d=30, T=2, snr=0.8, eta=0.0).sample(10, seed=0)
+    on_disk = Dataset.load(save_on_disk(Dataset(data.X, data.y), tmp_path / "d"))
+    late = _late_clock(monkeypatch)
+    product = kernel.token_gram
+
+    def product_ending_past_the_deadline(X, guard):
+        out = product(X, guard)
+        late[0] += 600.0
+        return out
+
+    monkeypatch.setattr(kernel, "token_gram", product_ending_past_the_deadline)
+    with pytest.raises(TimeLimitReached, match="the symmetry check of the token Gram matrix"):
+        TokenGram(on_disk.X, Guard(deadline=time.perf_counter() + 60.0))
+
+
+def test_the_blocked_symmetrisation_is_the_whole_one(monkeypatch):
+    H = np.random.default_rng(2).standard_normal((23, 23))
+    H[:5, :5] = H[:5, :5] + H[:5, :5].T  # one block already symmetric
+    whole = (H + H.T) / 2
+    monkeypatch.setattr(kernel, "_SCREEN_BYTES", 8 * 23 * 5)  # blocks of 5 rows
+    blocked = kernel._symmetrise_in_place(H.copy(), Guard())
+    assert np.array_equal(blocked, whole)
