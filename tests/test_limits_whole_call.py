@@ -224,3 +224,66 @@ def test_the_blocked_symmetrisation_is_the_whole_one(monkeypatch):
     monkeypatch.setattr(kernel, "_SCREEN_BYTES", 8 * 23 * 5)  # blocks of 5 rows
     blocked = kernel._symmetrise_in_place(H.copy(), Guard())
     assert np.array_equal(blocked, whole)
+
+
+# --- verbose output: long stages log their progress at least every few seconds ----------
+
+
+def test_a_bar_without_a_terminal_logs_its_progress(monkeypatch, caplog):
+    from margin_solver.core.progress import ProgressBar
+
+    ticks = itertools.count()
+    monkeypatch.setattr(time, "perf_counter", lambda: 1.0 * next(ticks))  # a second a reading
+    with caplog.at_level("INFO", logger="margin_solver"):
+        with ProgressBar(False, desc="lower bound (branch-and-bound)", total=10, unit="SVM") as bar:
+            for _ in range(10):
+                bar.update(1, gap="1e-03")
+        with ProgressBar(False) as quiet:  # no stage named: nothing to say
+            quiet.update(5)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines and len(lines) <= 10
+    assert lines[0].startswith("lower bound (branch-and-bound): ") and "of 10 SVM done" in lines[0]
+    assert all("s left" in line for line in lines) and "gap 1e-03" in lines[-1]
+
+
+def test_a_bar_logs_nothing_when_verbose_output_is_off(monkeypatch, caplog):
+    from margin_solver.core.progress import ProgressBar
+
+    ticks = itertools.count()
+    monkeypatch.setattr(time, "perf_counter", lambda: 1.0 * next(ticks))
+    with caplog.at_level("WARNING", logger="margin_solver"):
+        with ProgressBar(False, desc="stage", total=10) as bar:
+            assert not bar.throttle()
+            bar.update(10)
+    assert not caplog.records
+
+
+def test_the_finite_r_bound_says_which_stage_begins(caplog):
+    """verbose=True printed nothing for 56 s of the finite-R bound's stages (n = 40)."""
+    from margin_solver.bounds.lower import global_lower_bound
+
+    counted = {"bound_stall_nodes": 20, "p_box_nodes": 50, "score_box_nodes": 50}
+    with caplog.at_level("INFO", logger="margin_solver"):
+        with pytest.warns(ConvergenceWarning, match="'max_iter'"):  # the counted budgets
+            res = global_lower_bound(BOUND_DATA.X, BOUND_DATA.y, R=0.5, options=counted)
+    begun = [r.getMessage() for r in caplog.records if " begun" in r.getMessage()]
+    stages = [m.split("stage ")[1].split(" begun")[0] for m in begun]
+    assert stages == res.method.split("+")[1:], (stages, res.method)
+    assert "lagrangian" in stages and "one SDP, at most" in begun[stages.index("lagrangian")]
+    assert all("gap" in m and "to close to 0.0001" in m for m in begun)
+
+
+def test_a_silent_library_call_gets_a_heartbeat(monkeypatch, caplog):
+    from margin_solver.core import guard
+
+    monkeypatch.setattr(guard, "PROGRESS_SECONDS", 0.01)
+    with caplog.at_level("INFO", logger="margin_solver"):
+        with guard.heartbeat("lower bound (finite R): stage lagrangian"):
+            time.sleep(0.1)  # a solver call that reports nothing until it returns
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines and all(
+        m.startswith("lower bound (finite R): stage lagrangian: running for ") for m in lines
+    )
+    count = len(lines)
+    time.sleep(0.05)
+    assert len(caplog.records) == count  # the thread ended with the block

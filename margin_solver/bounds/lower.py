@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import math
 import time
 import warnings
@@ -58,9 +59,10 @@ from margin_solver.bounds.rbounds import (
     score_box_nodes,
     score_rank,
 )
+from margin_solver.bounds.sdpbound import CLARABEL_MAX_ITER, lagrangian_bound
 from margin_solver.bounds.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
-from margin_solver.bounds.sdpbound import lagrangian_bound
 from margin_solver.core.blas import single_threaded_blas
+from margin_solver.core.guard import heartbeat
 from margin_solver.core.kernel import TokenGram, conflicting_pairs
 from margin_solver.core.progress import ProgressBar, verbose_switch
 from margin_solver.core.results import (
@@ -98,6 +100,8 @@ from margin_solver.svm.selection import (
     token_margins,
 )
 from margin_solver.svm.vstep import solve_trusted_vstep
+
+logger = logging.getLogger("margin_solver")
 
 __all__ = [
     "BOUND_METHODS",
@@ -656,27 +660,48 @@ def _finite_r_stages(
         progress, desc="lower bound (finite R)", unit="SVM", bar_format=_STAGES_BAR
     ) as bar:
 
-        def show(bound: float) -> None:
+        def show(bound: float, stage: str | None = None, work: str = "") -> None:
+            """The bar's bound, best point and gap; with ``stage``, a log line that it
+            begins (verbose output: which stage, what it may cost, the gap left)."""
             gap = (incumbent - bound) / incumbent if math.isfinite(incumbent) else math.nan
-            bar.update(0, bound=f"{bound:.6g}", best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
+            fields = {"bound": f"{bound:.6g}", "best": f"{incumbent:.6g}", "gap": f"{gap:.2e}"}
+            if stage is not None:
+                fields = {"stage": stage, **fields}
+                logger.info(
+                    "lower bound (finite R): stage %s begun%s; bound %s, best %s, gap %s "
+                    "(to close to %.2g)",
+                    stage,
+                    work,
+                    fields["bound"],
+                    fields["best"],
+                    fields["gap"],
+                    gap_tol,
+                )
+            bar.update(0, **fields)
 
         show(proven)
         if n * T <= strategy.linearised_max_tokens and next_stage():
+            show(proven, "linearised", " (an ascent of a few hundred steps at most)")
             value = _linearised(H, y, T, R, incumbent * (1 - gap_tol), proven, deadline)
             proven = max(proven, min(value, incumbent))
             methods.append("linearised")
             show(proven)
         if lagrangian and next_stage():
             clarabel = n <= strategy.lagrangian_clarabel_max_samples
-            sdp = lagrangian_bound(
-                H,
-                y,
-                R,
-                tangents=strategy.lagrangian_tangents,
-                max_iter=None if clarabel else strategy.lagrangian_scs_iters,
-                solver="CLARABEL" if clarabel else "SCS",
-                time_limit=deadline - time.perf_counter(),
-            )
+            iterations = CLARABEL_MAX_ITER if clarabel else strategy.lagrangian_scs_iters
+            solver = "Clarabel" if clarabel else "SCS"
+            sdp_size = f"one SDP, at most {iterations} {solver} iterations"
+            show(proven, "lagrangian", f" ({sdp_size})")
+            with heartbeat(f"lower bound (finite R): stage lagrangian ({sdp_size})"):
+                sdp = lagrangian_bound(
+                    H,
+                    y,
+                    R,
+                    tangents=strategy.lagrangian_tangents,
+                    max_iter=None if clarabel else strategy.lagrangian_scs_iters,
+                    solver="CLARABEL" if clarabel else "SCS",
+                    time_limit=deadline - time.perf_counter(),
+                )
             proven = max(proven, min(sdp.value, incumbent))
             methods.append("lagrangian")
             if sdp.solver_status.startswith("not solved"):  # the guard acted; go on
@@ -712,6 +737,7 @@ def _finite_r_stages(
         for name, search in searches:
             if not next_stage():
                 break
+            show(proven, name, " (a box search of SVMs)")
             methods.append(name)
             found = search()
             nodes += found.nodes
