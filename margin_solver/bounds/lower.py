@@ -261,8 +261,8 @@ def global_lower_bound(
         A guard, in seconds: once it has passed, branch-and-bound stops between nodes (and a
         finite-R stage between steps), with status ``"time_limit"`` and the best bound proven
         so far. It changes nothing while it does not act. Enumeration ignores it (use it only
-        where T^n is small). Under a limit, cvxpy is imported before the finite-R stages
-        when the Lagrangian stage may run (so its import counts within the limit), and that
+        where T^n is small). Under a limit, cvxpy is imported at the start when the
+        Lagrangian stage may run (so its import counts within the limit), and that
         stage is not solved when the limit passes during its compilation or its solver's
         set-up is predicted to end past it (the message says so; the later stages still
         run): the compilation (about 1 s at n = 40) cannot be cut short, so the limit can
@@ -322,6 +322,7 @@ def global_lower_bound(
     if R is not None:
         R = check_radius(R)
         gap_tol = check_gap_tol(gap_tol)
+        import_sdp_solver_first(n, T, strategy, time_limit)
     H = (gram if gram is not None else TokenGram(X)).H
     result = trusted_lower_bound(
         H,
@@ -502,6 +503,21 @@ def _hard_selection_bound(
         )
 
 
+def lagrangian_stage_may_run(n: int, T: int, strategy: Strategy) -> bool:
+    """Whether the finite-R bound's size rule admits the Lagrangian stage (T = 2 and n at
+    most ``lagrangian_max_samples``)."""
+    return T == 2 and n <= min(strategy.lagrangian_max_samples, LAGRANGIAN_MAX_SAMPLES)
+
+
+def import_sdp_solver_first(n: int, T: int, strategy: Strategy, time_limit: float) -> None:
+    """Under a caller's time limit, import cvxpy at the start of a call whose finite-R bound
+    may run the Lagrangian stage: its first import in a process (1.5-2.3 s) cannot be
+    interrupted, and done at the start it counts within the limit, not past it. Without a
+    limit nothing is imported before it is needed."""
+    if math.isfinite(time_limit) and lagrangian_stage_may_run(n, T, strategy):
+        import cvxpy  # noqa: F401
+
+
 def lb_nodes(n: int, strategy: Strategy = DEFAULT_STRATEGY) -> int:
     """The budget of SVMs of LB's branch-and-bound for n samples (the strategy's
     ``lb_nodes`` up to ``lb_full_samples`` samples, in proportion to 1 / n above)."""
@@ -638,11 +654,7 @@ def _finite_r_stages(
     methods = [HARD_SELECTION]
     notes = []  # what the guard left undone, for the message
     deadline = start + time_limit
-    lagrangian = T == 2 and n <= min(strategy.lagrangian_max_samples, LAGRANGIAN_MAX_SAMPLES)
-    if lagrangian and math.isfinite(time_limit):
-        # under a limit, cvxpy's first import (1.5-2.3 s, which nothing can interrupt) is
-        # done before the stages, so that it counts within the limit and not past it
-        import cvxpy  # noqa: F401
+    lagrangian = lagrangian_stage_may_run(n, T, strategy)
     # the guard stopped a stage (LB's included), or left one unrun
     cut = hard_bound.status == TIME_LIMIT
     proven = min(hard_bound.value, incumbent)

@@ -36,6 +36,7 @@ from margin_solver.bounds.lower import (
     LowerBoundResult,
     first_selection,
     first_step_margins,
+    import_sdp_solver_first,
     trusted_lower_bound,
 )
 from margin_solver.core.blas import single_threaded_blas
@@ -546,6 +547,10 @@ class _Solve:
     def setup(self) -> MinNormResult | None:
         """The token Gram product (in blocks, under the time limit) and the form; when the
         time limit stops the product, the result that says so (no start was run)."""
+        if self.certify:  # the finite-R bound's SDP solver, before anything else
+            n, T, _ = self.X.shape
+            limit = min(self.time_limit, self.bound_time_limit)
+            import_sdp_solver_first(n, T, self.strategy, limit)
         try:
             self.gram = TokenGram(self.X, self.guard)
         except TimeLimitReached as stop:
