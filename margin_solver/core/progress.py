@@ -45,11 +45,11 @@ class ProgressBar:
     def throttle(self, seconds: float = 0.2) -> bool:
         """True at most once per ``seconds`` (once per progress line for a logging bar;
         always False for a disabled bar that does not log)."""
-        now = time.perf_counter()
         if self._log is not None:
-            return now - self._log["logged"] >= PROGRESS_SECONDS
+            return time.perf_counter() - self._log["logged"] >= PROGRESS_SECONDS
         if not self.enabled:
             return False
+        now = time.perf_counter()
         if now - self._last < seconds:
             return False
         self._last = now
