@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import math
 import time
 import warnings
@@ -58,9 +59,10 @@ from margin_solver.bounds.rbounds import (
     score_box_nodes,
     score_rank,
 )
+from margin_solver.bounds.sdpbound import CLARABEL_MAX_ITER, lagrangian_bound
 from margin_solver.bounds.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
-from margin_solver.bounds.sdpbound import lagrangian_bound
 from margin_solver.core.blas import single_threaded_blas
+from margin_solver.core.guard import heartbeat
 from margin_solver.core.kernel import TokenGram, conflicting_pairs
 from margin_solver.core.progress import ProgressBar, verbose_switch
 from margin_solver.core.results import (
@@ -98,6 +100,8 @@ from margin_solver.svm.selection import (
     token_margins,
 )
 from margin_solver.svm.vstep import solve_trusted_vstep
+
+logger = logging.getLogger("margin_solver")
 
 __all__ = [
     "BOUND_METHODS",
@@ -257,8 +261,12 @@ def global_lower_bound(
         A guard, in seconds: once it has passed, branch-and-bound stops between nodes (and a
         finite-R stage between steps), with status ``"time_limit"`` and the best bound proven
         so far. It changes nothing while it does not act. Enumeration ignores it (use it only
-        where T^n is small); the Lagrangian bound's set-up (cvxpy's compilation, about 1 s
-        at n = 40) cannot be cut short and may overrun it.
+        where T^n is small). Under a limit, cvxpy is imported at the start when the
+        Lagrangian stage may run (so its import counts within the limit), and that
+        stage is not solved when the limit passes during its compilation or its solver's
+        set-up is predicted to end past it (the message says so; the later stages still
+        run): the compilation (about 1 s at n = 40) cannot be cut short, so the limit can
+        be overrun by one compilation (docs/statuses.md, "The time limit's margin").
     gap_tol : float, default=1e-4
         Finite-R bound only: stop, with status ``"optimal"``, once the relative gap between
         the incumbent and the proven bound is at most this; in (0, 1). (LB is solved to
@@ -314,6 +322,7 @@ def global_lower_bound(
     if R is not None:
         R = check_radius(R)
         gap_tol = check_gap_tol(gap_tol)
+        import_sdp_solver_first(n, T, strategy, time_limit)
     H = (gram if gram is not None else TokenGram(X)).H
     result = trusted_lower_bound(
         H,
@@ -494,6 +503,21 @@ def _hard_selection_bound(
         )
 
 
+def lagrangian_stage_may_run(n: int, T: int, strategy: Strategy) -> bool:
+    """Whether the finite-R bound's size rule admits the Lagrangian stage (T = 2 and n at
+    most ``lagrangian_max_samples``)."""
+    return T == 2 and n <= min(strategy.lagrangian_max_samples, LAGRANGIAN_MAX_SAMPLES)
+
+
+def import_sdp_solver_first(n: int, T: int, strategy: Strategy, time_limit: float) -> None:
+    """Under a caller's time limit, import cvxpy at the start of a call whose finite-R bound
+    may run the Lagrangian stage: its first import in a process (1.5-2.3 s) cannot be
+    interrupted, and done at the start it counts within the limit, not past it. Without a
+    limit nothing is imported before it is needed."""
+    if math.isfinite(time_limit) and lagrangian_stage_may_run(n, T, strategy):
+        import cvxpy  # noqa: F401
+
+
 def lb_nodes(n: int, strategy: Strategy = DEFAULT_STRATEGY) -> int:
     """The budget of SVMs of LB's branch-and-bound for n samples (the strategy's
     ``lb_nodes`` up to ``lb_full_samples`` samples, in proportion to 1 / n above)."""
@@ -628,7 +652,9 @@ def _finite_r_stages(
     if hard_bound.selection is not None:
         selection = hard_bound.selection
     methods = [HARD_SELECTION]
+    notes = []  # what the guard left undone, for the message
     deadline = start + time_limit
+    lagrangian = lagrangian_stage_may_run(n, T, strategy)
     # the guard stopped a stage (LB's included), or left one unrun
     cut = hard_bound.status == TIME_LIMIT
     proven = min(hard_bound.value, incumbent)
@@ -646,33 +672,52 @@ def _finite_r_stages(
         progress, desc="lower bound (finite R)", unit="SVM", bar_format=_STAGES_BAR
     ) as bar:
 
-        def show(bound: float) -> None:
+        def show(bound: float, stage: str | None = None, work: str = "") -> None:
+            """The bar's bound, best point and gap; with ``stage``, a log line that it
+            begins (verbose output: which stage, what it may cost, the gap left)."""
             gap = (incumbent - bound) / incumbent if math.isfinite(incumbent) else math.nan
-            bar.update(0, bound=f"{bound:.6g}", best=f"{incumbent:.6g}", gap=f"{gap:.2e}")
+            fields = {"bound": f"{bound:.6g}", "best": f"{incumbent:.6g}", "gap": f"{gap:.2e}"}
+            if stage is not None:
+                fields = {"stage": stage, **fields}
+                logger.info(
+                    "lower bound (finite R): stage %s begun%s; bound %s, best %s, gap %s "
+                    "(to close to %.2g)",
+                    stage,
+                    work,
+                    fields["bound"],
+                    fields["best"],
+                    fields["gap"],
+                    gap_tol,
+                )
+            bar.update(0, **fields)
 
         show(proven)
         if n * T <= strategy.linearised_max_tokens and next_stage():
+            show(proven, "linearised", " (an ascent of a few hundred steps at most)")
             value = _linearised(H, y, T, R, incumbent * (1 - gap_tol), proven, deadline)
             proven = max(proven, min(value, incumbent))
             methods.append("linearised")
             show(proven)
-        if (
-            T == 2
-            and n <= min(strategy.lagrangian_max_samples, LAGRANGIAN_MAX_SAMPLES)
-            and next_stage()
-        ):
+        if lagrangian and next_stage():
             clarabel = n <= strategy.lagrangian_clarabel_max_samples
-            sdp = lagrangian_bound(
-                H,
-                y,
-                R,
-                tangents=strategy.lagrangian_tangents,
-                max_iter=None if clarabel else strategy.lagrangian_scs_iters,
-                solver="CLARABEL" if clarabel else "SCS",
-                time_limit=deadline - time.perf_counter(),
-            )
+            iterations = CLARABEL_MAX_ITER if clarabel else strategy.lagrangian_scs_iters
+            solver = "Clarabel" if clarabel else "SCS"
+            sdp_size = f"one SDP, at most {iterations} {solver} iterations"
+            show(proven, "lagrangian", f" ({sdp_size})")
+            with heartbeat(f"lower bound (finite R): stage lagrangian ({sdp_size})"):
+                sdp = lagrangian_bound(
+                    H,
+                    y,
+                    R,
+                    tangents=strategy.lagrangian_tangents,
+                    max_iter=None if clarabel else strategy.lagrangian_scs_iters,
+                    solver="CLARABEL" if clarabel else "SCS",
+                    time_limit=deadline - time.perf_counter(),
+                )
             proven = max(proven, min(sdp.value, incumbent))
             methods.append("lagrangian")
+            if sdp.solver_status.startswith("not solved"):  # the guard acted; go on
+                notes.append(f"the Lagrangian stage was {sdp.solver_status}")
             show(proven)
 
         def box_search(search: Callable[..., Any], **budget: Any) -> Any:
@@ -704,6 +749,7 @@ def _finite_r_stages(
         for name, search in searches:
             if not next_stage():
                 break
+            show(proven, name, " (a box search of SVMs)")
             methods.append(name)
             found = search()
             nodes += found.nodes
@@ -738,16 +784,17 @@ def _finite_r_stages(
     else:
         # the box search runs whenever the gap is open and the guard allows: the guard, or
         # the box search's own stop, says why it stayed open
-        status = TIME_LIMIT if cut else MAX_ITER
+        status = TIME_LIMIT if cut or notes else MAX_ITER
         why = (
             "by the caller's time limit"
-            if cut
+            if cut or notes
             else "at its budgets of work (SVMs of the box searches, or "
             f"{strategy.bound_stall_nodes} SVMs without progress, or no node left to refine)"
         )
         message = (
             f"stopped ({method}, {nodes} SVMs) {why}; proven finite-R bound "
             f"{proven:.6g}, best point {incumbent:.6g} (relative gap {gap:.3g})"
+            + "".join(f"; {note}" for note in notes)
         )
     return LowerBoundResult(
         proven,

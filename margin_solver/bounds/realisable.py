@@ -46,6 +46,7 @@ import scipy.optimize
 from scipy.linalg.lapack import dpstrf
 
 from margin_solver.bounds.lower import first_step_margins
+from margin_solver.core.guard import Progress
 from margin_solver.core.tolerances import PRUNE_RTOL, SAME_TOKEN_RTOL
 from margin_solver.svm.selection import (
     lifted_bounds,
@@ -295,7 +296,9 @@ def realisable_selections(
     origin = np.zeros(realiser.Z.shape[1])
     counter = itertools.count()
     heap = [(0.0, next(counter), root, origin)]
+    progress = Progress("realisable selections", max_work, "units of work (LPs and SVMs)")
     while heap and work() < max_work and time.perf_counter() <= deadline:
+        progress.update(work())
         bound, _, node, p = heapq.heappop(heap)
         if bound >= threshold() * (1 - PRUNE_RTOL):
             return

@@ -39,6 +39,7 @@ __all__ = [
     "CLARABEL_MAX_ITER",
     "MAX_SAMPLES",
     "SCS_MAX_ITERS",
+    "SETUP_RATIO",
     "LagrangianBound",
     "lagrangian_bound",
 ]
@@ -68,6 +69,13 @@ SCS_MAX_ITERS = DEFAULT_STRATEGY.lagrangian_scs_iters
 #: it by the solver's inaccuracy) in half the time (docs/decisions.md, "The Lagrangian bound
 #: by SCS above n = 30").
 SCS_EPS = 1e-4
+
+#: Under a caller's time limit, the SDP solver's set-up (SCS's factorisation, which nothing
+#: can interrupt, and which its own time limit does not count) is predicted at this many
+#: times the seconds cvxpy took to compile the same problem in the same call: measured
+#: 0.97-3.97 at n = 30-60 (docs/decisions.md, "The Lagrangian stage under a time limit").
+#: It only decides when the guard acts, never what runs without a limit.
+SETUP_RATIO = 4.0
 
 #: Tangent points per sample and spacing (|delta| and theta each evenly spaced; 2 x this): the
 #: default of the strategy table's ``lagrangian_tangents``.
@@ -182,10 +190,15 @@ def lagrangian_bound(
         the solver when omitted. A count, so that the multipliers, hence the bound, are the
         same on a loaded and an idle machine; the last iterate is certified as it is.
     time_limit : float, default=inf
-        A caller's guard: seconds counted from the call, passed to the solver as its time
-        limit when finite (the last iterate is then certified as it is). It decides nothing
-        while it does not act. cvxpy's compilation and the solver's set-up before the first
-        iterate cannot be cut short and may overrun it (about 1 s at n = 40, 6 s at n = 60).
+        A caller's guard: seconds counted from the call. It is checked after cvxpy's import
+        and after the problem's compilation, and the SDP is not solved (value 0,
+        ``solver_status`` "not solved: ...") when either ended past it or when the solver's
+        set-up, predicted at :data:`SETUP_RATIO` times the compilation's seconds, would;
+        what is left after that prediction is the solver's own time limit (the last iterate
+        is then certified as it is). It decides nothing while it does not act. The import
+        (1.5-2.3 s the first time in a process) and the compilation (about 1 s at n = 40)
+        cannot be cut short, so a guard that passes during one of them is overrun by at most
+        that step.
     solver : {"auto", "CLARABEL", "SCS"}, default="auto"
         The SDP solver; ``"auto"``: Clarabel up to :data:`CLARABEL_MAX_SAMPLES` samples,
         SCS above.
@@ -205,8 +218,11 @@ def lagrangian_bound(
     if solver not in ("auto", "CLARABEL", "SCS"):
         raise ValueError(f"unknown solver {solver!r}; expected 'auto', 'CLARABEL' or 'SCS'")
     start = time.perf_counter()
-    import cvxpy as cp  # imported only here: half a second
+    deadline = start + time_limit
+    import cvxpy as cp  # imported only here: 1.5-2.3 s the first time in a process
 
+    if time.perf_counter() > deadline:
+        return _not_solved("the time limit passed during cvxpy's import", start)
     data = _Data(H, y, R, tangents)
     n = len(y)
     lam, U = np.linalg.eigh(np.block([[data.Gmm, data.Gmd], [data.Gmd.T, data.G]]))
@@ -242,27 +258,46 @@ def lagrangian_bound(
         cp.Maximize(cp.sum(alpha) - tau / 2),
         [(lmi + lmi.T) / 2 >> 0, (ellipsoid + ellipsoid.T) / 2 >> 0],
     )
-    # a set-up that overran the guard still gets a moment for an iterate to certify
-    seconds = max(time_limit - (time.perf_counter() - start), 0.1)
     if solver == "auto":
         solver = "CLARABEL" if n <= CLARABEL_MAX_SAMPLES else "SCS"
+    # compiled here, not inside problem.solve, so that the solver gets the time left after
+    # the compilation and a compilation that ended past the guard is not solved at all
     if solver == "CLARABEL":
         options = {"max_iter": CLARABEL_MAX_ITER if max_iter is None else max_iter}
-        if math.isfinite(seconds):
-            options["time_limit"] = seconds
+        time_option = "time_limit"
     else:
         options = {
             "eps_abs": SCS_EPS,
             "eps_rel": SCS_EPS,
             "max_iters": SCS_MAX_ITERS if max_iter is None else max_iter,
         }
-        if math.isfinite(seconds):
-            options["time_limit_secs"] = seconds
+        time_option = "time_limit_secs"
+    compiling = time.perf_counter()
+    try:
+        compiled, chain, inverse = problem.get_problem_data(solver, solver_opts=options)
+    except (cp.error.SolverError, ArithmeticError, ValueError) as exc:
+        return LagrangianBound(0.0, f"solver error: {exc}", time.perf_counter() - start)
+    now = time.perf_counter()
+    if now > deadline:
+        return _not_solved("the time limit passed during cvxpy's compilation", start)
+    # the solver's set-up (SCS: a factorisation) cannot be cut short either, and its time
+    # limit counts from its first iterate: predicted from this call's own compilation
+    setup = SETUP_RATIO * (now - compiling)
+    seconds = deadline - now - setup
+    if seconds <= 0:
+        return _not_solved(
+            f"the solver's set-up, predicted at {SETUP_RATIO:g} x the compilation's "
+            f"{now - compiling:.2g} s, would end past the time limit",
+            start,
+        )
+    if math.isfinite(seconds):
+        options[time_option] = seconds
     try:
         with warnings.catch_warnings():
             # "solution may be inaccurate": the certificate below does not trust it anyway
             warnings.simplefilter("ignore", UserWarning)
-            problem.solve(solver=solver, **options)
+            solution = chain.solve_via_data(problem, compiled, solver_opts=options)
+            problem.unpack_results(solution, chain, inverse)
     except (cp.error.SolverError, ArithmeticError, ValueError) as exc:
         return LagrangianBound(0.0, f"solver error: {exc}", time.perf_counter() - start)
     iterations = problem.solver_stats.num_iters if problem.solver_stats is not None else None
@@ -275,6 +310,12 @@ def lagrangian_bound(
         time.perf_counter() - start,
         iterations,
     )
+
+
+def _not_solved(why: str, start: float) -> LagrangianBound:
+    """No multipliers: the caller's guard passed before the solver could start (``why``);
+    only the trivial bound 0 is claimed."""
+    return LagrangianBound(0.0, f"not solved: {why}", time.perf_counter() - start)
 
 
 def _certified_value(data: _Data, alpha: np.ndarray, lam_t: np.ndarray, mu: np.ndarray) -> float:

@@ -23,11 +23,20 @@ import contextlib
 import contextvars
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["PROGRESS_SECONDS", "Guard", "Progress", "TimeLimitReached", "active", "current"]
+__all__ = [
+    "PROGRESS_SECONDS",
+    "Guard",
+    "Progress",
+    "TimeLimitReached",
+    "active",
+    "current",
+    "heartbeat",
+]
 
 logger = logging.getLogger("margin_solver")
 
@@ -127,6 +136,30 @@ class Progress:
             self.unit,
             left,
         )
+
+
+@contextlib.contextmanager
+def heartbeat(stage: str) -> Iterator[None]:
+    """Log ``stage`` and the seconds it has run every :data:`PROGRESS_SECONDS` while the
+    block runs, for one call into a library that reports nothing until it returns (an SDP
+    solver: it releases the GIL, so a thread can log). Only when the ``margin_solver``
+    logger shows INFO (verbose output); otherwise no thread is started."""
+    if not logger.isEnabledFor(logging.INFO):
+        yield
+        return
+    start, done = time.perf_counter(), threading.Event()
+
+    def beat() -> None:
+        while not done.wait(PROGRESS_SECONDS):
+            logger.info("%s: running for %.0f s", stage, time.perf_counter() - start)
+
+    thread = threading.Thread(target=beat, name="margin_solver progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 _ACTIVE: contextvars.ContextVar[Guard | None] = contextvars.ContextVar(

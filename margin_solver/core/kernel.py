@@ -210,7 +210,7 @@ def multihead_outputs(X: np.ndarray, V: np.ndarray, P: np.ndarray) -> np.ndarray
     """Outputs ``f(X_i) = sum_h v_h^T X_i^T softmax(X_i p_h)`` of H heads, shape (n,).
 
     ``V`` and ``P`` have shape (H, d), one row per head; one head is :func:`outputs` exactly
-    (same operations, same rounding).
+    (same operations, same rounding); several heads in memory are one product for all.
 
     Examples
     --------
@@ -219,10 +219,16 @@ def multihead_outputs(X: np.ndarray, V: np.ndarray, P: np.ndarray) -> np.ndarray
     >>> float(multihead_outputs(X, V, np.zeros((2, 2)))[0])
     3.5
     """
-    f = outputs(X, V[0], P[0])
-    for h in range(1, len(V)):
-        f = f + outputs(X, V[h], P[h])
-    return f
+    if len(V) == 1 or is_on_disk(X):
+        f = outputs(X, V[0], P[0])
+        for h in range(1, len(V)):
+            f = f + outputs(X, V[h], P[h])
+        return f
+    # in memory, all heads in one product (a loop over 10**5 heads took 5 s: issue 43)
+    n, T, d = X.shape
+    flat = np.asarray(X).reshape(n * T, d)
+    a, u = (P @ flat.T).reshape(-1, n, T), (V @ flat.T).reshape(-1, n, T)
+    return np.sum(softmax(a) * u, axis=2).sum(axis=0)
 
 
 def multihead_token_loss_and_grads(
@@ -255,6 +261,29 @@ def _exactly_symmetric(H: np.ndarray) -> np.ndarray:
     ``X X^T`` is computed symmetric by BLAS (syrk), so this is normally a no-op check.
     """
     return H if np.array_equal(H, H.T) else (H + H.T) / 2
+
+
+def _symmetrise_in_place(H: np.ndarray, guard: Guard) -> np.ndarray:
+    """:func:`_exactly_symmetric` for a matrix this package owns, in place and in blocks of
+    rows of about :data:`_SCREEN_BYTES`, ``guard`` checked before each: a block whose two
+    triangles differ gets ``(H + H^T) / 2`` in both (the same floats as the whole sum), and
+    no second (m, m) matrix is made."""
+    m = len(H)
+    rows = max(1, _SCREEN_BYTES // (8 * m))
+    spans = range(0, m, rows)
+    progress = Progress("symmetry check of the token Gram matrix", len(spans))
+    for k, lo in enumerate(spans):
+        guard.check(
+            f"the symmetry check of the token Gram matrix ({k} of {len(spans)} blocks of rows done)"
+        )
+        progress.update(k)
+        hi = min(lo + rows, m)
+        lower, upper = H[lo:hi, :hi], H[:hi, lo:hi].T
+        if not np.array_equal(lower, upper):
+            mean = (lower + upper) / 2
+            H[lo:hi, :hi] = mean
+            H[:hi, lo:hi] = mean.T
+    return H
 
 
 #: Multiply-adds of one block of the in-memory token Gram product (about 0.1 s at a few
@@ -326,7 +355,7 @@ class TokenGram:
             self.n, self.T, self.d = X.shape
             H, peak = token_gram(X, guard)
             check_magnitude(np.array([peak]), "X")
-            self.H = _exactly_symmetric(H)
+            self.H = _symmetrise_in_place(H, guard)
             return
         X = np.asarray(X, dtype=np.float64)
         self.n, self.T, self.d = X.shape
@@ -399,7 +428,7 @@ class TokenGram:
 
 
 def conflicting_pairs(
-    X: np.ndarray, y: np.ndarray, H: np.ndarray | None = None
+    X: np.ndarray, y: np.ndarray, H: np.ndarray | None = None, guard: Guard | None = None
 ) -> list[tuple[int, int]]:
     """Pairs (i, j), i < j, of samples with the same multiset of tokens and opposite labels,
     naming every sample that has such a twin.
@@ -423,6 +452,10 @@ def conflicting_pairs(
         given, only the samples it cannot tell apart from a sample of the other label
         (:func:`_twin_candidates`) are read: the answer is the same, and on data without
         such samples no token is read again.
+    guard : Guard, optional
+        The caller's time limit, checked between the screen's blocks of samples (each of
+        about :data:`_SCREEN_BYTES`); raises
+        :class:`~margin_solver.core.guard.TimeLimitReached` once it has passed.
 
     Examples
     --------
@@ -431,20 +464,21 @@ def conflicting_pairs(
     [(0, 1)]
     """
     y = np.asarray(y)
-    screened = None if H is None else np.array(_twin_candidates(H, y, X.shape), dtype=int)
+    guard = Guard() if guard is None else guard
+    screened = None if H is None else np.array(_twin_candidates(H, y, X.shape, guard), dtype=int)
     if screened is not None and len(screened) < 2:
         return []
     # Samples with the same multiset have the same sum of all their bit patterns: a sample
     # whose sum no sample of the other label shares has no twin (one cheap pass).
     sums = np.concatenate(
-        [bits.reshape(len(bits), -1).sum(axis=1) for bits in _bit_blocks(X, screened)]
+        [bits.reshape(len(bits), -1).sum(axis=1) for bits in _bit_blocks(X, screened, guard)]
     )
     samples = np.arange(len(y)) if screened is None else screened
     samples = samples[_shared_across_labels(sums, y[samples])]
     if len(samples) < 2:
         return []
     mult = _key_multipliers(X.shape[2])
-    keys = np.concatenate([bits @ mult for bits in _bit_blocks(X, samples)])
+    keys = np.concatenate([bits @ mult for bits in _bit_blocks(X, samples, guard)])
     keys.sort(axis=1)  # a multiset's keys, in an order that does not depend on the tokens'
     _, group = np.unique(keys, axis=0, return_inverse=True)
     group = group.reshape(-1)
@@ -478,15 +512,16 @@ def _key_multipliers(d: int) -> np.ndarray:
     return mult * np.uint64(2) + np.uint64(1)
 
 
-def _bit_blocks(X: np.ndarray, samples: np.ndarray | None) -> Iterator[np.ndarray]:
+def _bit_blocks(X: np.ndarray, samples: np.ndarray | None, guard: Guard) -> Iterator[np.ndarray]:
     """The float64 bit patterns (uint64, shape (b, n_tokens, n_features)) of ``X[samples]``
-    (all samples when None) in consecutive blocks of about :data:`_SCREEN_BYTES`. The tokens
-    may be a memory-mapped file; a block of a float64 array in memory is read in place, not
-    copied."""
+    (all samples when None) in consecutive blocks of about :data:`_SCREEN_BYTES`, ``guard``
+    checked before each. The tokens may be a memory-mapped file; a block of a float64 array
+    in memory is read in place, not copied."""
     n, T, d = X.shape
     count = n if samples is None else len(samples)
     block = max(1, _SCREEN_BYTES // (8 * T * d))
     for lo in range(0, count, block):
+        guard.check(f"the conflict screen's pass over the tokens ({lo} of {count} samples done)")
         rows = slice(lo, lo + block) if samples is None else samples[lo : lo + block]
         yield np.ascontiguousarray(X[rows], dtype=np.float64).view(np.uint64)
 
@@ -544,7 +579,9 @@ def gram_distance_rounding(depth: int, total):
     return 4.0 * (depth + 2) * eps * total + 8.0 * depth * np.finfo(np.float64).smallest_subnormal
 
 
-def _twin_candidates(H: np.ndarray, y: np.ndarray, shape: tuple[int, int, int]) -> list[int]:
+def _twin_candidates(
+    H: np.ndarray, y: np.ndarray, shape: tuple[int, int, int], guard: Guard | None = None
+) -> list[int]:
     """Samples that may share their token multiset with a sample of the other label, judged
     from the token Gram matrix ``H`` alone; a superset of the samples in conflicting pairs.
 
@@ -552,14 +589,20 @@ def _twin_candidates(H: np.ndarray, y: np.ndarray, shape: tuple[int, int, int]) 
     computed distance exceeds its rounding (:func:`gram_distance_rounding`, dot products of
     length d) is proven unequal. Two samples with the same multiset have every
     token of each near some token of the other; samples without such a partner of the other
-    label cannot be in a conflicting pair. A non-finite distance counts as near.
+    label cannot be in a conflicting pair. A non-finite distance counts as near. ``guard``
+    is checked before each block of samples, and progress is logged between them.
     """
     n, T, d = shape
+    guard = Guard() if guard is None else guard
     diag = np.diag(H)
     y = np.asarray(y)
     block = max(1, _SCREEN_BYTES // (8 * T * T * n))
     found: list[int] = []
-    for lo in range(0, n, block):
+    spans = range(0, n, block)
+    progress = Progress("conflict screen", len(spans))
+    for k, lo in enumerate(spans):
+        guard.check(f"the conflict screen ({k} of {len(spans)} blocks of samples done)")
+        progress.update(k)
         hi = min(lo + block, n)
         rows = slice(lo * T, hi * T)
         total = diag[rows, None] + diag[None, :]

@@ -12,25 +12,41 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from margin_solver.core.guard import PROGRESS_SECONDS
+
+_LOGGER = logging.getLogger("margin_solver")
+
 
 class ProgressBar:
     """A tqdm bar that is a no-op when ``enabled`` is False, usable as a context manager.
 
     ``throttle(seconds)`` tells callers in tight loops whether it is time to refresh, so that
     a bar updated from a loop of millisecond solves does not slow the loop down.
+
+    A disabled bar with a ``desc`` logs its progress instead when the ``margin_solver``
+    logger shows INFO (``verbose=True`` without a terminal): one line at most every
+    :data:`margin_solver.core.guard.PROGRESS_SECONDS`, naming the stage (``desc``), the
+    count done (of ``total``, with the time left at the speed so far) and the postfix.
     """
 
     def __init__(self, enabled: bool, **tqdm_kwargs: Any) -> None:
         self.enabled = bool(enabled)
         self._last = 0.0
         self.bar = None
+        self._log: dict[str, Any] | None = None
         if self.enabled:
             from tqdm.auto import tqdm  # imported only when a bar is shown
 
             self.bar = tqdm(**tqdm_kwargs)
+        elif tqdm_kwargs.get("desc") and _LOGGER.isEnabledFor(logging.INFO):
+            now = time.perf_counter()
+            self._log = {"n": 0.0, "start": now, "logged": now, "postfix": {}, **tqdm_kwargs}
 
     def throttle(self, seconds: float = 0.2) -> bool:
-        """True at most once per ``seconds`` (always False for a disabled bar)."""
+        """True at most once per ``seconds`` (once per progress line for a logging bar;
+        always False for a disabled bar that does not log)."""
+        if self._log is not None:
+            return time.perf_counter() - self._log["logged"] >= PROGRESS_SECONDS
         if not self.enabled:
             return False
         now = time.perf_counter()
@@ -45,11 +61,34 @@ class ProgressBar:
             if postfix:
                 self.bar.set_postfix(postfix, refresh=False)
             self.bar.update(n)
+        elif self._log is not None:
+            self._log["n"] += n
+            self._log["postfix"].update(postfix)
+            self._line()
 
     def set_to(self, value: float, **postfix: Any) -> None:
         """Move the bar to ``value`` (e.g. elapsed seconds against a time limit)."""
         if self.bar is not None:
             self.update(value - self.bar.n, **postfix)
+        elif self._log is not None:
+            self.update(value - self._log["n"], **postfix)
+
+    def _line(self) -> None:
+        """Log the progress when the last line is at least PROGRESS_SECONDS old."""
+        log = self._log
+        now = time.perf_counter()
+        if now - log["logged"] < PROGRESS_SECONDS:
+            return
+        log["logged"] = now
+        done, total, unit = log["n"], log.get("total"), log.get("unit", "it")
+        elapsed = now - log["start"]
+        if total and done:
+            count = f"{done:.0f} of {total:.0f} {unit} done, about "
+            count += f"{elapsed / done * max(total - done, 0):.0f} s left"
+        else:
+            count = f"{done:.0f} {unit} done in {elapsed:.0f} s"
+        fields = "".join(f", {key} {value}" for key, value in log["postfix"].items())
+        _LOGGER.info("%s: %s%s", log["desc"], count, fields)
 
     def close(self) -> None:
         """Close the bar (and leave the terminal line clean)."""

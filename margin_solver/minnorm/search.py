@@ -87,6 +87,7 @@ continuation 1.7 times, and 4 of the 8 search starts are left out, each a 500-st
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -95,7 +96,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from margin_solver.bounds.realisable import Realiser, realisable_selections
-from margin_solver.core.guard import current
+from margin_solver.core.guard import Progress, current
 from margin_solver.core.kernel import softmax
 from margin_solver.core.results import LOCAL_OPTIMAL, MAX_ITER
 from margin_solver.core.strategy import (
@@ -122,6 +123,8 @@ from margin_solver.svm.selection import (
     selection_svm,
 )
 from margin_solver.svm.vstep import solve_vstep_from_support
+
+logger = logging.getLogger("margin_solver")
 
 __all__ = [
     "FAMILIES",
@@ -929,6 +932,10 @@ def _screen_starts(context: _Context, deadline: float, scale: float) -> Iterator
         return
     H, T, R, form = context.H, context.T, context.R, context.form
     keep = round(strategy.screen_selections * scale)
+    logger.info(
+        "search: the screen begun (realisable selections, then short descents of %d steps)",
+        strategy.screen_iter,
+    )
     found = list(
         realisable_selections(
             H,
@@ -942,7 +949,10 @@ def _screen_starts(context: _Context, deadline: float, scale: float) -> Iterator
     if context.past(deadline):
         return
     pool = []
-    for tokens, _ in sorted(found, key=lambda item: item[1])[:keep]:
+    chosen = sorted(found, key=lambda item: item[1])[:keep]
+    progress = Progress("search screen: realising selections", len(chosen), "selections")
+    for k, (tokens, _) in enumerate(chosen):
+        progress.update(k)
         if tokens.tobytes() in context.seen:  # descended already by another family
             continue
         c = attention_svm(H, T, tokens, R)
@@ -951,9 +961,11 @@ def _screen_starts(context: _Context, deadline: float, scale: float) -> Iterator
     pool.extend(itertools.islice(_random_points(context), round(strategy.screen_random * scale)))
     short = {**context.options, "max_iter": strategy.screen_iter}
     screened = []
-    for p0 in pool:
+    progress = Progress("search screen: short descents", len(pool), "descents")
+    for k, p0 in enumerate(pool):
         if context.past(deadline):
             return
+        progress.update(k)
         run = descend(form, context.y, p0, R, **short)
         if run.point.feasible:
             screened.append((run.norm, len(screened), run.point.p))

@@ -36,6 +36,7 @@ from margin_solver.bounds.lower import (
     LowerBoundResult,
     first_selection,
     first_step_margins,
+    import_sdp_solver_first,
     trusted_lower_bound,
 )
 from margin_solver.core.blas import single_threaded_blas
@@ -546,25 +547,37 @@ class _Solve:
     def setup(self) -> MinNormResult | None:
         """The token Gram product (in blocks, under the time limit) and the form; when the
         time limit stops the product, the result that says so (no start was run)."""
+        if self.certify:  # the finite-R bound's SDP solver, before anything else
+            n, T, _ = self.X.shape
+            limit = min(self.time_limit, self.bound_time_limit)
+            import_sdp_solver_first(n, T, self.strategy, limit)
         try:
             self.gram = TokenGram(self.X, self.guard)
         except TimeLimitReached as stop:
-            name = "kernel" if self.use_kernel else "dense"
-            why = (
-                f"no feasible point found: the time limit (time_limit={self.time_limit:g} s) "
-                f"stopped the solve during its set-up, in {stop.stage}; no start was run"
-            )
-            return _no_point(
-                self.R, name, NO_FEASIBLE_POINT_FOUND, why, None, self.start_time, self.tol
-            )
+            return self._stopped_in_setup(stop)
         self.H = self.gram.H
         self.form = KernelForm(self.X, self.gram) if self.use_kernel else DenseForm(self.X)
         return None
 
+    def _stopped_in_setup(self, stop: TimeLimitReached) -> MinNormResult:
+        """The result when the time limit stopped a stage of the set-up (the token Gram
+        product, its symmetry check, the conflict screen): no start was run."""
+        name = "kernel" if self.use_kernel else "dense"
+        why = (
+            f"no feasible point found: the time limit (time_limit={self.time_limit:g} s) "
+            f"stopped the solve during its set-up, in {stop.stage}; no start was run"
+        )
+        return _no_point(
+            self.R, name, NO_FEASIBLE_POINT_FOUND, why, None, self.start_time, self.tol
+        )
+
     def conflicting_samples(self) -> MinNormResult | None:
         """``infeasible`` when two samples have the same tokens and opposite labels."""
         # after the Gram product, which screens the samples to compare (none on most data)
-        conflicts = conflicting_pairs(self.X, self.y, self.H)
+        try:
+            conflicts = conflicting_pairs(self.X, self.y, self.H, self.guard)
+        except TimeLimitReached as stop:
+            return self._stopped_in_setup(stop)
         if not conflicts:
             return None
         i, j = conflicts[0]
