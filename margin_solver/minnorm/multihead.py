@@ -361,6 +361,7 @@ def solve_min_norm_heads(
         repaired=repaired,
         heads=heads,
         single_head_norm=single.norm,
+        classes=data.classes,
     )
     if not result.success:
         warnings.warn(
@@ -427,6 +428,7 @@ def _single_head_point(
         repaired=False,
         heads=heads,
         single_head_norm=single.norm,
+        classes=single.classes,
     )
     warnings.warn(
         f"solve_min_norm_heads returned status {result.status!r}: {message}",
