@@ -8,7 +8,8 @@ min-norm interpolator at R = 100 / nu, with 1, 2 and 4 heads) and writes
 
 * ``--json``: per (method, heads, n) the seeds, the mean and standard deviation over seeds of
   the training accuracy (against the observed, noisy labels, and against the clean ones), the
-  test accuracy against clean and against noisy labels, the statuses and the mean seconds per cell; and every cell's row;
+  test accuracy against clean and against noisy labels, the statuses and the mean seconds
+  per cell; and every cell's row;
 * ``--figures``: each study's figure as ``bench_heads_mnist.png`` and ``.svg``,
   ``bench_heads_mnist_normalized.png`` and ``.svg``.
 
