@@ -62,7 +62,7 @@ def test_labels_of_several_heads_and_mismatched_labels():
     data = Dataset(TRAIN.X, y)
     heads = solve_min_norm_heads(data, R=5.0, heads=2, n_random_starts=0, max_iter=5)
     assert heads.v.shape == (2, TRAIN.d) and heads.classes.tolist() == ["cat", "dog"]
-    assert heads.predict(data).tolist() == y.tolist()
+    assert heads.predict(data.X).tolist() == y.tolist()
     # signs that mean other labels are refused, not compared as if they meant the same
     signs = solve_min_norm(TRAIN, R=5.0, n_random_starts=0)
     with pytest.raises(InvalidInputError, match=r"fitted with the labels \[-1, 1\]"):

@@ -52,6 +52,7 @@ from margin_solver.analysis.metrics import output_metrics
 from margin_solver.core.data import Dataset, as_dataset, check_same_classes
 from margin_solver.core.kernel import (
     LossGrads,
+    ModelResultMixin,
     conflicting_pairs,
     multihead_token_loss_and_grads,
     token_loss_and_grads,
@@ -64,7 +65,6 @@ from margin_solver.core.results import (
     NOT_FITTED,
     STATUS_TABLE,
     ConvergenceWarning,
-    ModelResultMixin,
     Renamed,
     renamed,
     sign_classes,

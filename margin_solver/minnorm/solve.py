@@ -41,7 +41,7 @@ from margin_solver.bounds.lower import (
 from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.data import Dataset, as_dataset
 from margin_solver.core.guard import Guard, TimeLimitReached, active, current
-from margin_solver.core.kernel import TokenGram, conflicting_pairs, margins
+from margin_solver.core.kernel import ModelResultMixin, TokenGram, conflicting_pairs, margins
 from margin_solver.core.ooc import is_on_disk
 from margin_solver.core.progress import ProgressBar, verbose_switch
 from margin_solver.core.results import (
@@ -54,7 +54,6 @@ from margin_solver.core.results import (
     OPTIMAL,
     TIME_LIMIT,
     ConvergenceWarning,
-    ModelResultMixin,
     Renamed,
     renamed,
     sign_classes,
