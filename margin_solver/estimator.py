@@ -164,7 +164,8 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
     v_, p_ : ndarray of shape (d,), or (T * d,) with block positions
         Fitted value head and attention vector.
     result_ : MinNormResult or GDResult
-        The solver's full result (of the stand-in GD fit when min-norm failed).
+        The solver's full result (of the stand-in GD fit when min-norm failed); its
+        ``classes`` are ``classes_``, so ``result_.predict`` agrees with :meth:`predict`.
     solution_ : {"min-norm", "gd", "weight-decayed gd"}
         What the fitted model is: the min-norm interpolator at ``R_``, the GD fit asked for,
         or the stand-in for a min-norm fit that found no interpolator (``FALLBACK_GD_STEPS``
@@ -286,6 +287,7 @@ class SingleHeadAttentionClassifier(ClassifierMixin, BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=2,
             )
+        fit.result.classes = self.classes_  # fitted on signs; the result speaks in y's labels
         self.result_, self.solution_, self.R_ = fit.result, fit.solution, fit.R
         self.status_ = fit.result.status
         self.v_ = np.asarray(fit.result.v, dtype=np.float64)

@@ -3,6 +3,7 @@ as signs (``classes[0]`` -> -1, ``classes[1]`` -> +1), and keep the user's label
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -10,11 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from margin_solver.analysis.compare import compare
 from margin_solver.bounds.lower import global_lower_bound
 from margin_solver.cli import main
 from margin_solver.core.data import Dataset, PaperDistribution, load_dataset
 from margin_solver.core.validation import InvalidInputError, encode_labels
 from margin_solver.gd.endpoints import gradient_descent
+from margin_solver.minnorm.multihead import solve_min_norm_heads
 from margin_solver.minnorm.solve import solve_min_norm
 from margin_solver.theory import check_conditions
 
@@ -36,12 +39,44 @@ def test_the_solvers_give_the_same_answer_for_any_two_labels(pair):
     assert mn.norm == ref_mn.norm and mn.status == ref_mn.status
     ref_gd, gd = (gradient_descent(TRAIN.X, lab) for lab in (SIGNS, y))
     np.testing.assert_array_equal(gd.v, ref_gd.v)
+    # the results carry the user's labels in sign order and predict in them
+    assert ref_mn.classes.tolist() == [-1, 1] and ref_gd.classes.tolist() == [-1, 1]
+    for result in (mn, gd):
+        assert result.classes.tolist() == list(pair)
+        assert json.loads(result.to_json())["classes"] == list(pair)
+    assert mn.solution_present and mn.predict(TRAIN.X).tolist() == y.tolist()  # interpolates
+    signs = np.where(ref_gd.decision_function(TRAIN.X) >= 0, 1, -1)
+    assert gd.predict(TRAIN.X).tolist() == _relabel(signs, pair).tolist()
     ref_lb, lb = (global_lower_bound(TRAIN.X, lab) for lab in (SIGNS, y))
     assert lb.value == ref_lb.value
     data = Dataset(TRAIN.X, y, clean_y=y, params=TRAIN.params)
     assert data.labels.tolist() == y.tolist() and data.classes.tolist() == list(pair)
     report = check_conditions(data)
     assert report.predicted_regime == check_conditions(TRAIN).predicted_regime
+    assert report.classes.tolist() == list(pair) and compare(mn, gd, data).classes is data.classes
+
+
+@pytest.mark.filterwarnings("ignore::margin_solver.core.results.ConvergenceWarning")
+def test_labels_of_several_heads_and_mismatched_labels():
+    y = _relabel(SIGNS, ("cat", "dog")).astype(str)
+    data = Dataset(TRAIN.X, y)
+    heads = solve_min_norm_heads(data, R=5.0, heads=2, n_random_starts=0, max_iter=5)
+    assert heads.v.shape == (2, TRAIN.d) and heads.classes.tolist() == ["cat", "dog"]
+    assert heads.predict(data.X).tolist() == y.tolist()
+    # signs that mean other labels are refused, not compared as if they meant the same
+    signs = solve_min_norm(TRAIN, R=5.0, n_random_starts=0)
+    with pytest.raises(InvalidInputError, match=r"fitted with the labels \[-1, 1\]"):
+        compare(signs, heads, data)
+    with pytest.raises(InvalidInputError, match=r"fitted with the labels \[-1, 1\]"):
+        check_conditions(data, signs)
+    with pytest.raises(InvalidInputError, match="test has the labels"):
+        gradient_descent(data, test=TRAIN)
+    with pytest.raises(InvalidInputError, match=re.escape("classes=train.classes")):
+        check_conditions(data, test=TRAIN)
+    infeasible = solve_min_norm(TRAIN.X[[0, 0]], ["cat", "dog"], 5.0)  # same tokens
+    assert infeasible.status == "infeasible" and infeasible.classes.tolist() == ["cat", "dog"]
+    with pytest.raises(InvalidInputError, match="no model"):
+        infeasible.predict(TRAIN.X)
 
 
 @settings(max_examples=40, deadline=None)
@@ -85,7 +120,15 @@ def test_a_file_with_string_labels_keeps_them_and_the_cli_solves_it(tmp_path, ca
     assert back.labels.tolist() == y.tolist() and back.y.tolist() == SIGNS.astype(int).tolist()
     one = back.subset(np.flatnonzero(y == "eight"))  # one label alone keeps its sign
     assert set(one.y.tolist()) == {-1} and load_dataset(one.save(tmp_path / "one.npz")).y[0] == -1
-    assert main(["solve", str(path), "--R", "5"]) == 0
+    out = tmp_path / "solution.json"
+    assert main(["solve", str(path), "--R", "5", "--json", str(out)]) == 0
+    assert "labels      -1 = 'eight', +1 = 'three'" in capsys.readouterr().out
+    assert json.loads(out.read_text())["classes"] == ["eight", "three"]
+    assert main(["gd", str(path), "--json", str(tmp_path / "gd.json")]) in (0, 3)
+    assert "labels: -1 = 'eight', +1 = 'three'" in capsys.readouterr().out
+    assert json.loads((tmp_path / "gd.json").read_text())["classes"] == ["eight", "three"]
+    assert main(["check", str(path), "--solution", str(out)]) == 0  # the same labels
+    assert "labels: -1 = 'eight', +1 = 'three'" in capsys.readouterr().out
     np.savez(tmp_path / "three.npz", X=TRAIN.X[:3], y=np.array(["a", "b", "c"]))
     assert main(["solve", str(tmp_path / "three.npz"), "--R", "5"]) == 2
     err = capsys.readouterr().err.strip()

@@ -225,6 +225,7 @@ def test_mnist_reply_summary_rows_average_over_seeds_and_count_statuses():
 
     def cell(method, seed, train, status="completed"):
         return {
+            "train_error_clean": None if train is None else train / 2,
             "method": method,
             "heads": 2,
             "n": 50,
@@ -246,6 +247,7 @@ def test_mnist_reply_summary_rows_average_over_seeds_and_count_statuses():
     assert [r["method"] for r in rows] == ["gd-long", "min-norm"]
     gd, mn = rows
     assert gd["seeds"] == 2 and gd["train accuracy"] == "0.750 ± 0.250"
+    assert gd["train accuracy (clean)"] == "0.875 ± 0.125"
     assert gd["test accuracy (clean)"] == "0.800 ± 0.000"
     assert gd["statuses"] == "completed 1, diverged 1"
     assert mn["train accuracy"] == "-" and mn["statuses"] == "no_feasible_point_found 1"

@@ -58,6 +58,7 @@ def test_any_two_labels_come_back_as_given(paper, labels):
     assert clf.classes_.tolist() == list(labels)
     pred = clf.predict(test.X)
     assert set(pred.tolist()) <= set(labels) and pred.dtype == clf.classes_.dtype
+    assert clf.result_.predict(test.X).tolist() == pred.tolist()  # the result speaks y's labels
     # classes_[1] is the positive class: the fit is the one on labels +-1
     ref = SingleHeadAttentionClassifier(method="gd").fit(train.X, train.y)
     np.testing.assert_array_equal(clf.decision_function(test.X), ref.decision_function(test.X))

@@ -11,15 +11,15 @@ Every error and attention number comes from :func:`margin_solver.analysis.heads.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from margin_solver.analysis.heads import head_metrics
 from margin_solver.analysis.metrics import Metrics
-from margin_solver.core.data import Dataset
-from margin_solver.core.results import format_cell, to_jsonable
+from margin_solver.core.data import Dataset, check_model_classes, check_same_classes
+from margin_solver.core.results import classes_note, format_cell, sign_classes, to_jsonable
 from margin_solver.core.validation import InvalidInputError, check_vector
 
 __all__ = ["Comparison", "ModelSummary", "compare"]
@@ -62,6 +62,9 @@ class Comparison:
         Fraction of training samples whose most-attended token is the same for both models.
     same_token_test : float or None
         The same on the test set, when given.
+    classes : ndarray of shape (2,)
+        The training set's two labels in sign order (``classes[0]`` is -1, ``classes[1]``
+        is +1), as the solvers' results carry them.
     """
 
     names: tuple[str, str]
@@ -71,6 +74,7 @@ class Comparison:
     cos_p: float | None
     same_token_train: float
     same_token_test: float | None
+    classes: np.ndarray = field(default_factory=sign_classes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dictionary."""
@@ -83,6 +87,7 @@ class Comparison:
                 "cos_p": self.cos_p,
                 "same_token_train": self.same_token_train,
                 "same_token_test": self.same_token_test,
+                "classes": self.classes,
             }
         )
 
@@ -109,6 +114,9 @@ class Comparison:
         width = max(len(r[0]) for r in rows) + 2
         col = max(12, *(len(n) + 2 for n in self.names))
         lines = [f"{'':<{width}}{self.names[0]:>{col}}{self.names[1]:>{col}}"]
+        note = classes_note(self.classes)
+        if note is not None:
+            lines.insert(0, f"labels: {note}")
         for label, key in rows:
             va, vb = getattr(self.a, key), getattr(self.b, key)
             if va is None and vb is None:
@@ -172,6 +180,10 @@ def compare(
             raise InvalidInputError(f"{name} must be a Dataset, got {type(data).__name__}.")
     if test is not None and test.d != train.d:
         raise InvalidInputError(f"test has d={test.d} features but train has d={train.d}.")
+    if test is not None:
+        check_same_classes(test, train)
+    for model, name in ((a, names[0]), (b, names[1])):
+        check_model_classes(model, train, str(name))
     va, pa = _params(a, train.d, names[0])
     vb, pb = _params(b, train.d, names[1])
     ma, mb = head_metrics(va, pa, train), head_metrics(vb, pb, train)
@@ -188,6 +200,7 @@ def compare(
         same_token_test=None
         if ta is None
         else float(np.mean(ta.selected_token == tb.selected_token)),
+        classes=train.classes,
     )
 
 

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from margin_solver.core.data import load_dataset
     from margin_solver.core.fileio import write_json
-    from margin_solver.core.results import ConvergenceWarning
+    from margin_solver.core.results import ConvergenceWarning, classes_note
     from margin_solver.gd.endpoints import gradient_descent
 
     check_outputs(args.json)
@@ -107,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
     for warning in caught:  # one line each, not Python's source-location format
         print(f"margin-solver gd: {warning.category.__name__}: {warning.message}", file=sys.stderr)
     print(f"{result.status}: {result.message}")
+    note = classes_note(result.classes)
+    if note is not None:
+        print(f"labels: {note}")
     sizes = ", ".join(f"{s:.4g}" for s in result.step_sizes)
     print(f"schedule={result.schedule} steps={result.nit} step sizes=[{sizes}] form={result.form}")
     print(_table(result.trajectory))

@@ -166,6 +166,8 @@ def _solve(args: argparse.Namespace, data, p0) -> MinNormResult:
 
 
 def _summary(result: MinNormResult, data) -> str:
+    from margin_solver.core.results import classes_note
+
     heads = getattr(result, "heads", 1)
     lines = [
         f"P_R on {data!r}, R = {result.R:.6g} ({result.form} form"
@@ -174,6 +176,9 @@ def _summary(result: MinNormResult, data) -> str:
         f"  certified   {'yes' if result.certified else 'no'} (gap_tol {result.gap_tol:g}, "
         f"feas_tol {result.feas_tol:g}{', v rescaled' if result.repaired else ''})",
     ]
+    note = classes_note(result.classes)
+    if note is not None:
+        lines.append(f"  labels      {note}")
     hint = getattr(result, "radius_hint", None)  # multi-head results have none
     if hint is not None:
         lines.append(f"  larger R    {hint.finding}: {hint.message}")

@@ -562,6 +562,42 @@ def as_dataset(X: Any, y: Any = None, name: str = "X") -> Dataset:
     return Dataset(X, y)
 
 
+def check_same_classes(other: Dataset, train: Dataset, name: str = "test") -> None:
+    """Refuse a second dataset whose signs mean other labels than the training set's.
+
+    Raises
+    ------
+    InvalidInputError
+        ``other.classes`` differs from ``train.classes`` (as values, in sign order).
+    """
+    if not np.array_equal(other.classes, train.classes):
+        raise InvalidInputError(
+            f"{name} has the labels {other.classes.tolist()} for (-1, +1) but the training "
+            f"set has {train.classes.tolist()}; build it with Dataset(..., classes=train.classes)."
+        )
+
+
+def check_model_classes(model: Any, train: Dataset, name: str = "solution") -> None:
+    """Refuse a fitted model whose labels (``classes``, ``classes_`` or a mapping's
+    ``"classes"``) differ from the training set's: its signs would mean other labels. A model
+    that does not say is taken as it is.
+
+    Raises
+    ------
+    InvalidInputError
+        The model's labels differ from ``train.classes``.
+    """
+    if isinstance(model, Mapping):
+        classes = model.get("classes")
+    else:
+        classes = getattr(model, "classes", getattr(model, "classes_", None))
+    if classes is not None and not np.array_equal(np.asarray(classes), train.classes):
+        raise InvalidInputError(
+            f"{name} was fitted with the labels {np.asarray(classes).tolist()} for (-1, +1) "
+            f"but the training set has {train.classes.tolist()}."
+        )
+
+
 def load_dataset(path: str | os.PathLike) -> Dataset:
     """Load a dataset from ``.npz`` or a dataset directory (see :meth:`Dataset.load`)."""
     return Dataset.load(path)

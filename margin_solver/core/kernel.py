@@ -25,10 +25,17 @@ from scipy.special import expit
 
 from margin_solver.core.guard import Guard, Progress
 from margin_solver.core.ooc import is_on_disk, materialize, project, token_gram
-from margin_solver.core.validation import check_magnitude, check_memory
+from margin_solver.core.results import ResultMixin
+from margin_solver.core.validation import (
+    InvalidInputError,
+    check_magnitude,
+    check_memory,
+    check_tokens,
+)
 
 __all__ = [
     "LossGrads",
+    "ModelResultMixin",
     "TokenGram",
     "attended_features",
     "attention",
@@ -614,3 +621,45 @@ def _twin_candidates(
         twin = (covers & (y[lo:hi, None] != y[None, :])).any(axis=1)
         found.extend(lo + np.flatnonzero(twin))
     return [int(i) for i in found]
+
+
+class ModelResultMixin(ResultMixin):
+    """Mixin for results that carry a fitted model ``(v, p)`` and ``classes``, the user's two
+    labels in sign order (``classes[0]`` is -1, ``classes[1]`` is +1, as scikit-learn's
+    ``classes_``): the solvers work with signs, and :meth:`predict` answers in the user's
+    labels."""
+
+    v: np.ndarray | None
+    p: np.ndarray | None
+    classes: np.ndarray
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Model outputs ``f(X_i; v, p)`` (summed over heads), shape (n_samples,): positive
+        for ``classes[1]``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_tokens, n_features)
+            Tokens (of a Dataset ``data``: ``data.X``).
+
+        Raises
+        ------
+        InvalidInputError
+            No model attached (``v`` is None), or tokens of the wrong shape or dimension.
+        """
+        if self.v is None or self.p is None:
+            raise InvalidInputError(
+                f"This result (status {self.status!r}) has no model (v is None) to predict with."
+            )
+        X = check_tokens(X)
+        d = self.v.shape[-1]
+        if X.shape[2] != d:
+            raise InvalidInputError(f"X has {X.shape[2]} features per token; the model has {d}.")
+        if self.v.ndim == 2:  # H heads
+            return multihead_outputs(X, self.v, self.p)
+        return outputs(X, self.v, self.p)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The user's labels: ``classes[1]`` where ``f >= 0`` (an output of exactly 0
+        included, as :meth:`margin_solver.core.data.Dataset.decode`), else ``classes[0]``."""
+        return self.classes[(self.decision_function(X) >= 0).astype(int)]

@@ -182,6 +182,21 @@ class ResultMixin(RecordMixin):
         return self._repr_lines({"message": self.message, "success": self.success})
 
 
+def classes_note(classes: Any) -> str | None:
+    """``"-1 = 'cat', +1 = 'dog'"``: how a report names the user's two labels; None when
+    they are -1 and +1 themselves (nothing to say)."""
+    classes = np.asarray(classes)
+    if classes.dtype.kind in "iuf" and classes.tolist() == [-1, 1]:
+        return None
+    a, b = (to_jsonable(c) for c in classes.tolist())
+    return f"-1 = {a!r}, +1 = {b!r}"
+
+
+def sign_classes() -> np.ndarray:
+    """The labels of a result built without the user's: -1 and +1 themselves."""
+    return np.array([-1, 1])
+
+
 @dataclasses.dataclass(frozen=True)
 class Renamed:
     """One deprecated attribute name of a result class (see :func:`renamed`).

@@ -49,9 +49,10 @@ import numpy as np
 
 from margin_solver.analysis.heads import head_metrics
 from margin_solver.analysis.metrics import output_metrics
-from margin_solver.core.data import Dataset, as_dataset
+from margin_solver.core.data import Dataset, as_dataset, check_same_classes
 from margin_solver.core.kernel import (
     LossGrads,
+    ModelResultMixin,
     conflicting_pairs,
     multihead_token_loss_and_grads,
     token_loss_and_grads,
@@ -65,8 +66,8 @@ from margin_solver.core.results import (
     STATUS_TABLE,
     ConvergenceWarning,
     Renamed,
-    ResultMixin,
     renamed,
+    sign_classes,
 )
 from margin_solver.core.validation import (
     InvalidInputError,
@@ -132,7 +133,7 @@ TRAJECTORY_COLUMNS = (
 
 @renamed(Renamed("margin", "min_margin"), Renamed("norm_p", "p_norm"), Renamed("steps", "nit"))
 @dataclass(repr=False)
-class GDResult(ResultMixin):
+class GDResult(ModelResultMixin):
     """Endpoint and trajectory of :func:`gradient_descent`.
 
     Attributes
@@ -185,6 +186,10 @@ class GDResult(ResultMixin):
         per head), ``attention`` shape (H, n, T), ``norm`` and ``p_norm`` are the norms of the
         concatenations ``(v_1, ..., v_H)`` and ``(p_1, ..., p_H)``, ``selected_token`` and the
         attention metrics use the heads' mean attention.
+    classes : ndarray of shape (2,)
+        The user's two labels in sign order, as scikit-learn's ``classes_``: ``classes[0]``
+        is -1 and ``classes[1]`` is +1 in the run (-1 and +1 when the labels were signs).
+        :meth:`predict` answers in these labels.
 
     Deprecated names (one release; docs/usage.md, "Result vocabulary"): ``margin`` (use
     ``min_margin``), ``norm_p`` (use ``p_norm``), ``steps`` (use ``nit``).
@@ -211,6 +216,7 @@ class GDResult(ResultMixin):
     selected_token: np.ndarray
     solve_time: float = field(default=0.0)
     heads: int = 1
+    classes: np.ndarray = field(default_factory=sign_classes)
 
     @property
     def interpolates(self) -> bool:
@@ -583,6 +589,7 @@ def gradient_descent(
         test = as_dataset(test, None, name="test")
         if test.d != d:
             raise InvalidInputError(f"test has d={test.d} features but the training set has d={d}.")
+        check_same_classes(test, train)
     steps = _check_steps(schedule, steps)
     sizes = _step_sizes(Xtr, schedule, steps, step_size, beta0, beta1)
     lam = check_nonnegative(weight_decay, "weight_decay")
@@ -726,6 +733,7 @@ def gradient_descent(
         selected_token=np.argmax(_head_mean(lg.attention, heads), axis=1),
         solve_time=time.perf_counter() - start,
         heads=heads,
+        classes=train.classes,
     )
 
 

@@ -383,6 +383,7 @@ def solve_min_norm_heads(
         repaired=repaired,
         heads=heads,
         single_head_norm=single.norm,
+        classes=data.classes,
     )
     if not result.success:
         warnings.warn(
@@ -449,6 +450,7 @@ def _single_head_point(
         repaired=False,
         heads=heads,
         single_head_norm=single.norm,
+        classes=single.classes,
     )
     warnings.warn(
         f"solve_min_norm_heads returned status {result.status!r}: {message}",

@@ -42,7 +42,7 @@ from margin_solver.bounds.lower import (
 from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.data import Dataset, as_dataset
 from margin_solver.core.guard import Guard, TimeLimitReached, active, current
-from margin_solver.core.kernel import TokenGram, conflicting_pairs, margins
+from margin_solver.core.kernel import ModelResultMixin, TokenGram, conflicting_pairs, margins
 from margin_solver.core.ooc import is_on_disk
 from margin_solver.core.progress import ProgressBar, verbose_switch
 from margin_solver.core.results import (
@@ -56,21 +56,21 @@ from margin_solver.core.results import (
     TIME_LIMIT,
     ConvergenceWarning,
     Renamed,
-    ResultMixin,
     renamed,
+    sign_classes,
 )
 from margin_solver.core.strategy import Strategy, deprecated_constants, strategy_from
 from margin_solver.core.validation import (
     InvalidInputError,
     check_gap_tol,
     check_int,
-    check_labels,
     check_magnitude,
     check_positive,
     check_radius,
     check_seed,
     check_tokens,
     check_vector,
+    encode_labels,
 )
 from margin_solver.descent.alternating import (
     DenseForm,
@@ -132,7 +132,7 @@ __getattr__ = deprecated_constants(
     Renamed("n_iter", "nit"),
 )
 @dataclass(repr=False)
-class MinNormResult(ResultMixin):
+class MinNormResult(ModelResultMixin):
     """Approximate solution of P_R with its certificate.
 
     Attributes
@@ -235,6 +235,10 @@ class MinNormResult(ResultMixin):
     normalized_margin : float
         ``min_margin / norm`` (property): the geometric margin of the max-margin problem
         (``||v|| <= 1``), ``1 / norm`` up to ``feas_tol`` when ``solution_present``.
+    classes : ndarray of shape (2,)
+        The user's two labels in sign order, as scikit-learn's ``classes_``: ``classes[0]``
+        is -1 and ``classes[1]`` is +1 in the solve (e.g. ``['cat', 'dog']``; -1 and +1
+        when the labels were signs). :meth:`predict` answers in these labels.
 
     Deprecated names (one release; docs/usage.md, "Result vocabulary"): ``margin`` (was
     ``1 / norm``; use ``normalized_margin``), ``n_iter`` (use ``nit``).
@@ -267,6 +271,7 @@ class MinNormResult(ResultMixin):
     nodes: int = 0
     work: int = 0
     radius_hint: RadiusHint | None = None
+    classes: np.ndarray = field(default_factory=sign_classes)
 
     @property
     def normalized_margin(self) -> float:
@@ -434,22 +439,29 @@ def solve_min_norm(
         bound_time_limit, progress, options, gap_tol, time_limit, p0, search_starts,
     )  # fmt: skip
     with active(solve.guard):
-        # the set-up's token Gram product, stopped by the time limit, or a proof
-        proof = solve.setup() or solve.conflicting_samples()
-        if proof is not None:
-            return _warn(proof)
-        with single_threaded_blas():
-            for step in (
-                solve.hard_bound,
-                solve.root_heuristic,
-                solve.first_starts,
-                solve.search,
-                solve.finite_r_bound,
-            ):
-                proof = step()  # a proof of infeasibility ends the solve
-                if proof is not None:
-                    return _warn(proof)
-        return _warn(solve.best())
+        result = _drive(solve)
+    result.classes = solve.classes  # the steps' results are in signs; the user sees labels
+    return _warn(result)
+
+
+def _drive(solve: _Solve) -> MinNormResult:
+    """The steps of :func:`solve_min_norm` in order, until one proves infeasibility."""
+    # the set-up's token Gram product, stopped by the time limit, or a proof
+    proof = solve.setup() or solve.conflicting_samples()
+    if proof is not None:
+        return proof
+    with single_threaded_blas():
+        for step in (
+            solve.hard_bound,
+            solve.root_heuristic,
+            solve.first_starts,
+            solve.search,
+            solve.finite_r_bound,
+        ):
+            proof = step()  # a proof of infeasibility ends the solve
+            if proof is not None:
+                return proof
+    return solve.best()
 
 
 class _Solve:
@@ -479,7 +491,7 @@ class _Solve:
         search_starts,
     ):
         self.start_time = time.perf_counter()
-        X, y = _inputs(X, y)
+        X, y, self.classes = _inputs(X, y)
         if R is None:
             raise InvalidInputError("R (the radius of the ball ||p|| <= R) is required.")
         self.R = check_radius(R)
@@ -1332,15 +1344,18 @@ def _search_seed(seed) -> np.random.SeedSequence | None:
     return np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, 19))
 
 
-def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+def _inputs(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tokens, labels as float signs, and the user's two labels in sign order."""
     if isinstance(X, Dataset) or y is None:
         data = as_dataset(X, y)
+        signs = data.y.astype(np.float64)
         if is_on_disk(data.X):  # checked block by block in the Gram pass (TokenGram)
-            return data.X, data.y.astype(np.float64)
-        return check_magnitude(data.X, "X"), data.y.astype(np.float64)
+            return data.X, signs, data.classes
+        return check_magnitude(data.X, "X"), signs, data.classes
     # plain arrays skip Dataset, whose n >= 2 rule P_R does not need
     X = check_magnitude(check_tokens(X), "X")
-    return X, check_labels(y, X.shape[0])
+    signs, classes = encode_labels(y, X.shape[0])
+    return X, signs, classes
 
 
 def _check_choices(form: str, n_random_starts: Any, max_iter: Any) -> None:

@@ -35,7 +35,7 @@ from margin_solver.analysis.estimation import (
 )
 from margin_solver.analysis.metrics import Metrics, trusted_metrics
 from margin_solver.analysis.solutions import read_solution, solution_vectors
-from margin_solver.core.data import Dataset
+from margin_solver.core.data import Dataset, check_model_classes, check_same_classes
 from margin_solver.core.kernel import conflicting_pairs
 from margin_solver.core.ooc import check_finite, is_on_disk
 from margin_solver.core.progress import verbose_switch
@@ -300,7 +300,9 @@ def check_conditions(
             f"check_conditions observes single-head solutions only (heads={heads}); compare a "
             "multi-head model with margin_solver.analysis.compare.compare."
         )
-    sol = None if solution is None else _read_solution(solution, dataset.d)
+    if test is not None:
+        check_same_classes(test, dataset)
+    sol = None if solution is None else _read_solution(solution, dataset)
     setting = _setting(dataset, sol, method, R, steps)
 
     evidence = evidence or data_evidence(dataset, c)
@@ -367,6 +369,7 @@ def check_conditions(
         R=setting.R,
         steps=setting.steps,
         intervals=ci,
+        classes=dataset.classes,
     )
 
 
@@ -395,8 +398,10 @@ def _get(solution: Any, key: str) -> Any:
     return getattr(solution, key, None)
 
 
-def _read_solution(solution: Any, d: int) -> _Solution:
-    """Vectors (None when the result carries no point) and how the solution was found."""
+def _read_solution(solution: Any, dataset: Dataset) -> _Solution:
+    """Vectors (None when the result carries no point) and how the solution was found; a
+    solution fitted with other labels than ``dataset``'s is refused."""
+    d = dataset.d
     meta: Any = solution
     if isinstance(solution, (str, os.PathLike)):
         try:
@@ -410,6 +415,8 @@ def _read_solution(solution: Any, d: int) -> _Solution:
             meta = _load_json(solution)
     else:
         vectors = None if _no_point(meta) else solution_vectors(solution, d)
+    if meta is not None:
+        check_model_classes(meta, dataset)
     status = _get(meta, "status")
     status = status if isinstance(status, str) else None
     success = _get(meta, "success")

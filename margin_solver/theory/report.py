@@ -6,8 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from margin_solver.analysis.estimation import EstimateIntervals, NoiseGeometry, SignalNoiseEstimate
-from margin_solver.core.results import RecordMixin, Renamed, format_cell, renamed
+from margin_solver.core.results import (
+    RecordMixin,
+    Renamed,
+    classes_note,
+    format_cell,
+    renamed,
+    sign_classes,
+)
 from margin_solver.theory.constants import DISCLAIMER, Constants
 from margin_solver.theory.rules import SOFT, Condition, Regime
 
@@ -108,6 +117,9 @@ class ConditionReport(RecordMixin):
         deprecated alias for one release).
     intervals : EstimateIntervals or None
         Bootstrap intervals of the estimated SNR and eta.
+    classes : ndarray of shape (2,)
+        The dataset's two labels in sign order (``classes[0]`` is -1, ``classes[1]`` is +1):
+        the labels the rows' signs stand for.
     """
 
     message: str
@@ -131,6 +143,7 @@ class ConditionReport(RecordMixin):
     R: float | None = None
     step_sizes: tuple[float, float] | None = None
     intervals: EstimateIntervals | None = None
+    classes: np.ndarray = field(default_factory=sign_classes)
 
     def condition(self, name: str) -> Condition:
         """The row called ``name``."""
@@ -169,6 +182,9 @@ def format_report(report: ConditionReport) -> str:
             f"{est.class_source}); * = estimated from the data"
         ),
     ]
+    note = classes_note(report.classes)
+    if note is not None:
+        out.insert(1, f"labels: {note}")
     ci = report.intervals
     if ci is not None:
         out.append(
