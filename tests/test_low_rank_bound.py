@@ -71,3 +71,18 @@ def test_realising_coefficients_give_the_scores_at_the_least_norm():
     assert np.linalg.norm(q) ** 2 == pytest.approx(
         scores.reshape(-1) @ np.linalg.lstsq(G, scores.reshape(-1), rcond=None)[0]
     )
+
+
+def test_without_a_point_the_boxes_stop_at_the_stall_budget():
+    # d = 1: sample 1's feature -3 s_0 + s_1 is positive only when p > ln(3) / 4 ~ 0.27, so
+    # no p with |p| <= 0.2 interpolates. Without a point the boxes of p prune nothing and
+    # their bound only grows as they shrink: the search ran to its whole node budget (20,000
+    # SVMs by default) before the score boxes proved infeasibility in 10. Now finding no
+    # point within the stall budget counts as no progress.
+    X = np.array([[[1.0], [3.0]], [[-3.0], [1.0]]])
+    H, y = TokenGram(X).H, np.array([1.0, 1.0])
+    stalled = low_rank_bound(H, y, 2, 0.2, max_nodes=500, stall_nodes=50)
+    assert stalled.status == "max_iter" and stalled.nodes <= 52  # one split past the budget
+    assert stalled.incumbent == math.inf
+    unbudgeted = low_rank_bound(H, y, 2, 0.2, max_nodes=500)
+    assert unbudgeted.nodes >= 500 and unbudgeted.value >= stalled.value

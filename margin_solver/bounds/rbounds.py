@@ -855,9 +855,12 @@ class _BoxSearch:
             return max(min(self.incumbent, self.floor, self.stuck, heap[0].bound), self.known)
 
         while heap:
-            # progress of the tree's own bound (below a floor proven otherwise it still rises)
+            # progress of the tree's own bound (below a floor proven otherwise it still rises);
+            # without a point, a rising bound is no progress: the boxes prune nothing (their
+            # bound 1 / max rho grows only as they shrink) and cannot prove infeasibility, so
+            # the search stops when it has found no point within the stall budget
             tree = min(self.incumbent, self.floor, self.stuck, heap[0].bound)
-            if tree > best_tree * (1 + 1e-9):
+            if tree > best_tree * (1 + 1e-9) and math.isfinite(self.incumbent):
                 best_tree, rose = tree, self.nodes
             elif stall_nodes is not None and self.nodes - rose > stall_nodes:
                 break
