@@ -201,6 +201,28 @@ def test_the_time_limit_stops_the_conflict_screen_after_the_product(monkeypatch)
     )
 
 
+def test_global_lower_bound_set_up_is_under_the_guard(monkeypatch):
+    # its Gram product and conflict screen ran to the end whatever the time limit said
+    from margin_solver.bounds.lower import global_lower_bound
+
+    late = _late_clock(monkeypatch)
+    product, deadlines = kernel._blocked_gram, []
+
+    def product_ending_past_the_deadline(flat, guard):
+        deadlines.append(guard.deadline)
+        H = product(flat, guard)
+        late[0] += 600.0
+        return H
+
+    monkeypatch.setattr(kernel, "_blocked_gram", product_ending_past_the_deadline)
+    data = PaperDistribution(d=50, T=3, snr=0.8, eta=0.0).sample(12, seed=0)
+    with pytest.warns(ConvergenceWarning, match="'time_limit'"):
+        res = global_lower_bound(data.X, data.y, R=1.0, time_limit=60.0)
+    assert len(deadlines) == 1 and deadlines[0] < time.perf_counter()  # the product's guard
+    assert res.status == "time_limit" and res.value == 0.0 and not res.certified
+    assert "stopped the bound during its set-up, in the conflict screen" in res.message
+
+
 def test_the_symmetry_check_on_disk_is_under_the_guard(monkeypatch, tmp_path):
     data = PaperDistribution(d=30, T=2, snr=0.8, eta=0.0).sample(10, seed=0)
     on_disk = Dataset.load(save_on_disk(Dataset(data.X, data.y), tmp_path / "d"))

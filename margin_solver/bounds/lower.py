@@ -45,7 +45,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -62,7 +62,7 @@ from margin_solver.bounds.rbounds import (
 from margin_solver.bounds.sdpbound import CLARABEL_MAX_ITER, lagrangian_bound
 from margin_solver.bounds.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
 from margin_solver.core.blas import single_threaded_blas
-from margin_solver.core.guard import heartbeat
+from margin_solver.core.guard import Guard, TimeLimitReached, heartbeat
 from margin_solver.core.kernel import TokenGram, conflicting_pairs
 from margin_solver.core.progress import ProgressBar, verbose_switch
 from margin_solver.core.results import (
@@ -323,7 +323,10 @@ def global_lower_bound(
         R = check_radius(R)
         gap_tol = check_gap_tol(gap_tol)
         import_sdp_solver_first(n, T, strategy, time_limit)
-    H = (gram if gram is not None else TokenGram(X)).H
+    try:
+        H = (gram if gram is not None else TokenGram(X, Guard(deadline=start + time_limit))).H
+    except TimeLimitReached as stop:
+        return _stopped_in_setup(stop, time_limit, start, R)
     result = trusted_lower_bound(
         H,
         y,
@@ -431,10 +434,32 @@ def trusted_lower_bound(
         )
     if result.status in (NO_FEASIBLE_POINT_FOUND, INACCURATE) and X is not None:
         # Unresolved selections: samples with exactly the same tokens may still prove it.
-        clash = conflicting_pairs(X, y, H)
+        try:
+            clash = conflicting_pairs(X, y, H, Guard(deadline=start + time_limit))
+        except TimeLimitReached as stop:  # LB's own answer stands, saying what was cut
+            return replace(result, message=f"{result.message}; the time limit stopped {stop.stage}")
         if clash:
             return _conflict_result(clash[0], result.nodes, start, R)
     return result
+
+
+def _stopped_in_setup(
+    stop: TimeLimitReached, time_limit: float, start: float, R: float | None
+) -> LowerBoundResult:
+    """``time_limit`` before any bound: the caller's guard stopped a stage of the set-up
+    (``stop.stage``); only the trivial bound 0 is claimed."""
+    return LowerBoundResult(
+        0.0,
+        math.inf,
+        None,
+        TIME_LIMIT,
+        f"the time limit (time_limit={time_limit:g} s) stopped the bound during its set-up, "
+        f"in {stop.stage}; only the trivial bound 0 is proven",
+        HARD_SELECTION,
+        0,
+        time.perf_counter() - start,
+        **({} if R is None else {"bound_kind": FINITE_R, "R": R}),
+    )
 
 
 def _conflict_result(
@@ -563,7 +588,10 @@ def _finite_r(
         # Confirmed exactly on X (the Gram matrix only screens): it cannot tell tokens 1e-9
         # apart (its squared distances carry rounding of eps ||x||^2), and such samples can
         # be interpolated.
-        clash = conflicting_pairs(X, y, H)
+        try:
+            clash = conflicting_pairs(X, y, H, Guard(deadline=start + time_limit))
+        except TimeLimitReached as stop:
+            return _stopped_in_setup(stop, time_limit, start, R)
         if clash:
             return _conflict_result(clash[0], 0, start, R)
         if first is None:
