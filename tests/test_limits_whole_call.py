@@ -179,18 +179,26 @@ def _late_clock(monkeypatch) -> list[float]:
     return late
 
 
+def _product_ending_past_the_deadline(monkeypatch, name: str) -> list[Guard]:
+    """``kernel.<name>(tokens, guard)`` (a Gram product) as it is, but the clock jumps 600 s
+    when it returns, so the next check of any guard finds its deadline passed; returns the
+    guards the product was given."""
+    late, product, guards = _late_clock(monkeypatch), getattr(kernel, name), []
+
+    def late_product(tokens, guard):
+        guards.append(guard)
+        out = product(tokens, guard)
+        late[0] += 600.0
+        return out
+
+    monkeypatch.setattr(kernel, name, late_product)
+    return guards
+
+
 def test_the_time_limit_stops_the_conflict_screen_after_the_product(monkeypatch):
     # MNIST 3 vs 8 (n = 400, T = 16, d = 1024), time_limit=10: the screen ran 1.2 s past a
     # product that ended near the deadline
-    late = _late_clock(monkeypatch)
-    product = kernel._blocked_gram
-
-    def product_ending_past_the_deadline(flat, guard):
-        H = product(flat, guard)
-        late[0] += 600.0
-        return H
-
-    monkeypatch.setattr(kernel, "_blocked_gram", product_ending_past_the_deadline)
+    _product_ending_past_the_deadline(monkeypatch, "_blocked_gram")
     monkeypatch.setattr(kernel, "_SCREEN_BYTES", 8 * 3 * 3 * 12)  # blocks of one sample
     data = PaperDistribution(d=50, T=3, snr=0.8, eta=0.0).sample(12, seed=0)
     with pytest.warns(ConvergenceWarning, match="no_feasible_point_found"):
@@ -205,20 +213,11 @@ def test_global_lower_bound_set_up_is_under_the_guard(monkeypatch):
     # its Gram product and conflict screen ran to the end whatever the time limit said
     from margin_solver.bounds.lower import global_lower_bound
 
-    late = _late_clock(monkeypatch)
-    product, deadlines = kernel._blocked_gram, []
-
-    def product_ending_past_the_deadline(flat, guard):
-        deadlines.append(guard.deadline)
-        H = product(flat, guard)
-        late[0] += 600.0
-        return H
-
-    monkeypatch.setattr(kernel, "_blocked_gram", product_ending_past_the_deadline)
+    guards = _product_ending_past_the_deadline(monkeypatch, "_blocked_gram")
     data = PaperDistribution(d=50, T=3, snr=0.8, eta=0.0).sample(12, seed=0)
     with pytest.warns(ConvergenceWarning, match="'time_limit'"):
         res = global_lower_bound(data.X, data.y, R=1.0, time_limit=60.0)
-    assert len(deadlines) == 1 and deadlines[0] < time.perf_counter()  # the product's guard
+    assert len(guards) == 1 and guards[0].deadline < time.perf_counter()  # the limit reached it
     assert res.status == "time_limit" and res.value == 0.0 and not res.certified
     assert "stopped the bound during its set-up, in the conflict screen" in res.message
 
@@ -226,15 +225,7 @@ def test_global_lower_bound_set_up_is_under_the_guard(monkeypatch):
 def test_the_symmetry_check_on_disk_is_under_the_guard(monkeypatch, tmp_path):
     data = PaperDistribution(d=30, T=2, snr=0.8, eta=0.0).sample(10, seed=0)
     on_disk = Dataset.load(save_on_disk(Dataset(data.X, data.y), tmp_path / "d"))
-    late = _late_clock(monkeypatch)
-    product = kernel.token_gram
-
-    def product_ending_past_the_deadline(X, guard):
-        out = product(X, guard)
-        late[0] += 600.0
-        return out
-
-    monkeypatch.setattr(kernel, "token_gram", product_ending_past_the_deadline)
+    _product_ending_past_the_deadline(monkeypatch, "token_gram")
     with pytest.raises(TimeLimitReached, match="the symmetry check of the token Gram matrix"):
         TokenGram(on_disk.X, Guard(deadline=time.perf_counter() + 60.0))
 
