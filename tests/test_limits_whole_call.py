@@ -129,8 +129,9 @@ def test_a_limit_passed_during_the_compilation_solves_no_sdp(monkeypatch):
 
 
 def test_a_solver_set_up_predicted_past_the_limit_is_not_begun(monkeypatch):
-    """The compilation 'took' 10 s with 30 s left: SCS's set-up, predicted at SETUP_RATIO (4)
-    times that, would end past the limit, so the solver is not called."""
+    """The compilation 'took' 10 s with 30 s left: SCS's set-up, predicted at the table's
+    ``lagrangian_setup_ratio`` (4) times that, would end past the limit, so the solver is not
+    called."""
     import cvxpy as cp
 
     from margin_solver.bounds.sdpbound import lagrangian_bound
@@ -148,21 +149,24 @@ def test_a_solver_set_up_predicted_past_the_limit_is_not_begun(monkeypatch):
     assert out.value == 0.0 and "predicted at 4 x the compilation's 10 s" in out.solver_status
 
 
-def test_the_finite_r_bound_says_the_guard_left_its_sdp_unsolved_and_goes_on(monkeypatch):
+def test_the_finite_r_bound_says_the_guard_left_its_sdp_unsolved_and_goes_on():
     """global_lower_bound(R=3, time_limit=5) at n = 40 ran 8.8-9.7 s: the SDP stage was begun
     and its import, compilation and set-up ran past the limit. A stage the guard predicts it
     cannot finish is skipped, the message says so, and the next stage still runs."""
-    from margin_solver.bounds import sdpbound
     from margin_solver.bounds.lower import global_lower_bound
 
-    monkeypatch.setattr(sdpbound, "SETUP_RATIO", 1e12)  # every set-up ends past the limit
     with pytest.warns(ConvergenceWarning, match="'time_limit'"):
         res = global_lower_bound(
             BOUND_DATA.X,
             BOUND_DATA.y,
             R=0.5,
             time_limit=600.0,
-            options={"bound_stall_nodes": 20, "p_box_nodes": 50, "score_box_nodes": 50},
+            options={
+                "bound_stall_nodes": 20,
+                "p_box_nodes": 50,
+                "score_box_nodes": 50,
+                "lagrangian_setup_ratio": 1e12,  # every set-up ends past the limit
+            },
         )
     assert res.status == "time_limit" and not res.certified
     assert "the Lagrangian stage was not solved: the solver's set-up" in res.message

@@ -741,6 +741,7 @@ def _finite_r_stages(
                     max_iter=None if clarabel else strategy.lagrangian_scs_iters,
                     solver="CLARABEL" if clarabel else "SCS",
                     time_limit=deadline - time.perf_counter(),
+                    setup_ratio=strategy.lagrangian_setup_ratio,
                 )
             proven = max(proven, min(sdp.value, incumbent))
             methods.append("lagrangian")

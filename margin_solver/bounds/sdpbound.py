@@ -72,10 +72,9 @@ SCS_EPS = 1e-4
 
 #: Under a caller's time limit, the SDP solver's set-up (SCS's factorisation, which nothing
 #: can interrupt, and which its own time limit does not count) is predicted at this many
-#: times the seconds cvxpy took to compile the same problem in the same call: measured
-#: 0.97-3.97 at n = 30-60 (docs/decisions.md, "The Lagrangian stage under a time limit").
-#: It only decides when the guard acts, never what runs without a limit.
-SETUP_RATIO = 4.0
+#: times the seconds cvxpy took to compile the same problem in the same call: the default of
+#: the strategy table's ``lagrangian_setup_ratio``.
+SETUP_RATIO = DEFAULT_STRATEGY.lagrangian_setup_ratio
 
 #: Tangent points per sample and spacing (|delta| and theta each evenly spaced; 2 x this): the
 #: default of the strategy table's ``lagrangian_tangents``.
@@ -171,6 +170,7 @@ def lagrangian_bound(
     tangents: int = TANGENTS,
     max_iter: int | None = None,
     time_limit: float = math.inf,
+    setup_ratio: float = SETUP_RATIO,
     solver: str = "auto",
 ) -> LagrangianBound:
     """Certified lower bound on P_R for T = 2 by the S-lemma (module docstring).
@@ -193,12 +193,15 @@ def lagrangian_bound(
         A caller's guard: seconds counted from the call. It is checked after cvxpy's import
         and after the problem's compilation, and the SDP is not solved (value 0,
         ``solver_status`` "not solved: ...") when either ended past it or when the solver's
-        set-up, predicted at :data:`SETUP_RATIO` times the compilation's seconds, would;
+        set-up, predicted at ``setup_ratio`` times the compilation's seconds, would;
         what is left after that prediction is the solver's own time limit (the last iterate
         is then certified as it is). It decides nothing while it does not act. The import
         (1.5-2.3 s the first time in a process) and the compilation (about 1 s at n = 40)
         cannot be cut short, so a guard that passes during one of them is overrun by at most
         that step.
+    setup_ratio : float, default=4.0
+        The set-up's prediction under a finite ``time_limit``, as a multiple of this call's
+        compilation time (:data:`SETUP_RATIO`).
     solver : {"auto", "CLARABEL", "SCS"}, default="auto"
         The SDP solver; ``"auto"``: Clarabel up to :data:`CLARABEL_MAX_SAMPLES` samples,
         SCS above.
@@ -282,11 +285,11 @@ def lagrangian_bound(
         return _not_solved("the time limit passed during cvxpy's compilation", start)
     # the solver's set-up (SCS: a factorisation) cannot be cut short either, and its time
     # limit counts from its first iterate: predicted from this call's own compilation
-    setup = SETUP_RATIO * (now - compiling)
+    setup = setup_ratio * (now - compiling)
     seconds = deadline - now - setup
     if seconds <= 0:
         return _not_solved(
-            f"the solver's set-up, predicted at {SETUP_RATIO:g} x the compilation's "
+            f"the solver's set-up, predicted at {setup_ratio:g} x the compilation's "
             f"{now - compiling:.2g} s, would end past the time limit",
             start,
         )
