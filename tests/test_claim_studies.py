@@ -167,3 +167,31 @@ def test_claim_tasks_leave_no_worker_processes_behind(tmp_path):
     }
     # the resource trackers live as long as this process, whatever runs the tasks
     assert [c for c in commands.values() if b"resource_tracker" not in c] == []
+
+
+def _warning_claim_row(train, test, init, **options):
+    import warnings
+
+    from margin_solver.core.results import ConvergenceWarning
+
+    warnings.warn("did not interpolate", ConvergenceWarning, stacklevel=1)
+    warnings.warn("something else", UserWarning, stacklevel=1)
+    return [{"status": "not_interpolating"}]
+
+
+def test_a_claim_task_keeps_its_methods_convergence_warnings_in_its_rows():
+    # `bench --quick` printed a raw ConvergenceWarning from the tokens claim: the status
+    # column already says it; other warnings still reach the caller
+    import warnings
+
+    from margin_solver.bench.claim_runner import ClaimTask, run_task
+    from margin_solver.bench.sweeps import SweepGrid
+
+    cell = next(
+        iter(SweepGrid(n=[6], d=[10], kappa=[1.0], seeds=1, methods=["uniform-svm"]).cells())
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = run_task(ClaimTask({"seed": 0}, cell, 5, 0, _warning_claim_row, {}))
+    assert rows == [{"seed": 0, "status": "not_interpolating"}]
+    assert [str(w.message) for w in caught] == ["something else"]

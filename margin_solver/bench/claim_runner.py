@@ -16,6 +16,7 @@ when the file has a row whose task columns equal its own; a re-run skips it.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from margin_solver.bench.sweeps import (
 from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.data import Dataset
 from margin_solver.core.progress import ProgressBar
+from margin_solver.core.results import ConvergenceWarning
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,10 @@ def data_of(task: ClaimTask) -> tuple[Dataset, Dataset, Any]:
 
 def run_task(task: ClaimTask) -> list[dict[str, Any]]:
     """The task's rows, each with the task's key columns (single-threaded BLAS, as a sweep)."""
-    with single_threaded_blas():
+    with single_threaded_blas(), warnings.catch_warnings():
+        # every claim's rows carry their methods' statuses (as a sweep's rows do); a
+        # ConvergenceWarning per task on stderr would only repeat them
+        warnings.simplefilter("ignore", ConvergenceWarning)
         train, test, init = data_of(task)
         rows = task.work(train, test, init, **task.options)
     return [{**task.key, **row} for row in rows]
