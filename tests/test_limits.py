@@ -234,6 +234,24 @@ def test_check_conditions_reads_the_memory_map_in_blocks(on_disk):
     assert str(report) == str(check_conditions(memory, constants=constants))
 
 
+def test_the_noise_geometry_holds_one_gram_matrix_not_five():
+    # its overlaps took four m x m temporaries beside the Gram matrix of m tokens (757 MiB
+    # traced for m = 4000); now a chunk of rows at a time, the same numbers to the last bit
+    from margin_solver.analysis.estimation import noise_geometry
+
+    data = PaperDistribution(d=50, T=2, snr=0.5, eta=0.1).sample(400, seed=2)
+    X = data.X.copy()
+    X[3, 1] = 0.0  # a token of norm zero, left out of the overlaps
+    X[9, 0] = X[8, 1]  # a repeated token: the largest overlap
+    args = (X, np.zeros(400, dtype=int), np.eye(2, 50))
+    whole = noise_geometry(*args)
+    with ooc.execution(block_bytes=BLOCK):
+        chunked, peak = _peak(lambda: noise_geometry(*args))
+    gram = 8 * (2 * 400) ** 2
+    assert peak < 1.5 * gram < 5 * gram
+    assert chunked == whole and whole.overlap_ceiling == 1.0 and whole.n_gram_tokens == 399
+
+
 def test_gradient_descent_and_compare_read_the_memory_map_in_blocks(on_disk):
     # they already streamed X: (n, T) scores and values, vectors of length d, a few blocks
     disk, _ = on_disk

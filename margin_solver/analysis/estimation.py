@@ -762,32 +762,35 @@ def noise_geometry(
         else np.arange(n)
     )
     m = len(chosen) * T
-    # the Gram matrix of every token, its overlaps and a partitioned copy, the noise part
+    # the Gram matrix of every token; its overlaps are taken a chunk of rows at a time
     check_memory(
-        5 * 8 * m * m,
-        f"the token Gram matrix ({m} x {m}, float64) and four temporaries",
+        8 * m * m + 6 * _chunk_bytes(T, m),
+        f"the token Gram matrix ({m} x {m}, float64) and its overlaps' temporaries",
         "lower Constants.max_tokens (check --constant max_tokens=...), which subsamples it",
     )
     G_all = _token_gram(X, chosen)
     floor, ceiling = _overlap_bounds(G_all, len(chosen), T)
     keep = np.ones((len(chosen), T), dtype=bool)
     keep[np.arange(len(chosen)), signal_index[chosen]] = False
-    G = G_all[np.ix_(keep.ravel(), keep.ravel())]
-    del G_all
-    own = np.diag(G).copy()
+    noise = np.flatnonzero(keep.ravel())  # the noise tokens' rows of G_all
+    own = np.diag(G_all)[noise]
     ok = own > 0
     if ok.sum() < 2:
         return NoiseGeometry(
-            N, G.shape[0], subsampled, None, None, norm_dev, signal_cos, floor, ceiling
+            N, len(noise), subsampled, None, None, norm_dev, signal_cos, floor, ceiling
         )
-    G, own = G[np.ix_(ok, ok)], own[ok]
-    np.fill_diagonal(G, 0.0)
-    max_overlap = float(np.max(np.abs(G) / own[:, None]))
-    scale = (N - 1) / (G.shape[0] - 1)
-    crosstalk = np.sqrt(scale * np.sum(G**2, axis=1)) / own
+    noise, own = noise[ok], own[ok]
+    scale = (N - 1) / (len(noise) - 1)
+    max_overlap, parts = 0.0, []  # the diagonal's zeros keep the maximum >= 0
+    for rows in _row_chunks(len(noise), len(noise)):
+        G = G_all[np.ix_(noise[rows], noise)]
+        G[np.arange(G.shape[0]), np.arange(rows.start, rows.stop)] = 0.0
+        max_overlap = max(max_overlap, float(np.max(np.abs(G) / own[rows, None])))
+        parts.append(np.sqrt(scale * np.sum(G**2, axis=1)) / own[rows])
+    crosstalk = np.concatenate(parts)
     return NoiseGeometry(
         n_tokens=N,
-        n_gram_tokens=G.shape[0],
+        n_gram_tokens=len(noise),
         subsampled=subsampled,
         max_overlap=max_overlap,
         median_crosstalk=float(np.median(crosstalk)),
@@ -798,29 +801,50 @@ def noise_geometry(
     )
 
 
+def _chunk_bytes(T: int, width: int) -> int:
+    """Bytes of one chunk of the overlap passes: a block of the passes over X, at least one
+    sample's T rows of ``width`` columns."""
+    return max(block_bytes(), 8 * T * width)
+
+
+def _row_chunks(rows: int, width: int, T: int = 1) -> list[slice]:
+    """Slices of ``rows`` (whole samples of ``T`` rows) whose ``(rows, width)`` float64
+    temporaries take about a block: a Gram matrix's overlaps need a few of them at a time,
+    not four copies of the matrix (issue 43: 1.24 GiB for a 610 MiB token file)."""
+    step = T * max(1, _chunk_bytes(T, width) // (8 * T * width))
+    return [slice(lo, min(lo + step, rows)) for lo in range(0, rows, step)]
+
+
 def _overlap_bounds(G: np.ndarray, n: int, T: int) -> tuple[float | None, float | None]:
     """``(overlap_floor, overlap_ceiling)`` of :class:`NoiseGeometry` from the Gram matrix of
     every token of ``n`` samples (T each, sample-major); None where undefined."""
     own = np.diag(G).copy()
     if n < 2 or T < 2:
         return None, _ceiling(G, own)
-    # a token of norm zero has no overlap (noise_geometry leaves it out): 0 keeps the floor
-    # a lower bound
-    smaller = np.minimum(own[:, None], own[None, :])
-    W = np.divide(np.abs(G), smaller, out=np.zeros_like(G), where=smaller > 0)
-    blocks = W.reshape(n, T, n, T)
-    # per token a of sample i and sample j: the second largest overlap with j's tokens
-    second = -np.partition(-blocks, 1, axis=3)[..., 1]  # (n, T, n)
-    # per pair (i, j): the second largest of those over i's tokens
-    pair = -np.partition(-second, 1, axis=1)[:, 1, :]  # (n, n)
-    np.fill_diagonal(pair, -np.inf)
-    return float(pair.max()), _ceiling(G, own)
+    floor = -np.inf
+    for rows in _row_chunks(n * T, n * T, T):
+        first, count = rows.start // T, (rows.stop - rows.start) // T
+        # a token of norm zero has no overlap (noise_geometry leaves it out): 0 keeps the
+        # floor a lower bound
+        smaller = np.minimum(own[rows, None], own[None, :])
+        W = np.divide(np.abs(G[rows]), smaller, out=np.zeros_like(smaller), where=smaller > 0)
+        blocks = W.reshape(count, T, n, T)
+        # per token a of sample i and sample j: the second largest overlap with j's tokens
+        second = -np.partition(-blocks, 1, axis=3)[..., 1]  # (count, T, n)
+        # per pair (i, j): the second largest of those over i's tokens
+        pair = -np.partition(-second, 1, axis=1)[:, 1, :]  # (count, n)
+        pair[np.arange(count), np.arange(first, first + count)] = -np.inf
+        floor = max(floor, float(pair.max()))
+    return floor, _ceiling(G, own)
 
 
 def _ceiling(G: np.ndarray, own: np.ndarray) -> float | None:
-    ok = own > 0
-    if ok.sum() < 2:
+    ok = np.flatnonzero(own > 0)
+    if len(ok) < 2:
         return None
-    W = np.abs(G[np.ix_(ok, ok)]) / np.minimum(own[ok][:, None], own[ok][None, :])
-    np.fill_diagonal(W, 0.0)
-    return float(W.max())
+    top = 0.0  # the diagonal's zeros keep the maximum >= 0
+    for rows in _row_chunks(len(ok), len(ok)):
+        W = np.abs(G[np.ix_(ok[rows], ok)]) / np.minimum(own[ok[rows], None], own[None, ok])
+        W[np.arange(W.shape[0]), np.arange(rows.start, rows.stop)] = 0.0
+        top = max(top, float(W.max()))
+    return top
