@@ -14,6 +14,14 @@ Phases, each in a fresh process so its peak resident memory (``ru_maxrss``) is i
     ``LocalCluster`` (scheduler in this process, 2 single-threaded worker processes, all on
     127.0.0.1) started and stopped by the phase; the workers read the token file themselves.
     The workers' peak memory is reported too.
+``check``
+    ``Dataset.load`` (X memory-mapped) and :func:`check_conditions`, under ``tracemalloc``
+    (the Python and numpy allocations; the memory map's pages are the file's, not the
+    process's): its blocked passes keep a few blocks, not a copy of the tokens (issue 43:
+    1.24 GiB traced for a 610 MiB X.npy before).
+``gd-compare``
+    The same for :func:`gradient_descent` (two-step, the default) and :func:`compare` of its
+    endpoint with itself on the same data.
 ``identical``
     At a size that fits in memory: ``PaperDistribution.sample`` against the file written in
     blocks (bitwise), and the solve in memory against the blocked and the Dask solve.
@@ -41,18 +49,25 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from margin_solver.analysis.compare import compare
 from margin_solver.analysis.metrics import evaluate
 from margin_solver.bench.provenance import run_metadata
 from margin_solver.core import ooc
 from margin_solver.core.data import PaperDistribution, load_dataset
 from margin_solver.core.fileio import write_json
 from margin_solver.core.generate import write_paper_dataset
+from margin_solver.core.results import ConvergenceWarning
+from margin_solver.gd.endpoints import gradient_descent
 from margin_solver.minnorm.solve import solve_min_norm
+from margin_solver.theory.check import check_conditions
 
 SEED = 20261130
 KAPPA, ETA = 1.0, 0.1
@@ -155,6 +170,40 @@ def _phase_solve_dask(args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
+def _traced(args: argparse.Namespace, call: Callable[[Any], str]) -> dict[str, Any]:
+    """``call(data)`` on the memory-mapped tokens in blocks of ``--block-mb``, under
+    ``tracemalloc``: its seconds, traced peak and what it returned (a status)."""
+    data = load_dataset(args.data)
+    with ooc.execution(block_bytes=args.block_mb * 2**20), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the status column says it
+        tracemalloc.start()
+        start = time.perf_counter()
+        try:
+            status = call(data)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    return {
+        "seconds": time.perf_counter() - start,
+        "traced_peak_bytes": peak,
+        "block_bytes": args.block_mb * 2**20,
+        "status": status,
+    }
+
+
+def _phase_check(args: argparse.Namespace) -> dict[str, Any]:
+    return _traced(args, lambda data: check_conditions(data).predicted_regime)
+
+
+def _phase_gd_compare(args: argparse.Namespace) -> dict[str, Any]:
+    def run(data: Any) -> str:
+        gd = gradient_descent(data)
+        compare(gd, gd, data, data)
+        return gd.status
+
+    return _traced(args, run)
+
+
 def _phase_identical(args: argparse.Namespace) -> dict[str, Any]:
     """In memory against on disk (blocked) against Dask, at a size that fits in memory."""
     from distributed import LocalCluster
@@ -209,6 +258,8 @@ PHASES = {
     "generate": _phase_generate,
     "solve-local": _phase_solve_local,
     "solve-dask": _phase_solve_dask,
+    "check": _phase_check,
+    "gd-compare": _phase_gd_compare,
     "identical": _phase_identical,
 }
 
