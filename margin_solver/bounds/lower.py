@@ -428,6 +428,7 @@ def trusted_lower_bound(
             progress,
             start,
             max_nodes=max_nodes,
+            lift_iterations=strategy.lb_lift_iterations,
             incumbents=incumbents,
             first=first,
             X=X,
@@ -492,13 +493,15 @@ def _hard_selection_bound(
     start: float,
     *,
     max_nodes: int,
+    lift_iterations: int,
     incumbents: list | None = None,
     first: SelectionSVM | None = None,
     X: np.ndarray | None = None,
 ) -> LowerBoundResult:
     """LB by enumeration or branch-and-bound (``method``, ``"auto"`` by the size of T^n; at
-    most ``max_nodes`` SVMs); ``X``, the tokens behind H, lets exactly equal tokens prove a
-    selection infeasible (:func:`margin_solver.svm.selection.selection_svm`)."""
+    most ``max_nodes`` SVMs, ``lift_iterations`` steps of each node's aggregated lift);
+    ``X``, the tokens behind H, lets exactly equal tokens prove a selection infeasible
+    (:func:`margin_solver.svm.selection.selection_svm`)."""
     if method == "auto":
         method = "enumerate" if T ** len(y) <= ENUMERATION_LIMIT else "bnb"
     if method == "enumerate":
@@ -522,6 +525,7 @@ def _hard_selection_bound(
             start,
             bar,
             max_nodes=max_nodes,
+            lift_iterations=lift_iterations,
             incumbents=incumbents,
             first=first,
             X=X,
@@ -597,7 +601,17 @@ def _finite_r(
         if first is None:
             first = first_selection(H, y, T)
         hard_bound = _hard_selection_bound(
-            H, y, T, method, time_limit, False, start, max_nodes=max_nodes, first=first, X=X
+            H,
+            y,
+            T,
+            method,
+            time_limit,
+            False,
+            start,
+            max_nodes=max_nodes,
+            lift_iterations=strategy.lb_lift_iterations,
+            first=first,
+            X=X,
         )
     if incumbent is None:
         # solve_min_norm's deterministic starts: without the first step's selection the
@@ -941,11 +955,13 @@ class _SelectionSearch:
         H: np.ndarray,
         y: np.ndarray,
         T: int,
+        lift_iterations: int,
         incumbents: list | None = None,
         first: SelectionSVM | None = None,
         X: np.ndarray | None = None,
     ) -> None:
         self.H, self.y, self.T, self.X = H, y, T, X
+        self.lift_iterations = lift_iterations
         self.n = len(y)
         self.sq_norms = np.diag(H).reshape(self.n, T)
         # every selection that becomes the incumbent is appended here (search starts)
@@ -1002,7 +1018,9 @@ class _SelectionSearch:
         if self.prunes(bound):
             return
         needed = math.sqrt(max(self.incumbent.norm**2 - svm.norm**2, 0.0))
-        shared = aggregated_lift(self.H, self.y, T, margins, allowed, free, target=needed)
+        shared = aggregated_lift(
+            self.H, self.y, T, margins, allowed, free, needed, self.lift_iterations
+        )
         bound = max(bound, math.sqrt(svm.norm**2 + shared**2))
         if self.prunes(bound):
             return
@@ -1045,13 +1063,14 @@ def _branch_and_bound(
     bar: ProgressBar,
     *,
     max_nodes: int,
+    lift_iterations: int,
     incumbents: list | None = None,
     first: SelectionSVM | None = None,
     X: np.ndarray | None = None,
 ) -> LowerBoundResult:
     """Best-first search until no node is open, ``max_nodes`` SVMs (``"max_iter"``) or the
     caller's guard, ``time_limit`` seconds from ``start`` (``"time_limit"``)."""
-    search = _SelectionSearch(H, y, T, incumbents, first, X)
+    search = _SelectionSearch(H, y, T, lift_iterations, incumbents, first, X)
     n = len(y)
     root = search.solve(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     search.evaluate(root, np.ones((n, T), dtype=bool), 0.0)

@@ -233,6 +233,9 @@ class Strategy:
     lb_nodes: int = _entry(20_000, _count(1))
     # "LB": samples above which LB's budget shrinks as 1 / n
     lb_full_samples: int = _entry(100, _count(1))
+    # "LB's aggregated lift": projected-gradient steps on the weights of the aggregated lift
+    # at each node (any weights give a valid bound; more steps a slightly larger one)
+    lb_lift_iterations: int = _entry(5, _count(1))
     # "Score boxes": SVMs of the finite-R search over score boxes up to score_box_full_samples
     score_box_nodes: int = _entry(30_000, _count(1))
     # "Score boxes": samples above which the score-box budget shrinks as 1 / n

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from margin_solver.core.guard import Guard, TimeLimitReached
+from margin_solver.core.strategy import DEFAULT_STRATEGY
 from margin_solver.core.tolerances import SAME_TOKEN_RTOL
 from margin_solver.core.validation import InvalidInputError, check_radius, check_tokens
 from margin_solver.svm.vstep import solve_trusted_vstep
@@ -56,9 +57,8 @@ _ANNOUNCE_CONSTRAINTS = 1000
 # tied in best_tokens: far above the rounding of a margin, far below any real difference.
 _TIE_RTOL = 1e-9
 
-# Projected-gradient steps of aggregated_lift's weights, and the relative size below which
-# its quadratic form counts as zero (rounding, not a proof of infeasibility).
-_AGGREGATE_ITERATIONS = 30
+# The relative size below which aggregated_lift's quadratic form counts as zero (rounding,
+# not a proof of infeasibility).
 _AGGREGATE_RTOL = 1e-9
 # at most this many runs of consecutive rows are copied as slices (_principal_block)
 _SLICED_RUNS = 8
@@ -402,7 +402,7 @@ def aggregated_lift(
     allowed: np.ndarray,
     samples: np.ndarray,
     target: float = math.inf,
-    iterations: int = _AGGREGATE_ITERATIONS,
+    iterations: int = DEFAULT_STRATEGY.lb_lift_iterations,
 ) -> float:
     """A lower bound on ``||v - v_F||`` shared by several free samples (docs/theory.md).
 
@@ -439,8 +439,9 @@ def aggregated_lift(
         The free samples.
     target : float, default=inf
         Stop as soon as the bound reaches this (the caller prunes there).
-    iterations : int
-        Projected-gradient steps on ``beta``.
+    iterations : int, default=5
+        Projected-gradient steps on ``beta`` (the strategy table's ``lb_lift_iterations``,
+        which the branch-and-bound passes).
 
     Returns
     -------
