@@ -214,6 +214,7 @@ def boundary_table(rows: list[dict[str, Any]], dims: str) -> list[dict[str, Any]
             line[f"kappa_{tag}_seeds"] = [min(per_seed), max(per_seed)]
             line[f"wrong_{tag}"] = f"{wrong}/{len(cells)}"
         side = [r for r in rows if r["method"] == method and r["kappa"] > line["kappa_acc"]]
+        side.sort(key=lambda r: (float(r["n"]), float(r["snr"]), int(r["seed"])))  # as _cells
         line["acc_above"] = float(np.nanmean([r["test_accuracy_noisy"] for r in side]))
         line["clean_err_above"] = float(np.nanmean([float(r["test_error_clean"]) for r in side]))
         line["authors_kappa"] = AUTHORS_KAPPA
