@@ -70,6 +70,38 @@ def test_boundary_table_interval_spans_the_seeds():
     assert line["kappa_clean_seeds"] == [lo, hi]
 
 
+def test_boundary_table_does_not_depend_on_the_order_of_the_rows():
+    # Three seeds' clean errors whose float mean is 0.25 (on the midpoint: a high cell) when
+    # added in seed order and 0.25000000000000006 (a low cell) in another order: the rows of
+    # a parallel sweep come in the order its workers finish.
+    errors = {0: 0.006, 1: 0.058, 2: 0.686}
+    assert (errors[2] + errors[1] + errors[0]) / 3 > 0.25 == (errors[0] + errors[1] + errors[2]) / 3
+    rows = []
+    rng = np.random.default_rng(0)
+    for n, s, acc in _cells(1.0):
+        for seed in (0, 1, 2):
+            clean = 0.0 if acc > 0.7 else 0.5
+            noisy = 1 - acc + rng.integers(-20, 20) / 500  # errors on 500 test samples
+            if (n, s) == (6, SNRS[9]):  # kappa 1.22 > 1: a high cell, at the midpoint
+                clean = errors[seed]
+            rows.append(
+                {
+                    "method": "min-norm",
+                    "seed": seed,
+                    "n": n,
+                    "snr": s,
+                    "kappa": n * s * s,
+                    "test_error_noisy": noisy,
+                    "test_error_clean": clean,
+                }
+            )
+    rows += [{**r, "method": m} for r in rows for m in ("gd-long", "gd-two-step")]
+    in_seed_order = boundary_table(rows, "n2")
+    assert in_seed_order[2]["wrong_clean"] == f"0/{len(NS) * len(SNRS)}"
+    for order in (rows[::-1], rng.permutation(rows).tolist()):
+        assert boundary_table(order, "n2") == in_seed_order
+
+
 def test_reduced_grid_keeps_the_largest_and_smallest_n():
     assert reduced_ns(4) == [2, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40]
     assert reduced_ns(1) == list(range(2, 41))

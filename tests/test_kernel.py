@@ -146,6 +146,18 @@ def test_softmax_handles_infinite_scores():
     np.testing.assert_allclose(s, [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
 
 
+def test_softmax_rows_do_not_depend_on_an_infinite_row_beside_them():
+    # An infinite maximum anywhere sends the whole array down the NaN-masking path; its
+    # finite rows must come out bit for bit as on the fast path (GD's iterates rely on it).
+    finite = np.random.default_rng(3).normal(size=(5, 3)) * 40
+    mixed = np.vstack([finite, [[np.inf, 1.0, np.inf]], [[-np.inf, -np.inf, -np.inf]]])
+    with np.errstate(invalid="raise"):  # the mask path raises nothing either
+        s = K.softmax(mixed)
+    np.testing.assert_array_equal(s[:5], K.softmax(finite))
+    np.testing.assert_array_equal(s[5], [0.5, 0.0, 0.5])
+    np.testing.assert_allclose(s[6], 1 / 3)  # all scores -inf: no token preferred
+
+
 def test_huge_attention_norm_gives_no_overflow():
     X, y, v, p = _instance(7, d=12)
     p = p / np.linalg.norm(p) * 1e6 * 10  # ||p|| of 1e6 times token norms (~sqrt(12))

@@ -161,17 +161,24 @@ def fit_boundary(
 def _cells(
     rows: Sequence[dict[str, Any]], method: str, column: str, seed: int | None
 ) -> list[tuple[float, float, float]]:
-    """(n, snr, mean of column over the selected seeds) per (n, snr) of one method."""
-    acc: dict[tuple[float, float], list[float]] = {}
+    """(n, snr, mean of column over the selected seeds) per (n, snr) of one method.
+
+    The mean adds the seeds in seed order, not in the file's row order (the order in which
+    the sweep's workers finished): a sum's rounding depends on its order, and a mean that
+    lands on the midpoint could otherwise move a cell across it between two runs of the
+    same cells (one cell of the full grid's 2340 did, issue 42).
+    """
+    acc: dict[tuple[float, float], list[tuple[int, float]]] = {}
     for r in rows:
         if r["method"] != method or (seed is not None and int(r["seed"]) != seed):
             continue
         value = float(r[column]) if r.get(column) is not None else math.nan
-        acc.setdefault((float(r["n"]), float(r["snr"])), []).append(value)
-    return [
-        (n, s, float(np.nanmean(v)) if np.isfinite(v).any() else math.nan)
-        for (n, s), v in acc.items()
-    ]
+        acc.setdefault((float(r["n"]), float(r["snr"])), []).append((int(r["seed"]), value))
+    out = []
+    for (n, s), pairs in sorted(acc.items()):
+        v = [value for _, value in sorted(pairs)]
+        out.append((n, s, float(np.nanmean(v)) if np.isfinite(v).any() else math.nan))
+    return out
 
 
 def _prepare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -207,6 +214,7 @@ def boundary_table(rows: list[dict[str, Any]], dims: str) -> list[dict[str, Any]
             line[f"kappa_{tag}_seeds"] = [min(per_seed), max(per_seed)]
             line[f"wrong_{tag}"] = f"{wrong}/{len(cells)}"
         side = [r for r in rows if r["method"] == method and r["kappa"] > line["kappa_acc"]]
+        side.sort(key=lambda r: (float(r["n"]), float(r["snr"]), int(r["seed"])))  # as _cells
         line["acc_above"] = float(np.nanmean([r["test_accuracy_noisy"] for r in side]))
         line["clean_err_above"] = float(np.nanmean([float(r["test_error_clean"]) for r in side]))
         line["authors_kappa"] = AUTHORS_KAPPA

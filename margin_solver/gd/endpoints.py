@@ -339,7 +339,7 @@ class _DenseGDState:
             if with_grads:  # the backward product: half the cost of an evaluation
                 coef = np.stack([gv.reshape(-1), gp.reshape(-1)])
                 _row_products(coef, B, coef.any(axis=1), acc=grads)
-            peak = float(np.max([peak, _peak(values, scores)]))
+            peak = float(np.maximum(peak, _peak(values, scores)))  # NaN propagates
             parts.append(LossGrads(share * lg.loss, gv, gp, lg.margins, lg.attention))
         lg = LossGrads(
             sum(part.loss for part in parts),
@@ -797,7 +797,7 @@ def _guarded_steps(
 
 
 def _finite(ev: _Evaluation, W: np.ndarray) -> bool:
-    return bool(math.isfinite(ev.lg.loss) and np.all(np.isfinite(W)) and ev.peak <= OVERFLOW)
+    return bool(math.isfinite(ev.lg.loss) and np.isfinite(W).all() and ev.peak <= OVERFLOW)
 
 
 def _objective(state: Any, W: np.ndarray, lg: LossGrads, lam: float) -> float:
@@ -873,7 +873,7 @@ def _unfittable_note(train: Dataset) -> str:
 
 def _peak(values: np.ndarray, scores: np.ndarray) -> float:
     """Largest |token value| or |score|; NaN propagates (and fails ``<= OVERFLOW``)."""
-    return float(np.max([np.max(np.abs(values)), np.max(np.abs(scores))]))
+    return float(np.maximum(np.abs(values).max(), np.abs(scores).max()))
 
 
 def _cap(state: Any, W: np.ndarray, R: float, heads: int = 1) -> None:
