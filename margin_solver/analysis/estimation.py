@@ -30,6 +30,7 @@ signal position and the label noise. The estimators, in order:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -782,9 +783,7 @@ def noise_geometry(
     noise, own = noise[ok], own[ok]
     scale = (N - 1) / (len(noise) - 1)
     max_overlap, parts = 0.0, []  # the diagonal's zeros keep the maximum >= 0
-    for rows in _row_chunks(len(noise), len(noise)):
-        G = G_all[np.ix_(noise[rows], noise)]
-        G[np.arange(G.shape[0]), np.arange(rows.start, rows.stop)] = 0.0
+    for rows, G in _off_diagonal_rows(G_all, noise):
         max_overlap = max(max_overlap, float(np.max(np.abs(G) / own[rows, None])))
         parts.append(np.sqrt(scale * np.sum(G**2, axis=1)) / own[rows])
     crosstalk = np.concatenate(parts)
@@ -815,6 +814,15 @@ def _row_chunks(rows: int, width: int, T: int = 1) -> list[slice]:
     return [slice(lo, min(lo + step, rows)) for lo in range(0, rows, step)]
 
 
+def _off_diagonal_rows(G: np.ndarray, idx: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+    """``G[idx][:, idx]`` a chunk of rows at a time (:func:`_row_chunks`), each a copy whose
+    diagonal entries are 0, with the slice of ``idx`` its rows stand for."""
+    for rows in _row_chunks(len(idx), len(idx)):
+        block = G[np.ix_(idx[rows], idx)]
+        block[np.arange(block.shape[0]), np.arange(rows.start, rows.stop)] = 0.0
+        yield rows, block
+
+
 def _overlap_bounds(G: np.ndarray, n: int, T: int) -> tuple[float | None, float | None]:
     """``(overlap_floor, overlap_ceiling)`` of :class:`NoiseGeometry` from the Gram matrix of
     every token of ``n`` samples (T each, sample-major); None where undefined."""
@@ -843,8 +851,7 @@ def _ceiling(G: np.ndarray, own: np.ndarray) -> float | None:
     if len(ok) < 2:
         return None
     top = 0.0  # the diagonal's zeros keep the maximum >= 0
-    for rows in _row_chunks(len(ok), len(ok)):
-        W = np.abs(G[np.ix_(ok[rows], ok)]) / np.minimum(own[ok[rows], None], own[None, ok])
-        W[np.arange(W.shape[0]), np.arange(rows.start, rows.stop)] = 0.0
+    for rows, block in _off_diagonal_rows(G, ok):
+        W = np.abs(block) / np.minimum(own[ok[rows], None], own[None, ok])
         top = max(top, float(W.max()))
     return top
