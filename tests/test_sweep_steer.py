@@ -181,23 +181,6 @@ def test_digits_shape_comes_from_the_options_and_the_summary_line_counts(tmp_pat
     assert "1 cell run (0 failed), 1 already done" in capsys.readouterr().out
 
 
-def test_a_large_test_set_is_evaluated_in_blocks_with_the_same_rows(tmp_path, monkeypatch):
-    grid = SweepGrid(n=[8], d=[30], kappa=[4.0], T=[3], methods=["uniform-svm", "gd-two-step"])
-    config = SweepConfig(n_test=61)
-    held = tmp_path / "held.csv"
-    run_sweep(grid, held, config, jobs=1)
-    monkeypatch.setattr(sweeps, "TEST_STREAM_BYTES", 8 * 3 * 30 * 60)  # 61 samples: streamed
-    monkeypatch.setattr(sweeps, "TEST_BLOCK_BYTES", 8 * 3 * 30 * 7)  # in blocks of 7
-    streamed = tmp_path / "streamed.csv"
-    run_sweep(grid, streamed, config, jobs=1)
-
-    def rows(path):
-        return [{k: v for k, v in r.items() if k != "seconds"} for r in read_rows(path, FIELDS)]
-
-    assert rows(held) == rows(streamed)
-    assert all(r["test_error_clean"] != "" for r in rows(held))
-
-
 # -- local workers end with the command ------------------------------------------------------
 def _children(pid):
     found = set()

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from margin_solver.core.data import Dataset, SampleStream
-from margin_solver.core.kernel import multihead_outputs, scores_and_values, softmax
+from margin_solver.core.data import Dataset, ProjectedSamples
+from margin_solver.core.kernel import scores_and_values, softmax
 from margin_solver.core.results import RecordMixin
 from margin_solver.core.validation import InvalidInputError, check_vector
 
@@ -46,13 +46,15 @@ class Metrics(RecordMixin):
     selected_token: np.ndarray
 
 
-def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
+def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset | ProjectedSamples) -> Metrics:
     """Evaluate the model ``f(X; v, p)`` on ``data``.
 
     Parameters
     ----------
     v, p : ndarray of shape (n_features,)
-    data : Dataset
+    data : Dataset or ProjectedSamples
+        Samples of the paper's model drawn in the model's directions are evaluated by
+        :func:`evaluate_projected`.
 
     Returns
     -------
@@ -61,7 +63,7 @@ def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
     Raises
     ------
     InvalidInputError
-        ``data`` is not a Dataset, or ``v`` / ``p`` are not finite vectors of length d.
+        ``data`` is neither, or ``v`` / ``p`` are not finite vectors of length d.
 
     Examples
     --------
@@ -71,6 +73,8 @@ def evaluate(v: np.ndarray, p: np.ndarray, data: Dataset) -> Metrics:
     >>> evaluate(v, np.zeros(50), ds).error
     0.0
     """
+    if isinstance(data, ProjectedSamples):
+        return evaluate_projected(v, p, data)
     if not isinstance(data, Dataset):
         raise InvalidInputError(f"data must be a Dataset, got {type(data).__name__}.")
     v, p = check_vector(v, data.d, "v"), check_vector(p, data.d, "p")
@@ -112,50 +116,44 @@ def output_metrics(
     return _metrics(f, s, data.y, clean_y, signal_index)
 
 
-def evaluate_stream(v: np.ndarray, p: np.ndarray, stream: SampleStream) -> Metrics:
-    """:func:`evaluate` on samples drawn block by block
-    (:class:`margin_solver.core.data.SampleStream`), never holding more than one block of tokens.
+def evaluate_projected(v: np.ndarray, p: np.ndarray, samples: ProjectedSamples) -> Metrics:
+    """:func:`evaluate` on samples of the paper's model drawn in the model's own directions
+    (:class:`margin_solver.core.data.ProjectedSamples`: the same law as a full test set, at
+    O(n T H) cost at any d).
 
-    Only the outputs ``f`` (n,) and attention (n, T) of all samples are kept; the metrics
-    are then computed from them as :func:`evaluate` computes them from the whole set.
     ``v`` and ``p`` of shape (H, d) are H heads (outputs summed over the heads, attention
     metrics on the heads' mean attention, as :func:`margin_solver.analysis.heads.head_metrics`).
 
     Raises
     ------
     InvalidInputError
-        ``v`` / ``p`` are not finite vectors of length ``stream.d`` (or finite arrays of
-        shape (H, ``stream.d``) for H heads).
+        ``v`` / ``p`` are not finite vectors of length ``samples.d`` (or finite arrays of
+        shape (H, ``samples.d``) for H heads).
     """
     if np.ndim(v) == 2 and np.ndim(p) == 2:
         v, p = np.asarray(v, dtype=np.float64), np.asarray(p, dtype=np.float64)
         if (
             v.shape != p.shape
-            or v.shape[1] != stream.d
+            or v.shape[1] != samples.d
             or not (np.isfinite(v).all() and np.isfinite(p).all())
         ):
             raise InvalidInputError(
-                f"Expected finite heads v and p of one shape (H, {stream.d}), got {v.shape} "
+                f"Expected finite heads v and p of one shape (H, {samples.d}), got {v.shape} "
                 f"and {p.shape}."
             )
     else:
-        v, p = check_vector(v, stream.d, "v"), check_vector(p, stream.d, "p")
-    outputs, weights = [], []
-    for block in stream.blocks():
-        if v.ndim == 2:
-            outputs.append(multihead_outputs(block.X, v, p))
-            weights.append(np.mean([softmax(block.X @ ph) for ph in p], axis=0))
-        else:
-            a, u = scores_and_values(block.X, p, v)
-            s = softmax(a)
-            outputs.append(np.sum(s * u, axis=1))
-            weights.append(s)
+        v = check_vector(v, samples.d, "v")[None, :]
+        p = check_vector(p, samples.d, "p")[None, :]
+    # rows v_1, p_1, v_2, p_2, ...: one head's draw does not depend on how many follow it
+    proj = samples.project(np.stack((v, p), axis=1).reshape(-1, samples.d))
+    u, a = proj[..., 0::2], proj[..., 1::2]  # (n, T, H)
+    s = softmax(a, axis=1)
     return _metrics(
-        np.concatenate(outputs),
-        np.concatenate(weights),
-        stream.y,
-        stream.clean_y,
-        stream.signal_index,
+        np.sum(s * u, axis=(1, 2)),
+        s.mean(axis=2),
+        samples.y,
+        samples.clean_y,
+        samples.signal_index,
     )
 
 

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from margin_solver.analysis.heads import head_metrics
-from margin_solver.analysis.metrics import evaluate, evaluate_stream
-from margin_solver.core.data import Dataset, SampleStream
+from margin_solver.analysis.metrics import evaluate, evaluate_projected
+from margin_solver.core.data import Dataset, ProjectedSamples
 from margin_solver.gd.endpoints import gradient_descent, token_scale
 from margin_solver.minnorm.multihead import solve_min_norm_heads
 from margin_solver.minnorm.solve import solve_min_norm
@@ -77,7 +77,13 @@ def _heads(call: MethodCall) -> int:
 def register_method(
     name: str,
 ) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]:
-    """Decorator adding a function ``(train, test, call) -> dict`` to :data:`SWEEP_METHODS`."""
+    """Decorator adding a function ``(train, test, call) -> dict`` to :data:`SWEEP_METHODS`.
+
+    ``train`` is a :class:`margin_solver.core.data.Dataset`; ``test`` is one too for data
+    files and real data, and for the paper's model a
+    :class:`margin_solver.core.data.ProjectedSamples`, which holds no tokens: evaluate a
+    fitted (v, p) on either with :func:`model_fields`.
+    """
 
     def decorate(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         SWEEP_METHODS[name] = fn
@@ -87,7 +93,7 @@ def register_method(
 
 
 def model_fields(
-    v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset | SampleStream
+    v: np.ndarray, p: np.ndarray, train: Dataset, test: Dataset | ProjectedSamples
 ) -> dict[str, Any]:
     """Result columns of a fitted (v, p) from :func:`margin_solver.analysis.metrics.evaluate`.
 
@@ -96,9 +102,9 @@ def model_fields(
     v, p : ndarray of shape (n_features,), or (H, n_features) for H heads
         (:func:`margin_solver.analysis.heads.head_metrics`; attention columns use the heads' mean)
     train : Dataset
-    test : Dataset or SampleStream
-        A stream (a test set too large to hold, drawn block by block) is evaluated with
-        :func:`margin_solver.analysis.metrics.evaluate_stream`.
+    test : Dataset or ProjectedSamples
+        The paper model's test samples come drawn in the model's directions
+        (:func:`margin_solver.analysis.metrics.evaluate_projected`).
 
     Returns
     -------
@@ -108,7 +114,11 @@ def model_fields(
     """
     metrics = evaluate if np.ndim(v) == 1 else head_metrics
     fit = metrics(v, p, train)
-    held = evaluate_stream(v, p, test) if isinstance(test, SampleStream) else metrics(v, p, test)
+    held = (
+        evaluate_projected(v, p, test)
+        if isinstance(test, ProjectedSamples)
+        else metrics(v, p, test)
+    )
     v_norm = float(np.linalg.norm(v))
     return {
         "train_error": fit.error,

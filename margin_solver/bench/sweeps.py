@@ -11,9 +11,9 @@ Randomness: one sweep seed and the cell's parameters (through a hash of their ca
 text) give a :class:`numpy.random.SeedSequence` per cell, with separate children for the
 training set, the test set and the method's initialisation. The data depend on the cell but
 not on the method, so methods are compared on the same samples; nothing depends on which
-worker ran a cell or in what order. A synthetic test set too large to hold
-(:data:`TEST_STREAM_BYTES`) is drawn again in blocks from its stream for each evaluation:
-the same samples and the same rows.
+worker ran a cell or in what order. The paper model's test set is drawn in the directions
+each fitted model reads (:class:`margin_solver.core.data.ProjectedSamples`: the same law as
+its full tokens, at a cost that does not grow with d).
 
 Local workers are processes of the sweep's own executor: they end with :func:`run_sweep`
 (killed when it did not complete) and exit by themselves within a second when the process
@@ -48,7 +48,7 @@ from margin_solver._version import __version__
 from margin_solver.bench.methods import SWEEP_METHODS, MethodCall, theory_setting
 from margin_solver.bench.resultlog import ResultLog, canonical, progress_message, read_rows
 from margin_solver.core.blas import single_threaded_blas
-from margin_solver.core.data import Dataset, PaperDistribution, SampleStream, load_dataset
+from margin_solver.core.data import Dataset, PaperDistribution, ProjectedSamples, load_dataset
 from margin_solver.core.fileio import check_output_path, write_json
 from margin_solver.core.ooc import check_scheduler_address, connect
 from margin_solver.core.progress import ProgressBar, verbose_switch
@@ -275,8 +275,9 @@ class SweepConfig:
     sweep_seed : int, default=0
         Root of every random stream.
     n_test : int, default=1000
-        Test samples per cell (synthetic data; real data use their held-out images). Above
-        :data:`TEST_STREAM_BYTES` of tokens the test set is evaluated block by block.
+        Test samples per cell (synthetic data, drawn in the fitted model's directions,
+        :class:`margin_solver.core.data.ProjectedSamples`; real data use their held-out
+        images).
     method_options : dict, default={}
         Per-method keyword options, e.g. ``{"gd-long": {"steps": 500}}``.
     data_options : dict, default={}
@@ -358,23 +359,11 @@ def _hash_words(parts: Sequence[str]) -> tuple[int, ...]:
     return tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
 
 
-#: A synthetic test set whose tokens take more bytes than this is not held in memory: each
-#: evaluation draws it again in blocks of about :data:`TEST_BLOCK_BYTES` (the same samples,
-#: :class:`margin_solver.core.data.SampleStream`).
-TEST_STREAM_BYTES = 256 * 2**20
-TEST_BLOCK_BYTES = 16 * 2**20
-
-
 def _paper_data(
     cell: Cell, seeds: CellSeeds, n_test: int, options: dict[str, Any]
-) -> tuple[Dataset, Dataset | SampleStream]:
+) -> tuple[Dataset, ProjectedSamples]:
     dist = PaperDistribution(d=cell.d, T=cell.T, snr=cell.snr, eta=cell.eta, **options)
-    sample_bytes = 8 * cell.T * cell.d
-    if n_test * sample_bytes <= TEST_STREAM_BYTES:
-        test: Dataset | SampleStream = dist.sample(n_test, seeds.test)
-    else:
-        test = SampleStream(dist, n_test, seeds.test, max(2, TEST_BLOCK_BYTES // sample_bytes))
-    return dist.sample(cell.n, seeds.train), test
+    return dist.sample(cell.n, seeds.train), ProjectedSamples(dist, n_test, seeds.test)
 
 
 def _image_data(source: str) -> Callable[..., tuple[Dataset, Dataset]]:

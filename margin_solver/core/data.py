@@ -16,7 +16,7 @@ import math
 import os
 import zipfile
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -239,13 +239,21 @@ class PaperDistribution:
         return self.sample(n_train, s_train), self.sample(n_test, s_test)
 
 
-class SampleStream:
-    """The samples of ``dist.sample(n, seed)``, drawn again block by block on each pass.
+class ProjectedSamples:
+    """``n`` samples of a :class:`PaperDistribution` drawn in the directions a model reads.
 
-    For a test set too large to hold: labels, flips and signal positions are drawn once
-    (O(n)); the tokens of each block come from a fresh copy of the noise stream, so every
-    pass yields the same tokens as :meth:`PaperDistribution.sample`, bit for bit, with
-    ``block`` samples in memory at a time.
+    A model ``f(X; v, p)`` (any number of heads) sees a sample only through its tokens'
+    projections ``X W^T`` on the rows of ``W = [v_1, p_1, v_2, p_2, ...]``. A signal token's
+    projections are fixed (``mu W^T``); a noise token's are Gaussian with covariance
+    ``sigma^2 W (I - P) W^T`` (``P`` the projection on the signal span for the paper's
+    projected noise, 0 for isotropic noise). :meth:`project` draws them directly, so for every
+    fixed ``W`` the projections, hence the outputs, errors and attention, have the same joint
+    law as those of ``dist.sample(n, seed)``, at O(n T k) cost instead of O(n T d): a sweep's
+    test set at d = 10^5 costs what it costs at d = 10.
+
+    Labels, flips and signal positions are those of ``dist.sample(n, seed)``; the noise
+    stream is restarted on each call, so a model evaluated twice gets the same numbers and
+    two models are evaluated on the same standard normals.
 
     Parameters
     ----------
@@ -253,16 +261,22 @@ class SampleStream:
     n : int
         Samples (>= 2).
     seed : int or numpy.random.SeedSequence, optional
-    block : int
-        Samples per block (>= 2); the last block takes the remainder.
+
+    Examples
+    --------
+    >>> dist = PaperDistribution(d=10_000, T=3, snr=0.05, eta=0.1)
+    >>> test = ProjectedSamples(dist, 1000, seed=0)
+    >>> W = np.zeros((2, 10_000)); W[0, 0] = W[1, 2] = 1.0
+    >>> test.project(W).shape
+    (1000, 3, 2)
     """
 
-    def __init__(self, dist: PaperDistribution, n: int, seed: SeedLike, block: int):
-        check_int(block, "block", 2)
+    def __init__(self, dist: PaperDistribution, n: int, seed: SeedLike):
         check_min_samples(check_int(n, "n", 1))
         self.dist = dist
-        self.block = int(block)
-        draw = dist.draw_labels(n, seed)
+        # spawning children changes a SeedSequence: sample() draws again from this copy
+        self._seed = copy.deepcopy(_seed_sequence(seed))
+        draw = dist.draw_labels(n, copy.deepcopy(self._seed))
         self.y, self.clean_y, self.signal_index = draw.y, draw.clean_y, draw.signal_index
         self.params = draw.params
         self._rng = draw.noise_rng
@@ -277,23 +291,48 @@ class SampleStream:
         """Token dimension."""
         return self.dist.d
 
-    def blocks(self) -> Iterator[Dataset]:
-        """The samples as consecutive datasets of at most ``block`` samples (a remainder of
-        one sample joins the block before it: a dataset has at least two)."""
+    def sample(self) -> Dataset:
+        """The same samples with their tokens, ``dist.sample(n, seed)``: for what needs more
+        than a fixed model's outputs (a GD run's test error along its iterates); O(n T d)."""
+        return self.dist.sample(self.n, copy.deepcopy(self._seed))
+
+    def project(self, W: np.ndarray) -> np.ndarray:
+        """The samples' tokens projected on the rows of ``W``: shape (n, T, k) for W (k, d).
+
+        ``W`` is a finite float64 array (k, d) (**not validated**: the evaluation that
+        builds it from checked v and p, :func:`margin_solver.analysis.metrics.evaluate`).
+        """
+        dist = self.dist
+        noise_dirs = W
+        if dist.noise == "projected":
+            basis = dist._signal_basis()
+            noise_dirs = W - (W @ basis.T) @ basis
+        root = _psd_cholesky(noise_dirs @ noise_dirs.T)
         rng = copy.deepcopy(self._rng)
-        starts = list(range(0, self.n, self.block))
-        if self.n - starts[-1] < 2 and len(starts) > 1:
-            starts.pop()
-        for start, stop in zip(starts, starts[1:] + [self.n]):
-            part = slice(start, stop)
-            X = self.dist.tokens(rng, self.clean_y[part], self.signal_index[part])
-            yield Dataset(
-                X,
-                self.y[part],
-                self.clean_y[part],
-                self.signal_index[part],
-                {**self.params, "n": stop - start},
-            )
+        out = rng.standard_normal((self.n, dist.T, W.shape[0])) @ (dist.sigma * root.T)
+        mu = dist.signal_vectors() @ W.T
+        out[np.arange(self.n), self.signal_index] = mu[(self.clean_y < 0).astype(int)]
+        return out
+
+
+def _psd_cholesky(C: np.ndarray) -> np.ndarray:
+    """Lower-triangular ``L`` with ``L L^T = C`` for a positive semi-definite ``C`` (k, k).
+
+    A direction that depends on the ones before it (``p = 0``, or ``p`` parallel to ``v``)
+    leaves its column zero, where :func:`numpy.linalg.cholesky` would refuse the matrix. The
+    factor is unique where ``C`` is definite, so the draw it maps does not depend on a
+    LAPACK's choice of signs, as an eigendecomposition's would.
+    """
+    k = len(C)
+    L = np.zeros_like(C)
+    for j in range(k):
+        rest = C[j, j] - L[j, :j] @ L[j, :j]
+        # a dependent direction's remainder is rounding, a few ulps of its variance
+        if rest <= 4 * k * np.finfo(float).eps * C[j, j]:
+            continue
+        L[j, j] = math.sqrt(rest)
+        L[j + 1 :, j] = (C[j + 1 :, j] - L[j + 1 :, :j] @ L[j, :j]) / L[j, j]
+    return L
 
 
 @dataclass(frozen=True)
