@@ -50,6 +50,7 @@ def ticking_clock(monkeypatch):
 def test_the_time_limit_stops_the_token_gram_product_of_the_set_up(monkeypatch, ticking_clock):
     # 36 tokens of 50 features in blocks of 2 rows: 18 blocks, a second of clock each
     monkeypatch.setattr(kernel, "GRAM_BLOCK_WORK", 2 * 36 * 50)
+    monkeypatch.setattr(kernel, "GRAM_BLOCK_MIN_ROWS", 1)
     ticking_clock(1.0)
     with pytest.warns(ConvergenceWarning, match="no_feasible_point_found"):
         res = solve_min_norm(DATA, R=1.0, time_limit=5.0)
@@ -94,6 +95,7 @@ def test_a_long_gram_product_logs_its_progress_every_few_seconds(
     # 18 blocks of rows; the clock advances 1 s a reading, so that more than
     # PROGRESS_SECONDS pass between two blocks: a line after every block but the last
     monkeypatch.setattr(kernel, "GRAM_BLOCK_WORK", 2 * 36 * 50)
+    monkeypatch.setattr(kernel, "GRAM_BLOCK_MIN_ROWS", 1)
     ticking_clock(1.0)
     with caplog.at_level("INFO", logger="margin_solver"):
         kernel.TokenGram(DATA.X)
@@ -109,6 +111,7 @@ def test_the_blocked_gram_product_is_the_product(monkeypatch):
     X = np.random.default_rng(1).standard_normal((7, 3, 5))
     whole = kernel.TokenGram(X).H
     monkeypatch.setattr(kernel, "GRAM_BLOCK_WORK", 21 * 5 * 4)  # blocks of 4 rows
+    monkeypatch.setattr(kernel, "GRAM_BLOCK_MIN_ROWS", 1)
     blocked = kernel.TokenGram(X).H
     assert np.array_equal(blocked, blocked.T)
     # the first diagonal block is its own product, symmetrised as the whole H was before
@@ -116,6 +119,21 @@ def test_the_blocked_gram_product_is_the_product(monkeypatch):
     first = rows @ rows.T
     assert np.array_equal(blocked[:4, :4], (first + first.T) / 2)
     np.testing.assert_allclose(blocked, whole, rtol=1e-14, atol=1e-14)
+
+
+def test_a_block_of_the_gram_product_has_at_least_its_fewest_rows(monkeypatch):
+    # tiny work per block asks for blocks of one row; the floor gives blocks of 8
+    X = np.random.default_rng(2).standard_normal((10, 2, 6))
+    monkeypatch.setattr(kernel, "GRAM_BLOCK_WORK", 1)
+    monkeypatch.setattr(kernel, "GRAM_BLOCK_MIN_ROWS", 8)
+    products = []
+    real = np.matmul
+    monkeypatch.setattr(
+        kernel.np, "matmul", lambda a, b, **kw: products.append(a.shape[0]) or real(a, b, **kw)
+    )
+    H = kernel.TokenGram(X).H
+    assert products == [8, 8, 4]
+    np.testing.assert_allclose(H, X.reshape(20, 6) @ X.reshape(20, 6).T, rtol=1e-14)
 
 
 def test_an_attention_svm_the_time_limit_cannot_see_finish_is_not_started():

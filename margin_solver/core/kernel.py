@@ -303,19 +303,27 @@ def _symmetrise_in_place(H: np.ndarray, guard: Guard) -> np.ndarray:
 #: Multiply-adds of one block of the in-memory token Gram product (about 0.1 s at a few
 #: GFLOP/s): a product of at most this much work is one BLAS call, bitwise as before; a
 #: larger one is computed in blocks of rows, between which the caller's time limit is
-#: checked and progress is logged (docs/decisions.md, "The token Gram product in blocks").
+#: checked and progress is logged (docs/decisions.md, "The time limit during the set-up").
 GRAM_BLOCK_WORK = 2**28
+
+#: Fewest rows of a block of the token Gram product: a block of fewer rows is a
+#: memory-bound pass over all the rows above it (one BLAS thread: 2 rows at 10^4 tokens of
+#: 10^4 and 1 row at 2,000 tokens of 10^5 made the product 4.7x and 17x slower than one
+#: call); from 256 rows the blocks took 0.86-1.15x one call at 4,000-10,000 tokens of
+#: 10^4-10^5 (docs/decisions.md, "The time limit during the set-up").
+GRAM_BLOCK_MIN_ROWS = 256
 
 
 def _blocked_gram(flat: np.ndarray, guard: Guard) -> np.ndarray:
     """``flat @ flat.T`` (m, m), exactly symmetric: one product when its work is at most
-    :data:`GRAM_BLOCK_WORK` (symmetrised if rounding left its triangles different), else its
-    lower triangle in blocks of rows, mirrored (half the work of the full product), checking
-    ``guard`` before each block. Each diagonal block is symmetrised as it is computed, which
+    :data:`GRAM_BLOCK_WORK` or m at most :data:`GRAM_BLOCK_MIN_ROWS` (symmetrised if rounding
+    left its triangles different), else its lower triangle in blocks of rows (that work, but
+    at least :data:`GRAM_BLOCK_MIN_ROWS` rows), mirrored (half the work of the full
+    product), checking ``guard`` before each block. Each diagonal block is symmetrised as it is computed, which
     gives the floats of symmetrising the whole of H afterwards without comparing and copying
     it (3.8 s and 512 MB of an MNIST classifier fit at m = 8,000)."""
     m, d = flat.shape
-    rows = max(1, GRAM_BLOCK_WORK // (m * d))
+    rows = max(GRAM_BLOCK_MIN_ROWS, GRAM_BLOCK_WORK // (m * d))
     start = guard.clock()
     if rows >= m:
         H = flat @ flat.T

@@ -231,7 +231,7 @@ def hard_selection_alternation(
 #: Multiply-adds of the v-step of an attention SVM with k constraints, in units of k**3, as
 #: the caller's time limit predicts it (:meth:`margin_solver.core.guard.Guard.affords`): its
 #: eigendecomposition and NNLS took 21 k**3 at the speed of the same call's token Gram
-#: product (k = 2250, MNIST tokens; docs/decisions.md, "The token Gram product in blocks").
+#: product (k = 2250, MNIST tokens; docs/decisions.md, "The time limit during the set-up").
 REALISE_WORK = 25
 
 
