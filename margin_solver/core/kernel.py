@@ -319,9 +319,9 @@ def _blocked_gram(flat: np.ndarray, guard: Guard) -> np.ndarray:
     :data:`GRAM_BLOCK_WORK` or m at most :data:`GRAM_BLOCK_MIN_ROWS` (symmetrised if rounding
     left its triangles different), else its lower triangle in blocks of rows (that work, but
     at least :data:`GRAM_BLOCK_MIN_ROWS` rows), mirrored (half the work of the full
-    product), checking ``guard`` before each block. Each diagonal block is symmetrised as it is computed, which
-    gives the floats of symmetrising the whole of H afterwards without comparing and copying
-    it (3.8 s and 512 MB of an MNIST classifier fit at m = 8,000)."""
+    product), checking ``guard`` before each block. Each diagonal block is symmetrised as it
+    is computed, which gives the floats of symmetrising the whole of H afterwards without
+    comparing and copying it (3.8 s and 512 MB of an MNIST classifier fit at m = 8,000)."""
     m, d = flat.shape
     rows = max(GRAM_BLOCK_MIN_ROWS, GRAM_BLOCK_WORK // (m * d))
     start = guard.clock()
