@@ -25,6 +25,10 @@ and prints a table:
 - ``threads``: the most OS threads seen in a process while it ran a method, and the BLAS
   threads allowed there.
 
+``--checker on off`` runs every backend with the theorem checker's per-row prediction
+(``SweepConfig.check``, a measurement of each data point) and again without it, so that the
+harness proper and the checker's share read apart.
+
 Grids: ``second`` (cells of about a second each: min-norm and 3000 GD steps at n = 120,
 d = 2000, kappa 1 and 4, ``--seeds`` seeds), ``phase`` (the ``quick`` phase-diagram study
 grid, min-norm and two-step GD) and ``issue`` (the 24-cell grid of issue 18).
@@ -142,9 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         "at d = 4000 drawing 1000 costs about as much as the issue grid's three methods",
     )
     ap.add_argument(
-        "--no-check",
-        action="store_true",
-        help="without the theorem checker's per-row prediction (SweepConfig.check)",
+        "--checker",
+        nargs="+",
+        choices=("on", "off"),
+        default=["on"],
+        help="run the backends with the theorem checker's per-row prediction "
+        "(SweepConfig.check), without it, or both in turn ('on off'); the speed-up is "
+        "against the first backend of the same setting",
     )
     args = ap.parse_args(argv)
     args.meta = run_metadata(__spec__.name, argv)
@@ -166,8 +174,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, tmp: Path) -> int:
     grids, config = _grids(args.grid, args.seeds)
-    if args.no_check:
-        config = dataclasses.replace(config, check=False)
     if args.n_test is not None:
         config = dataclasses.replace(config, n_test=args.n_test)
     backends: list[tuple[str, int, str | None]] = [
@@ -176,7 +182,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
     if args.scheduler:
         backends.append((f"dask ({args.dask_workers} workers)", args.dask_workers, args.scheduler))
     print(
-        f"grid {args.grid}{' (no checker)' if args.no_check else ''}, n_test {config.n_test}; "
+        f"grid {args.grid}, n_test {config.n_test}; "
         f"{os.cpu_count()} cores; "
         "load average before: "
         f"{os.getloadavg()[0]:.2f}"
@@ -189,18 +195,30 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
         "| threads (OS/BLAS) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    first = None
     originals = dict(SWEEP_METHODS)
+    runs = [
+        (check, f"{label}{'' if check == 'on' else ' (no checker)'}", workers, scheduler)
+        for check in dict.fromkeys(args.checker)
+        for label, workers, scheduler in backends
+    ]
     try:
         for name, method in originals.items():
             SWEEP_METHODS[name] = TimedMethod(name, method)
-        for label, workers, scheduler in backends:
+        for k, (check, label, workers, scheduler) in enumerate(runs):
+            if k == 0 or check != runs[k - 1][0]:
+                first = None
             for old in tmp.glob("*.txt"):
                 old.unlink()
-            out = tmp / f"{label.replace(' ', '_')}.csv"
+            out = tmp / f"{label.replace(' ', '_').replace('(', '').replace(')', '')}.csv"
             start_epoch, cpu0 = time.time(), _cpu_seconds()
             start = time.perf_counter()
-            result = run_sweep(grids, out, config, jobs=workers, scheduler=scheduler)
+            result = run_sweep(
+                grids,
+                out,
+                dataclasses.replace(config, check=check == "on"),
+                jobs=workers,
+                scheduler=scheduler,
+            )
             wall = time.perf_counter() - start
             total_cpu = None if scheduler else _cpu_seconds() - cpu0
             rows = load_results(out)
