@@ -110,3 +110,16 @@ def test_a_test_set_at_a_million_dimensions_holds_no_tokens():
     v = np.zeros(10**6)
     v[0], v[1] = 1.0, -1.0
     assert evaluate_projected(v, np.zeros(10**6), test).error_clean == 0.0
+
+
+@pytest.mark.parametrize("size", [1e-200, 1.0, 1e150])
+def test_a_tiny_or_huge_model_is_drawn_as_its_unit_direction_scaled(size):
+    # errors do not depend on the scale of v, nor attention on it once p is fixed
+    dist = PaperDistribution(d=30, T=3, snr=0.3, eta=0.1)
+    test = ProjectedSamples(dist, 400, seed=5)
+    v, p = _model(dist)
+    ref = evaluate_projected(v, p, test)
+    got = evaluate_projected(size * v, p, test)
+    assert got.error == ref.error and got.error_clean == ref.error_clean
+    assert got.attn_signal == pytest.approx(ref.attn_signal, rel=1e-12)
+    assert got.min_margin == pytest.approx(size * ref.min_margin, rel=1e-9)

@@ -303,13 +303,18 @@ class ProjectedSamples:
         builds it from checked v and p, :func:`margin_solver.analysis.metrics.evaluate`).
         """
         dist = self.dist
-        noise_dirs = W
+        # each direction scaled to largest entry 1 for the covariance, whose squares would
+        # overflow or underflow for a huge or tiny v or p; scaled back after the draw
+        scale = np.max(np.abs(W), axis=1)
+        scale[scale == 0.0] = 1.0
+        noise_dirs = W / scale[:, None]
         if dist.noise == "projected":
             basis = dist._signal_basis()
-            noise_dirs = W - (W @ basis.T) @ basis
+            noise_dirs -= (noise_dirs @ basis.T) @ basis
         root = _psd_cholesky(noise_dirs @ noise_dirs.T)
         rng = copy.deepcopy(self._rng)
         out = rng.standard_normal((self.n, dist.T, W.shape[0])) @ (dist.sigma * root.T)
+        out *= scale
         mu = dist.signal_vectors() @ W.T
         out[np.arange(self.n), self.signal_index] = mu[(self.clean_y < 0).astype(int)]
         return out
