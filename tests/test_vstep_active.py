@@ -153,3 +153,27 @@ def test_scaling_benchmark_writes_rows_the_page_renders(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [row["engine"] for row in rows] == ["active", "active-warm", "ldp", "linearsvc"]
     assert all(abs(row["rel_objective_diff"]) <= 1e-8 for row in rows[:3])
+
+
+def test_the_solve_realises_selections_on_its_strategy_s_engine(monkeypatch):
+    # every attention SVM of the solve (first starts, search) runs on options' vstep_solver
+    from margin_solver.core.data import PaperDistribution
+    from margin_solver.minnorm import search, solve
+    from margin_solver.minnorm.solve import solve_min_norm
+
+    engines = []
+    for module in (search, solve):
+        real = module.attention_svm
+        monkeypatch.setattr(
+            module,
+            "attention_svm",
+            lambda *a, real=real, **kw: engines.append(kw.get("solver", "ldp")) or real(*a, **kw),
+        )
+    data = PaperDistribution(d=40, T=2, snr=0.5, eta=0.1).sample(8, seed=3)
+    active = solve_min_norm(data, R=1.0, options={"vstep_solver": "active"})
+    attention_engines = list(engines)
+    engines.clear()
+    ldp = solve_min_norm(data, R=1.0)
+    assert attention_engines and set(attention_engines) == {"active"}
+    assert set(engines) == {"ldp"}
+    assert active.norm == pytest.approx(ldp.norm, rel=1e-9) and active.status == ldp.status

@@ -837,17 +837,27 @@ def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> I
         if context.hard and best() is not None and svm.norm >= best().norm:
             continue  # its nearly hard realisation would end near svm.norm: no better
         misses = 0
-        c = attention_svm(H, T, tokens, context.R, guard=current())
-        label = "selection"
-        if c is None:
-            c = attention_svm(
-                H, T, tokens, context.R, ridge=strategy.nearest_ridge, guard=current()
-            )
-            label = "nearest_selection"
+        c, nearest = _realise_or_nearest(context, tokens)
         if c is None:
             continue
+        label = "nearest_selection" if nearest else "selection"
         yield f"{label}_{k}", context.descend(context.form.from_coefficients(c))
         k += 1
+
+
+def _realise_or_nearest(context: _Context, tokens: np.ndarray) -> tuple[np.ndarray | None, bool]:
+    """Token coefficients of the attention that realises ``tokens``, or, when none does
+    (or only within the attention SVM's tolerance), of the nearest realisable selection's
+    (the squared-hinge SVM, ``strategy.nearest_ridge``); and whether it is the nearest. Both
+    SVMs run on the strategy's v-step engine."""
+    strategy = context.strategy
+    engine = strategy.vstep_solver
+    H, T, R = context.H, context.T, context.R
+    c = attention_svm(H, T, tokens, R, guard=current(), solver=engine)
+    if c is not None:
+        return c, False
+    ridge = strategy.nearest_ridge
+    return attention_svm(H, T, tokens, R, ridge=ridge, guard=current(), solver=engine), True
 
 
 def _realisable_starts(context: _Context, deadline: float) -> Iterator:
@@ -880,16 +890,7 @@ def _realisable_starts(context: _Context, deadline: float) -> Iterator:
         if key in context.seen:
             continue
         context.seen.add(key)
-        c = attention_svm(context.H, context.T, tokens, context.R, guard=current())
-        if c is None:  # realisable only within the attention SVM's tolerance
-            c = attention_svm(
-                context.H,
-                context.T,
-                tokens,
-                context.R,
-                ridge=context.strategy.nearest_ridge,
-                guard=current(),
-            )
+        c, _ = _realise_or_nearest(context, tokens)
         if c is None:
             continue
         yield f"realisable_{k}", context.descend(context.form.from_coefficients(c))
@@ -955,7 +956,7 @@ def _screen_starts(context: _Context, deadline: float, scale: float) -> Iterator
         progress.update(k)
         if tokens.tobytes() in context.seen:  # descended already by another family
             continue
-        c = attention_svm(H, T, tokens, R)
+        c = attention_svm(H, T, tokens, R, solver=strategy.vstep_solver)
         if c is not None:
             pool.append(form.from_coefficients(c))
     pool.extend(itertools.islice(_random_points(context), round(strategy.screen_random * scale)))

@@ -1400,8 +1400,8 @@ def _random_names(first: int, count: int) -> str:
     return f"random_{first}, ..., random_{count - 1}"
 
 
-def _realise(form, H, T, selection, R):
-    c = attention_svm(H, T, selection, R, guard=current())
+def _realise(form, H, T, selection, R, solver):
+    c = attention_svm(H, T, selection, R, guard=current(), solver=solver)
     return None if c is None else form.from_coefficients(c)
 
 
@@ -1409,7 +1409,7 @@ def _settle(form, H, y, T, selection, R, descent) -> tuple:
     """``(p0, run)``: the realisation of ``selection`` (None when no p singles it out) and,
     when its attention is nearly hard, its polish
     (:func:`margin_solver.minnorm.search.settled_run`), else None."""
-    p0 = _realise(form, H, T, selection, R)
+    p0 = _realise(form, H, T, selection, R, descent["strategy"].vstep_solver)
     return p0, None if p0 is None else settled_run(form, H, y, T, p0, R, **descent)
 
 

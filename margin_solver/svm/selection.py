@@ -242,6 +242,7 @@ def attention_svm(
     R: float,
     ridge: float = 0.0,
     guard: Guard | None = None,
+    solver: str = "ldp",
 ) -> np.ndarray | None:
     """Token coefficients of the norm-``R`` attention vector that best singles out ``selection``.
 
@@ -270,6 +271,9 @@ def attention_svm(
         which nothing can interrupt) is not started when its predicted time,
         ``REALISE_WORK * k**3`` multiply-adds at the speed the guard measured, would end past
         the deadline.
+    solver : {"ldp", "active", "ecos", "clarabel"}, default="ldp"
+        The SVM's first engine (:func:`margin_solver.svm.vstep.solve_trusted_vstep`; the
+        solve passes its strategy's ``vstep_solver``).
 
     Returns
     -------
@@ -302,7 +306,7 @@ def attention_svm(
         K[np.diag_indices_from(K)] += ridge * float(np.mean(np.diag(K)))
     if len(K) >= _ANNOUNCE_CONSTRAINTS:
         logger.info("attention SVM with %d constraints (one factorisation of that size)", len(K))
-    result = solve_trusted_vstep(K, np.ones(len(K)))
+    result = solve_trusted_vstep(K, np.ones(len(K)), solver)
     if not result.success:
         return None
     c = (E.T @ result.coef).reshape(n, T)
