@@ -77,6 +77,7 @@ from margin_solver.descent.alternating import (
     DescentRun,
     KernelForm,
     descend,
+    kernel_trials_cheaper,
     norm,
 )
 from margin_solver.minnorm.radius import RadiusHint, proven_none, radius_hint
@@ -336,8 +337,11 @@ def solve_min_norm(
         ``"local_optimal"``).
     form : {"auto", "kernel", "dense"}, default="auto"
         ``"kernel"`` works on the token Gram matrix (per-iteration cost independent of d),
-        ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T``. Both build
-        the (nT, nT) token Gram matrix once, for the selection starts and the bound.
+        ``"dense"`` on vectors of R^d; ``"auto"`` picks kernel when ``d > n T`` or when its
+        trial points cost fewer multiply-adds
+        (:func:`margin_solver.descent.alternating.kernel_trials_cheaper`: about when
+        ``d > 4 T^2``). Both build the (nT, nT) token Gram matrix once, for the selection
+        starts and the bound.
     n_random_starts : int, default=2
         Random starts in addition to the deterministic ones, drawn one at a time (any
         count: memory does not grow with it, and ``time_limit`` stops them).
@@ -530,7 +534,9 @@ class _Solve:
         self.n_random_starts, self.search_starts = n_random_starts, search_starts
         self.dependent = d <= n * T  # linearly dependent tokens: the search always runs
         self.tol = (self.gap_tol, FEAS_TOL)
-        self.use_kernel = form == "kernel" or (form == "auto" and (d > n * T or is_on_disk(X)))
+        self.use_kernel = form == "kernel" or (
+            form == "auto" and (d > n * T or is_on_disk(X) or kernel_trials_cheaper(n, T, d))
+        )
         self.guard = Guard(self.deadline, clock=lambda: time.perf_counter())
         self.gram: TokenGram | None = None  # set up by setup()
         self.bound: LowerBoundResult | None = None
