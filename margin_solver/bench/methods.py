@@ -135,7 +135,9 @@ def model_fields(
 
 
 @register_method("uniform-svm")
-def uniform_svm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
+def uniform_svm(
+    train: Dataset, test: Dataset | ProjectedSamples, call: MethodCall
+) -> dict[str, Any]:
     """The v-step at ``p = 0``: a hard-margin SVM on the token means (uniform attention).
 
     The baseline that ignores attention: ``f = v^T mean_t x_t``. Options: ``solver``
@@ -186,7 +188,7 @@ def min_norm_solution(
 
 
 @register_method("min-norm")
-def min_norm(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
+def min_norm(train: Dataset, test: Dataset | ProjectedSamples, call: MethodCall) -> dict[str, Any]:
     """The min-norm interpolator P_R (:func:`margin_solver.minnorm.solve.solve_min_norm`), certified
     (``lower_bound``, relative ``gap``) for small n; options as in :func:`min_norm_solution`."""
     res, R = min_norm_solution(train, call.options, call.init_seed, _heads(call))
@@ -219,7 +221,9 @@ def theory_setting(method: str, fields: dict[str, Any], options: dict[str, Any])
 GD_LONG_STEPS = 1000
 
 
-def _gd(train: Dataset, test: Dataset, call: MethodCall, **defaults: Any) -> dict[str, Any]:
+def _gd(
+    train: Dataset, test: Dataset | ProjectedSamples, call: MethodCall, **defaults: Any
+) -> dict[str, Any]:
     opts = {**defaults, **call.options}
     if _heads(call) != 1:
         opts["heads"] = _heads(call)
@@ -236,7 +240,9 @@ def _gd(train: Dataset, test: Dataset, call: MethodCall, **defaults: Any) -> dic
 
 
 @register_method("gd-two-step")
-def gd_two_step(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
+def gd_two_step(
+    train: Dataset, test: Dataset | ProjectedSamples, call: MethodCall
+) -> dict[str, Any]:
     """Two GD steps from zero with the package's default step sizes (Theorem 3.3's setting).
 
     Options pass to :func:`margin_solver.gd.endpoints.gradient_descent` (``beta0``, ``beta1``, ...).
@@ -245,7 +251,7 @@ def gd_two_step(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, An
 
 
 @register_method("gd-long")
-def gd_long(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
+def gd_long(train: Dataset, test: Dataset | ProjectedSamples, call: MethodCall) -> dict[str, Any]:
     """Long GD from zero with a constant step (default: the two-step schedule's first step).
 
     Options pass to :func:`margin_solver.gd.endpoints.gradient_descent` (``steps``, default
@@ -255,7 +261,9 @@ def gd_long(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
 
 
 @register_method("gd-normalized")
-def gd_normalized(train: Dataset, test: Dataset, call: MethodCall) -> dict[str, Any]:
+def gd_normalized(
+    train: Dataset, test: Dataset | ProjectedSamples, call: MethodCall
+) -> dict[str, Any]:
     """Long GD with steps of fixed length along the normalised gradient (default length
     ``1 / nu``), which cannot blow up as a constant step too large for the data does.
 
