@@ -286,7 +286,11 @@ CASES = {
     ),
     "sweep n test": (
         [*SWEEP, "--kappa", "1", "--n-test", "0", "--out", "{dir}/s.csv"],
-        r"n_test must be an integer >= 1",
+        r"n_test must be an integer >= 2",
+    ),
+    "sweep one test sample": (  # a test set holds two samples at least, as a Dataset does
+        [*SWEEP, "--kappa", "1", "--n-test", "1", "--out", "{dir}/s.csv"],
+        r"n_test must be an integer >= 2",
     ),
     "sweep method": (
         [*SWEEP, "--kappa", "1", "--methods", "nope", "--out", "{dir}/s.csv"],

@@ -275,7 +275,7 @@ class SweepConfig:
     sweep_seed : int, default=0
         Root of every random stream.
     n_test : int, default=1000
-        Test samples per cell (synthetic data, drawn in the fitted model's directions,
+        Test samples per cell (>= 2; synthetic data, drawn in the fitted model's directions,
         :class:`margin_solver.core.data.ProjectedSamples`; real data use their held-out
         images).
     method_options : dict, default={}
@@ -298,7 +298,7 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         _check_axis([self.sweep_seed], "sweep_seed", _is_int_at_least(0), "an integer >= 0")
-        _check_axis([self.n_test], "n_test", _is_int_at_least(1), "an integer >= 1")
+        _check_axis([self.n_test], "n_test", _is_int_at_least(2), "an integer >= 2")
         if not isinstance(self.data_options, dict):
             raise InvalidInputError(f"data_options must be a dict, got {self.data_options!r}.")
         if not isinstance(self.method_options, dict):

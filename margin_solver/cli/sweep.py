@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help='per-method options as JSON, e.g. \'{"gd-long": {"steps": 300}}\'',
     )
     parser.add_argument(
-        "--n-test", type=int, default=1000, help="test samples per cell (default 1000)"
+        "--n-test", type=int, default=1000, help="test samples per cell, >= 2 (default 1000)"
     )
     parser.add_argument(
         "--sweep-seed", type=int, default=0, help="root seed of every random stream (default 0)"
