@@ -155,25 +155,38 @@ def test_scaling_benchmark_writes_rows_the_page_renders(tmp_path):
     assert all(abs(row["rel_objective_diff"]) <= 1e-8 for row in rows[:3])
 
 
-def test_the_solve_realises_selections_on_its_strategy_s_engine(monkeypatch):
-    # every attention SVM of the solve (first starts, search) runs on options' vstep_solver
+def test_the_solve_s_svms_run_on_its_strategy_s_engine(monkeypatch):
+    # every attention SVM of the solve and every selection SVM of its search runs on
+    # options' vstep_solver (LB's own SVMs keep the default)
     from margin_solver.core.data import PaperDistribution
     from margin_solver.minnorm import search, solve
     from margin_solver.minnorm.solve import solve_min_norm
 
-    engines = []
-    for module in (search, solve):
-        real = module.attention_svm
+    engines = {"attention": [], "selection": []}
+    for module, name, kind in (
+        (search, "attention_svm", "attention"),
+        (solve, "attention_svm", "attention"),
+        (search, "selection_svm", "selection"),
+        (search, "hard_selection_alternation", "selection"),
+    ):
+        real = getattr(module, name)
         monkeypatch.setattr(
             module,
-            "attention_svm",
-            lambda *a, real=real, **kw: engines.append(kw.get("solver", "ldp")) or real(*a, **kw),
+            name,
+            lambda *a, real=real, kind=kind, **kw: (
+                engines[kind].append(kw.get("solver", "ldp")) or real(*a, **kw)
+            ),
         )
-    data = PaperDistribution(d=40, T=2, snr=0.5, eta=0.1).sample(8, seed=3)
-    active = solve_min_norm(data, R=1.0, options={"vstep_solver": "active"})
-    attention_engines = list(engines)
-    engines.clear()
-    ldp = solve_min_norm(data, R=1.0)
-    assert attention_engines and set(attention_engines) == {"active"}
-    assert set(engines) == {"ldp"}
+    # d <= n T: the search runs
+    data = PaperDistribution(d=10, T=2, snr=1.0, eta=0.1).sample(6, seed=3)
+    active = solve_min_norm(data, R=1.0, search_starts=1, options={"vstep_solver": "active"})
+    used = {kind: set(found) for kind, found in engines.items()}
+    for found in engines.values():
+        found.clear()
+    ldp = solve_min_norm(data, R=1.0, search_starts=1)
+    assert used == {"attention": {"active"}, "selection": {"active"}}
+    assert {kind: set(found) for kind, found in engines.items()} == {
+        "attention": {"ldp"},
+        "selection": {"ldp"},
+    }
     assert active.norm == pytest.approx(ldp.norm, rel=1e-9) and active.status == ldp.status

@@ -203,7 +203,7 @@ def hard_value(
     """
     if not nearly_hard(attention, strategy):
         return None
-    svm = selection_svm(H, y, T, np.argmax(attention, axis=1))
+    svm = selection_svm(H, y, T, np.argmax(attention, axis=1), solver=strategy.vstep_solver)
     return svm.norm if svm.feasible else None
 
 
@@ -474,7 +474,8 @@ class _HardTest:
             return self._dominated(which, f"at least {bound:.9g}")
         if not every and bound < self.strategy.hard_svm_ratio * self.best_norm:
             return None
-        svm = selection_svm(self.H, self.y, self.T, tokens, samples)
+        engine = self.strategy.vstep_solver
+        svm = selection_svm(self.H, self.y, self.T, tokens, samples, solver=engine)
         if not svm.feasible:
             return None
         if min(svm.norm, own) >= self.best_norm:
@@ -823,13 +824,13 @@ def _selection_starts(context: _Context, first: Sequence[np.ndarray], best) -> I
             return
         misses += 1
         if tokens is None:
-            svm = hard_selection_alternation(H, y, T, margins)
+            svm = hard_selection_alternation(H, y, T, margins, solver=strategy.vstep_solver)
             if not svm.feasible:
                 continue
             tokens = np.empty(n, dtype=np.int64)
             tokens[svm.samples] = svm.tokens
         elif context.hard:
-            svm = selection_svm(H, y, T, tokens)
+            svm = selection_svm(H, y, T, tokens, solver=strategy.vstep_solver)
         key = tokens.tobytes()
         if key in seen:
             continue

@@ -118,6 +118,7 @@ def selection_svm(
     tokens: np.ndarray,
     samples: np.ndarray | None = None,
     X: np.ndarray | None = None,
+    solver: str = "ldp",
 ) -> SelectionSVM:
     """Solve ``minimize ||v|| s.t. y_i <v, x_{i, tokens_i}> >= 1`` for ``i`` in ``samples``.
 
@@ -137,6 +138,9 @@ def selection_svm(
         The tokens behind H. Selected tokens of opposite labels that H cannot tell apart
         are then compared exactly: equal ones prove the selection infeasible, others give
         ``norm_bound`` (weaker without X, and never a proof).
+    solver : {"ldp", "active", "ecos", "clarabel"}, default="ldp"
+        The SVM's first engine (:func:`margin_solver.svm.vstep.solve_trusted_vstep`; the
+        solve's search passes its strategy's ``vstep_solver``, LB keeps the default).
 
     Returns
     -------
@@ -148,7 +152,7 @@ def selection_svm(
         return SelectionSVM(samples, tokens, 0.0, np.zeros(0))
     rows = selection_rows(samples, tokens, T)
     row = None if X is None else (lambda k: X[samples[k], tokens[k]])
-    result = solve_trusted_vstep(H[np.ix_(rows, rows)], y[samples], row=row)
+    result = solve_trusted_vstep(H[np.ix_(rows, rows)], y[samples], solver, row=row)
     if not result.success:
         return SelectionSVM(samples, tokens, math.inf, None, result.broke_down, result.norm_bound)
     return SelectionSVM(samples, tokens, result.norm, result.coef)
@@ -190,6 +194,7 @@ def hard_selection_alternation(
     T: int,
     margins: np.ndarray,
     max_iter: int = 100,
+    solver: str = "ldp",
 ) -> SelectionSVM:
     """Improve a token selection by alternating "best token for v" and "SVM on those tokens".
 
@@ -205,6 +210,8 @@ def hard_selection_alternation(
         ``y_i <v0, x_it>`` for the starting v0 (e.g. the first GD step's v).
     max_iter : int, default=100
         Cap on SVM solves.
+    solver : str, default="ldp"
+        The SVMs' first engine (:func:`selection_svm`).
 
     Returns
     -------
@@ -214,7 +221,7 @@ def hard_selection_alternation(
         least the margin of its old one). Infeasible when the first selection is.
     """
     selection = best_tokens(margins)
-    svm = selection_svm(H, y, T, selection)
+    svm = selection_svm(H, y, T, selection, solver=solver)
     seen = {selection.tobytes()}
     for _ in range(max_iter - 1):
         if not svm.feasible:
@@ -224,7 +231,7 @@ def hard_selection_alternation(
             break
         seen.add(new.tobytes())
         selection = new
-        svm = selection_svm(H, y, T, selection)
+        svm = selection_svm(H, y, T, selection, solver=solver)
     return svm
 
 
