@@ -278,7 +278,6 @@ class ProjectedSamples:
         self._seed = copy.deepcopy(_seed_sequence(seed))
         draw = dist.draw_labels(n, copy.deepcopy(self._seed))
         self.y, self.clean_y, self.signal_index = draw.y, draw.clean_y, draw.signal_index
-        self.params = draw.params
         self._rng = draw.noise_rng
 
     @property

@@ -196,6 +196,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     originals = dict(SWEEP_METHODS)
+    firsts: dict[str, float] = {}  # wall time of each checker setting's first backend
     runs = [
         (check, f"{label}{'' if check == 'on' else ' (no checker)'}", workers, scheduler)
         for check in dict.fromkeys(args.checker)
@@ -205,11 +206,9 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
         for name, method in originals.items():
             SWEEP_METHODS[name] = TimedMethod(name, method)
         for k, (check, label, workers, scheduler) in enumerate(runs):
-            if k == 0 or check != runs[k - 1][0]:
-                first = None
             for old in tmp.glob("*.txt"):
                 old.unlink()
-            out = tmp / f"{label.replace(' ', '_').replace('(', '').replace(')', '')}.csv"
+            out = tmp / f"run_{k}.csv"
             start_epoch, cpu0 = time.time(), _cpu_seconds()
             start = time.perf_counter()
             result = run_sweep(
@@ -233,7 +232,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
             method_cpu = sum(float(r[1]) for r in records)
             first_call = min(float(r[0]) for r in records) - start_epoch
             threads = f"{max(int(r[3]) for r in records)}/{max(int(r[4]) for r in records)}"
-            first = first or wall
+            first = firsts.setdefault(check, wall)
             cpu_share = "-" if total_cpu is None else f"{(total_cpu - method_cpu) / method_cpu:.0%}"
             cpu_text = "-" if total_cpu is None else f"{total_cpu:.1f}"
             table.append(
