@@ -118,7 +118,7 @@ def test_updated_factor_matches_a_fresh_factorisation():
     y[::2] = -1.0
     K = Z @ Z.T
     state = vstep._ActiveSet(K, y, budget=100, refactor=False)
-    state.start(np.array([3, 7, 1, 12], dtype=np.intp))
+    state.start(np.array([3, 7, 1, 12], dtype=np.intp), ordered=True)
     for j in (20, 5, 9, 0):
         assert state.add(j) is None
     assert state.drop(np.array([1, 4]))  # samples 7 and 20
@@ -127,6 +127,31 @@ def test_updated_factor_matches_a_fresh_factorisation():
     lower = state._lower()
     np.testing.assert_allclose(lower @ lower.T, Q_PP, atol=1e-12 * Q_PP.max())
     np.testing.assert_allclose(state.solve(), np.linalg.solve(Q_PP, np.ones(6)), rtol=1e-10)
+    # a block of samples out at once: the leading rows kept, the trailing block refactored
+    for j in (2, 4, 6):
+        assert state.add(j) is None
+    assert state.drop_block(np.array([2, 6, 8]))  # samples 12, 2 and 6
+    assert state.P.tolist() == [3, 1, 5, 9, 0, 4]
+    Q_PP = state._block(state.P)
+    lower = state._lower()
+    np.testing.assert_allclose(lower @ lower.T, Q_PP, atol=1e-12 * Q_PP.max())
+    np.testing.assert_allclose(state.solve(), np.linalg.solve(Q_PP, np.ones(6)), rtol=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_guess_ordered_by_duals_gives_the_unordered_answer(seed):
+    # the warm start from a perturbed problem's duals, taken largest first, with block drops
+    rng = np.random.default_rng(seed)
+    n, d = 60, 90
+    Z = rng.standard_normal((n, d)) + 0.4 * rng.standard_normal(d)
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    near = solve_vstep(Z + 0.3 * rng.standard_normal((n, d)), y, "active")
+    K = Z @ Z.T
+    ordered = vstep.solve_vstep_on_support(K, y, near.alpha, engine="active")
+    plain = vstep.solve_vstep_on_support(K, y, near.alpha > 0, engine="active")
+    assert ordered is not None and plain is not None
+    assert_same_answer(ordered, plain)
+    assert_same_answer(ordered, solve_vstep(Z, y, "ldp"))
 
 
 def test_a_dependent_sample_is_swapped_in_along_the_dual_ray():

@@ -659,7 +659,7 @@ class _Box:
     order: int
     lo: np.ndarray  # (r,) corner of the box of w (p = V w, ||p|| = ||w||)
     hi: np.ndarray
-    support: np.ndarray | None  # the parent's SVM support, a guess for this box's
+    support: np.ndarray | None  # the parent's SVM duals, a guess for this box's support
 
 
 def low_rank_bound(
@@ -785,7 +785,7 @@ class _BoxSearch:
             first = _robust_margin_bound(K, problem.y, rho, weights)
             second = self.second_order(K, attention, weights, rho, centre, half, spread)
             bound = 1.0 / min(first, second)
-            guess = alpha > 0
+            guess = alpha
             if float(centre @ centre) <= problem.R**2 and norm < self.incumbent:
                 self.incumbent, self.best_scores = norm, mid
         bound = max(bound, parent)

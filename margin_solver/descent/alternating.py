@@ -274,12 +274,12 @@ def evaluate_phi(
 ) -> PhiPoint:
     """Solve the v-step at p; phi = inf when the attended features cannot be separated.
 
-    With ``support`` (the support vectors at a nearby p) the v-step is first solved from that
-    guess (:func:`margin_solver.svm.vstep.solve_vstep_on_support`: a few Cholesky solves of
-    support size, exact when it succeeds); when that fails, or without ``support``, the
-    full v-step runs. When
-    ``vstep_solver`` raises or is inaccurate the v-step falls back to the other engines
-    (recorded in ``point.vstep.fallbacks``), so an engine failure is not read as infeasibility.
+    With ``support`` (the duals at a nearby p, or a mask of its support vectors) the v-step
+    is first solved from that guess (:func:`margin_solver.svm.vstep.solve_vstep_on_support`:
+    a few Cholesky solves of support size, exact when it succeeds); when that fails, or
+    without ``support``, the full v-step runs. When ``vstep_solver`` raises or is
+    inaccurate the v-step falls back to the other engines (recorded in
+    ``point.vstep.fallbacks``), so an engine failure is not read as infeasibility.
     """
     s = softmax(form.scores(p))
     K = form.feature_gram(s)
@@ -366,7 +366,7 @@ def _line_search(
     while step >= shortest:
         q = project(form, point.p - step * direction, R)
         predicted = form.inner(g, point.p - q)
-        candidate = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
+        candidate = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha)
         run.count_solve(candidate)
         if candidate.phi <= point.phi - ARMIJO * predicted:
             return candidate, step, first_trial
@@ -776,7 +776,7 @@ def _sqp_trial(
         predicted = point.phi - value
         q = point.p + move
         q = q * (R / norm(form, q)) if on_sphere else project(form, q, R)
-        candidate = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
+        candidate = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha)
         run.count_solve(candidate)
         ratio = (point.phi - candidate.phi) / predicted if predicted > 0 else -math.inf
         accepted = ratio >= _SQP_ACCEPT and candidate.phi < point.phi

@@ -429,7 +429,7 @@ def _single_head_point(
     result = MultiHeadMinNormResult(
         v=V,
         p=P,
-        norm=float(np.linalg.norm(V)),
+        norm=single.norm,  # ||V|| with zero rows: single.norm, not a 2-d sum's rounding of it
         lower_bound=None,
         gap=math.nan,
         status=TIME_LIMIT,

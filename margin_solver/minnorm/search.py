@@ -345,12 +345,12 @@ def _polish_step(
     max_fails: int,
 ) -> tuple[PhiPoint | None, float, np.ndarray | None]:
     """The next accepted point of :func:`hard_polish` (None after ``max_fails`` rejections in
-    a row), the updated ``lam`` and the support of the last linearised SVM (``guess``: the
+    a row), the updated ``lam`` and the duals of the last linearised SVM (``guess``: the
     previous one's, None when unknown); every v-step is counted in ``run``."""
     for _ in range(max_fails):
         q, predicted, guess = _linearised_step(form, y, point, R, lam, vstep_solver, guess)
         if q is not None:
-            trial = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha > 0)
+            trial = evaluate_phi(form, y, q, vstep_solver, support=point.vstep.alpha)
             run.count_solve(trial)
             if trial.phi < point.phi:
                 ratio = (point.phi - trial.phi) / max(point.phi - predicted, 1e-300)
@@ -370,9 +370,9 @@ def _linearised_step(
     guess: np.ndarray | None = None,
 ) -> tuple[np.ndarray | None, float, np.ndarray | None]:
     """The p of one step of :func:`hard_polish` with weight ``lam``, the model's phi there
-    and its SVM's support; ``(None, nan, None)`` when the SVM has no solution.
+    and its SVM's duals; ``(None, nan, None)`` when the SVM has no solution.
 
-    The SVM is first solved from ``guess`` (the previous step's support, which changes
+    The SVM is first solved from ``guess`` (the previous step's duals, whose support changes
     little from step to step: :func:`margin_solver.svm.vstep.solve_vstep_from_support`), then,
     when that fails, by the general v-step.
     """
@@ -399,8 +399,8 @@ def _linearised_step(
     q = p + dp
     if on_sphere:
         length = norm(form, q)
-        return (q * (R / length) if length > 0 else None), predicted, svm.alpha > 0
-    return project(form, q, R), predicted, svm.alpha > 0
+        return (q * (R / length) if length > 0 else None), predicted, svm.alpha
+    return project(form, q, R), predicted, svm.alpha
 
 
 def hard_descend(

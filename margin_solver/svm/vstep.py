@@ -612,8 +612,11 @@ def solve_vstep_on_support(
         themselves (use :func:`solve_vstep` on user input).
     y : ndarray of shape (n_samples,)
         Labels in {-1, +1}, float64 (not validated).
-    support : ndarray of bool, shape (n_samples,)
-        The guessed support vectors, e.g. ``previous.alpha > 0``.
+    support : ndarray of shape (n_samples,)
+        The guessed support vectors: a boolean mask, or a previous dual vector such as
+        ``previous.alpha``, whose positive entries are the guess (``engine="active"`` then
+        takes them largest first, so that the samples likely to leave the support are
+        factored last, where dropping them costs least).
     tol : float, default=1e-9
         As in :func:`solve_vstep`: the relative duality gap must be at most ``1000 * tol``.
     engine : {"support", "active"}, default="support"
@@ -676,7 +679,9 @@ def _kkt_on_support(
     The dual of the v-step is ``minimize 1/2 a^T Q a - sum(a)`` over ``a >= 0`` with
     ``Q = diag(y) K diag(y)``. On a passive set P the unconstrained minimiser solves
     ``Q_PP a = 1``. The guess, less the samples this solve gives a non-positive dual, is the
-    start (one Cholesky factorisation of size |P| per round); then the method of Lawson and
+    start (:meth:`_ActiveSet.start`; ``support`` is a boolean mask, or a previous dual
+    vector whose positive entries are the guess, then taken largest first unless
+    ``refactor``); then the method of Lawson and
     Hanson (1974, ch. 23, here on the quadratic form): add the sample with the largest margin
     violation ``1 - (Q a)_i`` (the negative gradient), and when a solve gives a non-positive
     dual, move towards it until the first dual reaches 0 and drop that sample; a sample that
@@ -695,10 +700,14 @@ def _kkt_on_support(
     dependent support vectors, left to the LDP.
     """
     state = _ActiveSet(K, y, max_solves, refactor)
-    z = state.start(np.flatnonzero(support))
+    ordered = support.dtype != bool and not refactor
+    guess = np.flatnonzero(support > 0)  # a mask's True entries, or a dual vector's positive ones
+    if ordered:
+        guess = guess[np.argsort(-support[guess], kind="stable")]
+    z = state.start(guess, ordered)
     if z is None and restart and state.budget > 0:
         state = _ActiveSet(K, y, state.budget, refactor)
-        z = state.start(np.zeros(0, dtype=np.intp))
+        z = state.start(np.zeros(0, dtype=np.intp), True)
     if z is None:
         return None
     a_P = z
@@ -795,10 +804,11 @@ class _ActiveSet:
         return True
 
     def _reserve(self, m: int) -> None:
-        """Room for m samples in the buffers (doubling, at most n), keeping their contents."""
+        """Room for m samples in the buffers (twice that, at most n, when they grow),
+        keeping their contents."""
         if m <= self.rows.shape[0]:
             return
-        cap = max(m, min(2 * self.rows.shape[0], len(self.y)), 8)
+        cap = max(m, min(2 * m, len(self.y)), 8)
         rows, L = np.empty((cap, len(self.y))), np.zeros((cap, cap))
         packed = np.empty(cap * (cap + 1) // 2)
         size = self.P.size
@@ -835,30 +845,49 @@ class _ActiveSet:
         """``L^{-T} b``."""
         return dtpsv(b.size, self.packed, b) if b.size else np.zeros(0)
 
-    def start(self, P: np.ndarray) -> np.ndarray | None:
-        """Factor the guess afresh, dropping the samples its solve gives a non-positive dual
-        until none is left; the duals on the start, or None."""
+    def start(self, P: np.ndarray, ordered: bool) -> np.ndarray | None:
+        """Factor the guess P afresh and drop the samples its solve gives a non-positive dual
+        until none is left; the duals on the start, or None.
+
+        With ``refactor`` every round factors what is left afresh, in the guess's order (the
+        answer then depends on the final set and that order alone). Without it, samples
+        ordered by a dual, largest first (``ordered``: P by the caller's duals; else the
+        second round, by the first round's), put the few that later rounds drop near the end
+        (at n = 500, in the last quarter), where :meth:`drop_block` refactors only the
+        trailing block instead of all of Q_PP.
+        """
         z = np.zeros(0)
+        lower = np.empty((0, 0))
+        rows = self.K[P]
+        rows *= self.y
+        rows *= self.y[P, None]
         while P.size:
             if not self.spend():
                 return None
-            lower = _conditioned_cholesky(self._block(P), _SUPPORT_RCOND)
+            lower = _conditioned_cholesky(rows[:, P], _SUPPORT_RCOND)
             if lower is None:
                 return None
             z, info = dpotrs(lower, np.ones(P.size), lower=1)
             if info != 0 or not np.isfinite(z).all():
                 return None
-            if z.min() > 0:
+            if z.min() > 0 or (ordered and not self.refactor):
                 break
-            P = P[z > 0]
+            order = np.flatnonzero(z > 0)
+            if not self.refactor:
+                order, ordered = order[np.argsort(-z[order], kind="stable")], True
+            P, rows, z = P[order], rows[order], np.zeros(0)
         m = P.size
         self._reserve(m)
         self.P, self.slot = P, np.arange(m)
         if m:
-            self.rows[:m] = self.y[P, None] * self.y * self.K[P]
+            self.rows[:m] = rows
             self.L[:m, :m] = lower
             self._repack(0)
             self.w = self._forward(np.ones(m))
+        while z.size and z.min() <= 0:
+            if not self.drop_block(np.flatnonzero(z <= 0)):
+                return None
+            z = self.solve() if self.P.size else np.zeros(0)
         return z
 
     def margins(self, z: np.ndarray) -> np.ndarray:
@@ -892,33 +921,73 @@ class _ActiveSet:
         return None
 
     def drop(self, positions: np.ndarray) -> bool:
-        """Remove the samples at ``positions`` of P; False when out of budget (when P stays
-        non-empty, a solve follows)."""
+        """Remove the samples at ``positions`` of P, updating the factor by one rank-one
+        update each; False when out of budget (when P stays non-empty, a solve follows)."""
         if self.P.size > positions.size and not self.spend():
             return False
         for k in sorted(positions.tolist(), reverse=True):
             self._delete(k)
-        self._repack(int(positions.min()))
-        self.w = self._forward(np.ones(self.P.size))
-        self.fresh = False
+        self._refresh(int(positions.min()))
         return True
 
-    def _delete(self, k: int) -> None:
-        """Delete sample ``P[k]``: its row of the buffer (the last one takes its slot), its
-        row and column of L, and update the trailing block."""
+    def drop_block(self, positions: np.ndarray) -> bool:
+        """Remove the samples at ``positions`` of P at once: rows and columns of L before
+        the first of them are those of the new factor, and the trailing block is factored
+        afresh from its Schur complement, one BLAS-3 product and a Cholesky factorisation of
+        the trailing size (cheaper than a rank-one update per sample when they sit near the
+        end). False when out of budget or when that Schur complement is not well
+        conditioned (then neither is Q_PP)."""
+        if self.P.size > positions.size and not self.spend():
+            return False
+        first = int(positions.min())
+        for k in sorted(positions.tolist(), reverse=True):
+            self._forget(k)
+            self._shift(k)
+        m = self.P.size
+        if first < m:
+            lead = self.L[first:m, :first]
+            schur = self._block(self.P[first:]) - lead @ lead.T
+            lower = _conditioned_cholesky(schur, _SUPPORT_RCOND)
+            if lower is None:
+                return False
+            self.L[first:m, first:m] = lower
+        self._refresh(first)
+        return True
+
+    def _refresh(self, first: int) -> None:
+        """After rows ``first`` onwards of L changed: repack them and recompute w."""
+        self._repack(first)
+        self.w = self._forward(np.ones(self.P.size))
+        self.fresh = False
+
+    def _forget(self, k: int) -> None:
+        """Delete sample ``P[k]`` from P and its row of the buffer (the last one takes its
+        slot)."""
         m = self.P.size
         last = int(np.flatnonzero(self.slot == m - 1)[0])
         self.rows[self.slot[k]] = self.rows[m - 1]
         self.slot[last] = self.slot[k]
         self.P, self.slot = np.delete(self.P, k), np.delete(self.slot, k)
+
+    def _shift(self, k: int) -> np.ndarray:
+        """Delete row and column k of L (of size |P| + 1) by moving the rest up and left;
+        returns the deleted column below the diagonal."""
+        m = self.P.size + 1
         L = self.L
         x = L[k + 1 : m, k].copy()
         L[k : m - 1, :m] = L[k + 1 : m, :m]
         L[: m - 1, k : m - 1] = L[: m - 1, k + 1 : m]
         L[m - 1, :m] = 0.0
         L[:m, m - 1] = 0.0
+        return x
+
+    def _delete(self, k: int) -> None:
+        """Delete sample ``P[k]``: its row of the buffer, its row and column of L, and
+        update the trailing block."""
+        self._forget(k)
+        x = self._shift(k)
         if x.size:
-            self._update(L[k : m - 1, k : m - 1], x)
+            self._update(self.L[k : self.P.size, k : self.P.size], x)
 
     @staticmethod
     def _update(T: np.ndarray, x: np.ndarray) -> None:
