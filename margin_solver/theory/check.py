@@ -29,9 +29,7 @@ from margin_solver.analysis.estimation import (
     EstimateIntervals,
     NoiseGeometry,
     SignalNoiseEstimate,
-    bootstrap_intervals,
-    estimate_signal_noise,
-    noise_geometry,
+    data_measurements,
 )
 from margin_solver.analysis.metrics import Metrics, trusted_metrics
 from margin_solver.analysis.solutions import read_solution, solution_vectors
@@ -175,15 +173,15 @@ def data_evidence(dataset: Dataset, constants: Constants | None = None) -> DataE
     c = _constants(constants)
     # tokens on disk are read in blocks, never copied whole; the first pass (for their
     # scale) refuses NaN and inf, which a Dataset in memory refuses when it is made
-    est = estimate_signal_noise(dataset, seed=c.seed)
+    est, intervals, noise = data_measurements(
+        dataset, seed=c.seed, n_boot=N_BOOT, level=LEVEL, max_tokens=c.max_tokens
+    )
     return DataEvidence(
         dataset=dataset,
         constants=c,
         estimates=est,
-        intervals=bootstrap_intervals(dataset, est, n_boot=N_BOOT, level=LEVEL, seed=c.seed),
-        noise=noise_geometry(
-            dataset.X, est.signal_index, est.mu, c.max_tokens, np.random.default_rng(c.seed)
-        ),
+        intervals=intervals,
+        noise=noise,
         conflicts=conflicting_pairs(dataset.X, dataset.y),
     )
 
