@@ -17,7 +17,7 @@ from margin_solver.core.kernel import TokenGram
 from margin_solver.core.progress import ProgressBar
 from margin_solver.core.results import ConvergenceWarning
 from margin_solver.minnorm.solve import solve_min_norm
-from margin_solver.svm.selection import aggregated_lift, selection_svm
+from margin_solver.svm.selection import aggregated_lift, selection_svm, signed_token_gram
 
 
 def _random_instance(seed: int, n: int, T: int, d: int):
@@ -68,7 +68,8 @@ def test_aggregated_lift_never_exceeds_the_best_selection_in_the_allowed_sets():
         allowed[np.arange(n), rng.integers(0, T, n)] = True
         choices = [np.flatnonzero(row) for row in allowed]
         best = min(selection_svm(H, y, T, np.array(s)).norm for s in itertools.product(*choices))
-        bound = aggregated_lift(H, y, T, np.zeros((n, T)), allowed, np.arange(n))
+        signed = signed_token_gram(H, y, T)
+        bound = aggregated_lift(signed, T, np.zeros((n, T)), allowed, np.arange(n))
         assert bound <= best * (1 + 1e-9)
 
 
@@ -79,7 +80,8 @@ def test_aggregated_lift_adds_up_orthogonal_tokens():
     X = np.eye(n * T).reshape(n, T, n * T)
     y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
     H = TokenGram(X).H
-    bound = aggregated_lift(H, y, T, np.zeros((n, T)), np.ones((n, T), bool), np.arange(n))
+    signed = signed_token_gram(H, y, T)
+    bound = aggregated_lift(signed, T, np.zeros((n, T)), np.ones((n, T), bool), np.arange(n))
     assert bound == pytest.approx(math.sqrt(n), rel=1e-12)
     res = global_lower_bound(X, y)
     assert res.status == "optimal" and res.value == pytest.approx(math.sqrt(n))

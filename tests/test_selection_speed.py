@@ -33,6 +33,10 @@ def test_principal_block_equals_fancy_indexing(dropped):
     block = _principal_block(H, rows)
     assert np.array_equal(block, H[np.ix_(rows, rows)])
     assert not np.shares_memory(block, H)
+    scale = rng.standard_normal(rows.size)
+    scaled = _principal_block(H, rows, scale)
+    assert np.array_equal(scaled, H[np.ix_(rows, rows)] * scale)
+    assert not np.shares_memory(scaled, H)
     runs = 1 + np.count_nonzero(np.diff(rows) != 1)
     assert (runs > _SLICED_RUNS) == (len(dropped) == 50)  # both branches are exercised
 

@@ -84,6 +84,7 @@ from margin_solver.core.validation import (
     check_int,
     check_labels,
     check_magnitude,
+    check_memory,
     check_positive,
     check_radius,
     check_tokens,
@@ -97,6 +98,7 @@ from margin_solver.svm.selection import (
     hard_selection_alternation,
     lifted_bounds,
     selection_svm,
+    signed_token_gram,
     token_margins,
 )
 from margin_solver.svm.vstep import solve_trusted_vstep
@@ -963,6 +965,12 @@ class _SelectionSearch:
         self.H, self.y, self.T, self.X = H, y, T, X
         self.lift_iterations = lift_iterations
         self.n = len(y)
+        check_memory(
+            8.0 * H.size,
+            f"the labelled token Gram matrix of the bound ({H.shape[0]} x {H.shape[1]})",
+            "use fewer samples or tokens",
+        )
+        self.signed = signed_token_gram(H, y, T)
         self.sq_norms = np.diag(H).reshape(self.n, T)
         # every selection that becomes the incumbent is appended here (search starts)
         self.incumbents = incumbents
@@ -980,8 +988,13 @@ class _SelectionSearch:
         # of opposite labels equal to within rounding): only that bound is proven there.
         self.unresolved_floor = math.inf
 
-    def solve(self, tokens: np.ndarray, samples: np.ndarray | None = None) -> SelectionSVM:
-        svm = selection_svm(self.H, self.y, self.T, tokens, samples, X=self.X)
+    def solve(
+        self,
+        tokens: np.ndarray,
+        samples: np.ndarray | None = None,
+        guess: np.ndarray | None = None,
+    ) -> SelectionSVM:
+        svm = selection_svm(self.H, self.y, self.T, tokens, samples, X=self.X, guess=guess)
         self.nodes += 1
         self.failed |= svm.failed
         return svm
@@ -997,7 +1010,9 @@ class _SelectionSearch:
             return
         n, T = self.n, self.T
         margins = token_margins(self.H, self.y, T, svm)
-        free = np.setdiff1d(np.arange(n), svm.samples)
+        fixed = np.zeros(n, dtype=bool)
+        fixed[svm.samples] = True
+        free = np.flatnonzero(~fixed)  # sorted, as setdiff1d's (which sorts: 7 % of LB)
         reachable = np.where(allowed, margins, -np.inf)
         if free.size == 0 or reachable[free].max(axis=1).min() >= 1 - _SATISFIED_TOL:
             tokens = np.argmax(reachable, axis=1)
@@ -1019,7 +1034,7 @@ class _SelectionSearch:
             return
         needed = math.sqrt(max(self.incumbent.norm**2 - svm.norm**2, 0.0))
         shared = aggregated_lift(
-            self.H, self.y, T, margins, allowed, free, needed, self.lift_iterations
+            self.signed, T, margins, allowed, free, needed, self.lift_iterations
         )
         bound = max(bound, math.sqrt(svm.norm**2 + shared**2))
         if self.prunes(bound):
@@ -1042,8 +1057,12 @@ class _SelectionSearch:
             allowed[i, group] = True
             child = node.svm
             if group.size == 1:
+                # warm: the parent's duals (|coef|), the new sample's guessed in (violated)
+                duals = np.abs(node.svm.coef)
                 child = self.solve(
-                    np.append(node.svm.tokens, group[0]), np.append(node.svm.samples, i)
+                    np.append(node.svm.tokens, group[0]),
+                    np.append(node.svm.samples, i),
+                    np.append(duals, duals.max() if duals.size else 1.0),
                 )
             self.evaluate(child, allowed, node.bound)
 

@@ -31,7 +31,7 @@ from margin_solver.core.guard import Guard, TimeLimitReached
 from margin_solver.core.strategy import DEFAULT_STRATEGY
 from margin_solver.core.tolerances import SAME_TOKEN_RTOL
 from margin_solver.core.validation import InvalidInputError, check_radius, check_tokens
-from margin_solver.svm.vstep import solve_trusted_vstep
+from margin_solver.svm.vstep import solve_trusted_vstep, solve_vstep_on_support
 
 __all__ = [
     "SelectionSVM",
@@ -42,6 +42,7 @@ __all__ = [
     "lifted_bounds",
     "selection_rows",
     "selection_svm",
+    "signed_token_gram",
     "solve_attention_svm",
     "token_margins",
 ]
@@ -119,6 +120,7 @@ def selection_svm(
     samples: np.ndarray | None = None,
     X: np.ndarray | None = None,
     solver: str = "ldp",
+    guess: np.ndarray | None = None,
 ) -> SelectionSVM:
     """Solve ``minimize ||v|| s.t. y_i <v, x_{i, tokens_i}> >= 1`` for ``i`` in ``samples``.
 
@@ -141,6 +143,11 @@ def selection_svm(
     solver : {"ldp", "active", "ecos", "clarabel"}, default="ldp"
         The SVM's first engine (:func:`margin_solver.svm.vstep.solve_trusted_vstep`; the
         solve's search passes its strategy's ``vstep_solver``, LB keeps the default).
+    guess : ndarray of shape (m,), optional
+        Duals of a nearby SVM on the same samples (e.g. a parent node's, with a positive
+        entry for a sample added since): the active-set engine is first run from them
+        (:func:`margin_solver.svm.vstep.solve_vstep_from_support`), and ``solver`` solves
+        from scratch only when that does not end optimal.
 
     Returns
     -------
@@ -151,8 +158,13 @@ def selection_svm(
     if samples.size == 0:
         return SelectionSVM(samples, tokens, 0.0, np.zeros(0))
     rows = selection_rows(samples, tokens, T)
+    K = H[np.ix_(rows, rows)]
+    if guess is not None:
+        warm = solve_vstep_on_support(K, y[samples], guess, engine="active")
+        if warm is not None:
+            return SelectionSVM(samples, tokens, warm.norm, warm.coef)
     row = None if X is None else (lambda k: X[samples[k], tokens[k]])
-    result = solve_trusted_vstep(H[np.ix_(rows, rows)], y[samples], solver, row=row)
+    result = solve_trusted_vstep(K, y[samples], solver, row=row)
     if not result.success:
         return SelectionSVM(samples, tokens, math.inf, None, result.broke_down, result.norm_bound)
     return SelectionSVM(samples, tokens, result.norm, result.coef)
@@ -161,7 +173,7 @@ def selection_svm(
 def token_margins(H: np.ndarray, y: np.ndarray, T: int, svm: SelectionSVM) -> np.ndarray:
     """``y_i <v, x_it>`` for every sample and token, where v is ``svm``'s; shape (n, T)."""
     rows = selection_rows(svm.samples, svm.tokens, T)
-    values = H[:, rows] @ svm.coef
+    values = svm.coef @ H[rows]  # H symmetric: rows, not columns (a contiguous gather)
     return y[:, None] * values.reshape(len(y), T)
 
 
@@ -405,9 +417,17 @@ def lifted_bounds(norm: float, margins: np.ndarray, sq_norms: np.ndarray) -> np.
     return np.sqrt(norm**2 + lift)
 
 
+def signed_token_gram(H: np.ndarray, y: np.ndarray, T: int) -> np.ndarray:
+    """``y_i y_j <x_it, x_ju>``: the token Gram matrix with its samples' labels, shape
+    (n*T, n*T), a new array (:func:`aggregated_lift` reads it at every node)."""
+    signs = np.repeat(y, T)
+    signed = H * signs[:, None]
+    signed *= signs
+    return signed
+
+
 def aggregated_lift(
-    H: np.ndarray,
-    y: np.ndarray,
+    signed: np.ndarray,
     T: int,
     margins: np.ndarray,
     allowed: np.ndarray,
@@ -436,10 +456,10 @@ def aggregated_lift(
 
     Parameters
     ----------
-    H : ndarray of shape (n*T, n*T)
-        Token Gram matrix.
-    y : ndarray of shape (n,)
-        Labels in {-1, +1}.
+    signed : ndarray of shape (n*T, n*T)
+        The token Gram matrix with labels, ``y_i y_j <x_it, x_ju>``
+        (:func:`signed_token_gram`), so that ``<a_it, a_ju>`` is an entry over
+        ``c_it c_ju > 0``: the maximum over u is taken before dividing by ``c_it``.
     T : int
         Tokens per sample.
     margins : ndarray of shape (n, T)
@@ -467,21 +487,21 @@ def aggregated_lift(
         return 0.0
     mask = allowed[samples]
     rows = selection_rows(np.repeat(samples, T), np.tile(np.arange(T), m), T)
-    scale = np.where(mask, y[samples, None] / np.where(mask, deficit, 1.0), 0.0).reshape(-1)
-    A = _principal_block(H, rows)
-    A *= scale[:, None]
-    A *= scale[None, :]
-    own = np.where(mask, np.diagonal(A).reshape(m, T), 0.0)
+    inverse = np.where(mask, 1.0 / np.where(mask, deficit, 1.0), 0.0)  # 1 / c_it, 0 if barred
+    # B[it, ju] = <a_it, a_ju> c_it: the block read once, with the columns' divisions
+    B = _principal_block(signed, rows, inverse.reshape(-1))
+    own = np.diagonal(B).reshape(m, T) * inverse
     # P[i, t, j] = max_u <a_it, a_ju> over j's allowed u (barred columns set to -inf first),
     # own sample's block zeroed; own norms kept apart (a maximum per token slice: numpy
-    # reduces a short last axis slowly)
-    A[:, ~mask.reshape(-1)] = -np.inf
-    A4 = A.reshape(m, T, m, T)
-    P = A4[:, :, :, 0].copy()
+    # reduces a short last axis slowly); the rows' division by c_it > 0 after the maximum
+    B[:, ~mask.reshape(-1)] = -np.inf
+    B4 = B.reshape(m, T, m, T)
+    P = B4[:, :, :, 0].copy()
     for u in range(1, T):
-        np.maximum(P, A4[:, :, :, u], out=P)
-    P[np.arange(m), :, np.arange(m)] = 0.0
+        np.maximum(P, B4[:, :, :, u], out=P)
     P[~mask] = 0.0
+    P *= np.where(mask, inverse, 1.0)[:, :, None]
+    P[np.arange(m), :, np.arange(m)] = 0.0
     if not (
         own.max(axis=1) > 0
     ).all():  # a sample whose allowed tokens are all zero: left to the lift
@@ -498,8 +518,9 @@ def aggregated_lift(
     barred = np.where(mask, 0.0, -np.inf).reshape(-1)
     first_token = np.arange(m) * T
     for _ in range(iterations):
+        cross = flat_P @ beta
         value = (beta[:, None] * own).reshape(-1)  # row i's value for each own token
-        value += flat_P @ beta
+        value += cross
         value += barred
         picked = first_token + np.argmax(value.reshape(m, T), axis=1)
         quad = float(beta @ value[picked])
@@ -507,15 +528,18 @@ def aggregated_lift(
             best = max(best, 1.0 / math.sqrt(quad))
             if best >= target:
                 break
-        chosen = flat_P[picked]  # (m, m)
-        gradient = 2.0 * beta * flat_own[picked] + chosen @ beta + chosen.T @ beta
+        # the picked rows' products with beta are in `cross` already
+        gradient = 2.0 * beta * flat_own[picked] + cross[picked] + beta @ flat_P[picked]
         beta = _simplex_projection(beta - step * gradient)
     return best
 
 
-def _principal_block(H: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``H[np.ix_(rows, rows)]`` (a new array), copied block by block when ``rows`` is a few
-    runs of consecutive indices.
+def _principal_block(
+    H: np.ndarray, rows: np.ndarray, column_scale: np.ndarray | None = None
+) -> np.ndarray:
+    """``H[np.ix_(rows, rows)]`` (a new array), times ``column_scale`` per column when given,
+    copied block by block when ``rows`` is a few runs of consecutive indices (the product
+    then made as the blocks are copied).
 
     The branch-and-bound's free samples are most of the samples, in order, so their token
     rows form a few runs; copying the blocks between runs as slices into one new array is
@@ -523,7 +547,11 @@ def _principal_block(H: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """
     breaks = np.flatnonzero(np.diff(rows) != 1) + 1
     if breaks.size >= _SLICED_RUNS or rows.size == 0:
-        return H[np.ix_(rows, rows)]
+        # rows, then columns: 2.2 ms against np.ix_'s 6.2 ms at 970 of 1000 rows
+        block = H.take(rows, axis=0).take(rows, axis=1)
+        if column_scale is not None:
+            block *= column_scale
+        return block
     starts = [0, *breaks.tolist()]
     runs = [
         (start, stop, int(rows[start])) for start, stop in zip(starts, [*starts[1:], rows.size])
@@ -531,9 +559,11 @@ def _principal_block(H: np.ndarray, rows: np.ndarray) -> np.ndarray:
     out = np.empty((rows.size, rows.size))
     for start, stop, first in runs:
         for start_c, stop_c, first_c in runs:
-            out[start:stop, start_c:stop_c] = H[
-                first : first + stop - start, first_c : first_c + stop_c - start_c
-            ]
+            part = H[first : first + stop - start, first_c : first_c + stop_c - start_c]
+            if column_scale is None:
+                out[start:stop, start_c:stop_c] = part
+            else:
+                np.multiply(part, column_scale[start_c:stop_c], out=out[start:stop, start_c:stop_c])
     return out
 
 
