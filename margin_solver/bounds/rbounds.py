@@ -131,8 +131,10 @@ def vertex_attention(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.nda
     corners : ndarray of shape (k, T-1)
     attention : ndarray of shape (k, T)
     """
-    corners = np.array(list(itertools.product(*zip(lo, hi, strict=True))), dtype=np.float64)
-    corners = np.unique(corners, axis=0)
+    # each axis's distinct ends in increasing order: the rows of np.unique(axis=0) of all
+    # corners, without its sort (80 us a call; 14 of 41 s of a certified solve at n = 200)
+    ends = [sorted({float(a), float(b)}) for a, b in zip(lo, hi, strict=True)]
+    corners = np.array(list(itertools.product(*ends)), dtype=np.float64)
     scores = np.hstack([np.zeros((len(corners), 1)), corners])
     scores -= scores.max(axis=1, keepdims=True)
     weights = np.exp(scores)

@@ -146,8 +146,9 @@ def selection_svm(
     guess : ndarray of shape (m,), optional
         Duals of a nearby SVM on the same samples (e.g. a parent node's, with a positive
         entry for a sample added since): the active-set engine is first run from them
-        (:func:`margin_solver.svm.vstep.solve_vstep_from_support`), and ``solver`` solves
-        from scratch only when that does not end optimal.
+        (:func:`margin_solver.svm.vstep.solve_vstep_on_support`), and ``solver`` solves
+        from scratch only when that does not end certified optimal (infeasibility and
+        near conflicts are always left to ``solver``).
 
     Returns
     -------
