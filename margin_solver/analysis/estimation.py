@@ -579,12 +579,11 @@ def bootstrap_intervals(
     X, scale = _safe_scale(data.X)
     energy = _outside_energy(X, est.signal_index, est.basis)
     signals = _Signals.of(X, est.signal_index)
-    return _bootstrap(data, X, scale, est, energy, signals, n_boot, level, seed)
+    return _bootstrap(data, scale, est, energy, signals, n_boot, level, seed)
 
 
 def _bootstrap(
     data: Dataset,
-    X: _Tokens,
     scale: float,
     est: SignalNoiseEstimate,
     energy: np.ndarray | None,
@@ -593,10 +592,11 @@ def _bootstrap(
     level: float,
     seed: int | np.random.Generator | None,
 ) -> EstimateIntervals:
-    """:func:`bootstrap_intervals` on the tokens ``X`` divided by ``scale``, given the noise
-    energies outside the signal span (:func:`_outside_energy`) and the signal tokens."""
+    """:func:`bootstrap_intervals` given what it resamples, measured on the tokens divided by
+    ``scale``: the noise energies outside the signal span (:func:`_outside_energy`) and the
+    signal tokens."""
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    n, T, d = X.shape
+    n, T, d = data.X.shape
     n_boot = int(max(20, min(n_boot, _BOOT_BUDGET // max(n * d, 1))))
     weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(np.float64)
     sq = S.squared_norms()
@@ -662,7 +662,7 @@ def data_measurements(
     set, about 40 % of a sweep's time on small cells when each was made separately."""
     X, scale = _safe_scale(data.X)
     est, energy, signals = _estimate(data, X, scale, seed)
-    intervals = _bootstrap(data, X, scale, est, energy, signals, n_boot, level, seed)
+    intervals = _bootstrap(data, scale, est, energy, signals, n_boot, level, seed)
     rng = np.random.default_rng(seed)
     return est, intervals, _noise_geometry(X, est.signal_index, est.mu, max_tokens, rng)
 
