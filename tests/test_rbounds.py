@@ -9,7 +9,12 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog, minimize
 
 from margin_solver.bounds.lower import global_lower_bound
-from margin_solver.bounds.rbounds import finite_r_bound, score_difference_gram, vertex_attention
+from margin_solver.bounds.rbounds import (
+    corner_attention,
+    finite_r_bound,
+    score_difference_gram,
+    vertex_attention,
+)
 from margin_solver.bounds.sdpbound import CLARABEL_MAX_ITER, lagrangian_bound
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.kernel import TokenGram
@@ -116,6 +121,24 @@ def test_box_attention_lies_in_the_hull_of_its_corner_softmaxes(T):
             # ... so no linear functional (token values u) is larger at s than at every vertex
             u = rng.standard_normal(T)
             assert s @ u <= (vertices @ u).max() + 1e-12
+
+
+@pytest.mark.parametrize("T", [2, 3, 4])
+def test_corner_attention_holds_each_box_s_vertices_with_repeats(T):
+    rng = np.random.default_rng(10 + T)
+    lo = rng.normal(size=(30, T - 1)) * 3
+    hi = lo + rng.random((30, T - 1)) * 4
+    hi[::3, 0] = lo[::3, 0]  # boxes flat along an axis: repeated corners
+    batch = corner_attention(lo, hi)
+    assert batch.shape == (30, 2 ** (T - 1), T)
+    for j in range(30):
+        _, vertices = vertex_attention(lo[j], hi[j])
+        distinct = np.unique(batch[j], axis=0)
+        # the same points (float64 to the last digit), each vertex at least once
+        assert len(distinct) == len(vertices)
+        np.testing.assert_array_equal(np.unique(vertices, axis=0), distinct)
+        if j % 3:
+            np.testing.assert_array_equal(batch[j], vertices)  # and in the same order
 
 
 def test_the_hull_is_not_the_hull_of_the_corners_of_a_loose_box():
