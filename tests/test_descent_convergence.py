@@ -118,7 +118,10 @@ def test_sqp_descent_is_the_same_in_the_dense_and_the_kernel_form():
     for form in (DenseForm(X), KernelForm(X, TokenGram(X))):
         p0 = form.from_coefficients(c0)
         p0 = p0 * (R / math.sqrt(form.inner(p0, p0)))
-        runs.append(descend(form, y, p0, R, sqp=True, sqp_after=0))
+        # the LDP's v-steps: with the active engine's (equal to rounding) the dense form
+        # stops at step 15 on a point within gtol of stationarity (norm 6.7798) and the
+        # kernel form goes on to 6.7298, both "local_optimal" by the same test
+        runs.append(descend(form, y, p0, R, sqp=True, sqp_after=0, vstep_solver="ldp"))
     for run in runs:
         assert run.status == "local_optimal" and "projected gradient" in run.reason
     assert runs[0].norm == pytest.approx(runs[1].norm, rel=1e-7)

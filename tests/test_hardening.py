@@ -565,21 +565,33 @@ def _ldp_inaccurate(data, tol):
     return vstep_module._solve_ldp(data, tol)._replace(status=OPTIMAL_INACCURATE)
 
 
+def _active_raises(data, tol, guess=None):
+    raise RuntimeError("factor lost")
+
+
 @pytest.mark.parametrize(
-    ("engine", "reported"),
+    ("solver", "engine", "reported"),
     [
-        (_ldp_raises, "ldp: raised RuntimeError: NNLS did not converge"),
-        (_ldp_inaccurate, "ldp: engine status 'optimal_inaccurate'"),
+        ("ldp", _ldp_raises, "ldp: raised RuntimeError: NNLS did not converge"),
+        ("ldp", _ldp_inaccurate, "ldp: engine status 'optimal_inaccurate'"),
+        ("active", _active_raises, "active: raised RuntimeError: factor lost"),
     ],
-    ids=["ldp raises", "ldp inaccurate"],
+    ids=["ldp raises", "ldp inaccurate", "active raises"],
 )
-def test_min_norm_falls_back_from_a_failing_ldp_engine_and_says_so(monkeypatch, engine, reported):
+def test_min_norm_falls_back_from_a_failing_engine_and_says_so(
+    monkeypatch, solver, engine, reported
+):
     ds = PaperDistribution(d=8, T=2, snr=0.6, eta=0.2).sample(5, seed=3)
     R = 1.0
-    clean = solve_min_norm(ds, R=R, certify=True, n_random_starts=0, search_starts=0, max_iter=30)
+    kwargs = {"certify": True, "n_random_starts": 0, "search_starts": 0, "max_iter": 30}
+    options = {"vstep_solver": solver}
+    clean = solve_min_norm(ds, R=R, options=options, **kwargs)
     assert clean.vstep_fallbacks == 0 and "fell back" not in clean.message
-    monkeypatch.setitem(vstep_module._ENGINES, "ldp", engine)
-    res = solve_min_norm(ds, R=R, certify=True, n_random_starts=0, search_starts=0, max_iter=30)
+    if solver == "active":  # the engine is called directly, warm or cold, not from _ENGINES
+        monkeypatch.setattr(vstep_module, "_solve_active", engine)
+    else:
+        monkeypatch.setitem(vstep_module._ENGINES, solver, engine)
+    res = solve_min_norm(ds, R=R, options=options, **kwargs)
     assert res.status == clean.status and res.success
     assert res.norm == pytest.approx(clean.norm, rel=1e-5)
     assert res.lower_bound == pytest.approx(
@@ -596,6 +608,7 @@ def test_min_norm_falls_back_from_a_failing_ldp_engine_and_says_so(monkeypatch, 
 def test_min_norm_reports_failed_not_infeasible_when_every_engine_breaks(monkeypatch):
     for name in ("ldp", "ecos", "clarabel"):
         monkeypatch.setitem(vstep_module._ENGINES, name, _ldp_raises)
+    monkeypatch.setattr(vstep_module, "_solve_active", _active_raises)
     res = solve_min_norm(BASE, R=1.0, n_random_starts=0)
     assert res.status == "failed" and not res.success and res.v is None
     assert "v-step failed" in res.message and "infeasible" not in res.message.split(";")[0]

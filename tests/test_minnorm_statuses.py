@@ -411,6 +411,7 @@ def test_engine_breakdowns_prove_nothing(monkeypatch):
 
     for name in ("ldp", "ecos", "clarabel"):
         monkeypatch.setitem(vstep_module._ENGINES, name, broken)
+    monkeypatch.setattr(vstep_module, "_solve_active", broken)  # called directly, not by name
     ds = PaperDistribution(d=8, T=2, snr=0.6, eta=0.2).sample(6, seed=3)
     with pytest.warns(ConvergenceWarning, match="'failed'"):
         res = solve_min_norm(ds, R=1.0, certify=True, n_random_starts=0)

@@ -98,6 +98,8 @@ def test_reports_infeasible_exactly_where_the_ldp_does(Z, y):
     assert res.status == ldp.status and res.infeasible_samples == ldp.infeasible_samples
     # the engine itself never claims infeasibility: the LDP after it gives the proof
     assert res.solver in (None, "ldp") and res.norm_bound == np.inf
+    # ... by design, so the hand-over is not an engine fallback (nor a logged warning)
+    assert res.fallbacks == [] == ldp.fallbacks
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -204,11 +206,11 @@ def test_the_solve_s_svms_run_on_its_strategy_s_engine(monkeypatch):
         )
     # d <= n T: the search runs
     data = PaperDistribution(d=10, T=2, snr=1.0, eta=0.1).sample(6, seed=3)
-    active = solve_min_norm(data, R=1.0, search_starts=1, options={"vstep_solver": "active"})
+    active = solve_min_norm(data, R=1.0, search_starts=1)  # the default engine
     used = {kind: set(found) for kind, found in engines.items()}
     for found in engines.values():
         found.clear()
-    ldp = solve_min_norm(data, R=1.0, search_starts=1)
+    ldp = solve_min_norm(data, R=1.0, search_starts=1, options={"vstep_solver": "ldp"})
     assert used == {"attention": {"active"}, "selection": {"active"}}
     assert {kind: set(found) for kind, found in engines.items()} == {
         "attention": {"ldp"},

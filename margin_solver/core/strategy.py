@@ -138,9 +138,10 @@ class Strategy:
     use_bb: bool = _entry(True, _flag)
     # "Quasi-Newton descent": accepted steps over which the rtol test measures phi's decrease
     window: int = _entry(10, _count(1))
-    # "The v-step engine": the engine tried first (the others stand in when it fails), for
-    # the descent's v-steps, the attention SVMs and the search's selection SVMs
-    vstep_solver: str = _entry("ldp", _choice(DESCENT_ENGINES))
+    # "The v-step engine" and "The active engine by default": the engine tried first (the
+    # others stand in when it fails), for the descent's v-steps, the attention SVMs and the
+    # search's selection SVMs
+    vstep_solver: str = _entry("active", _choice(DESCENT_ENGINES))
     # "Support-aware SQP after 250 quasi-Newton steps": SQP steps on
     sqp: bool = _entry(True, _flag)
     # "Support-aware SQP after 250 quasi-Newton steps": quasi-Newton steps before them

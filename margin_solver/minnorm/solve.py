@@ -377,8 +377,9 @@ def solve_min_norm(
 
         ``"memory"`` (30: L-BFGS pairs kept; 0 takes projected-gradient directions only),
         ``"use_bb"`` (True: Barzilai-Borwein trial lengths), ``"window"`` (10: steps of the
-        ``rtol`` test), ``"vstep_solver"`` ("ldp", "ecos" or "clarabel": the engine tried
-        first), ``"sqp"`` (True: support-aware SQP steps after ``"sqp_after"``, 250,
+        ``rtol`` test), ``"vstep_solver"`` ("active": the dual active set warm-started from
+        the previous v-step's duals; "ldp", "ecos" or "clarabel": the engine tried first),
+        ``"sqp"`` (True: support-aware SQP steps after ``"sqp_after"``, 250,
         quasi-Newton steps; docs/theory.md, "Support-aware SQP step").
 
         ``{"memory": 0, "use_bb": False, "sqp": False}`` is the plain projected-gradient

@@ -546,6 +546,11 @@ def _solve(
             _record(fallbacks, name, "reported infeasible but LDP found no certificate")
             continue
         if out.coef is None:
+            if name == "active":
+                # By design, not a breakdown: the active set leaves ill-conditioned supports
+                # and infeasible samples to the LDP, next in its chain (_solve_active).
+                logger.debug("v-step: the active set left the problem to the LDP: %s", out.reason)
+                continue
             _record(fallbacks, name, out.reason or f"returned status {out.status!r}")
             continue
         # The active set's answer already passed the KKT test on a fresh factorisation.
@@ -632,7 +637,10 @@ def solve_vstep_on_support(
     start = time.perf_counter()
     data = _VStepData.trusted(K, y)
     if engine == "active":
-        out = _solve_active(data, tol, support)
+        try:
+            out = _solve_active(data, tol, support)
+        except _SOLVER_EXCEPTIONS:  # the general v-step tries it again, then the others
+            return None
     else:
         alpha = _kkt_on_support(K, y, support, max_solves=_SUPPORT_SOLVES)
         out = _EngineOutput(FAILED) if alpha is None else _EngineOutput(OPTIMAL, alpha * y, alpha)
