@@ -269,7 +269,7 @@ def evaluate_phi(
     form: Form,
     y: np.ndarray,
     p: np.ndarray,
-    vstep_solver: str = "ldp",
+    vstep_solver: str = DEFAULT_STRATEGY.vstep_solver,
     support: np.ndarray | None = None,
 ) -> PhiPoint:
     """Solve the v-step at p; phi = inf when the attended features cannot be separated.
