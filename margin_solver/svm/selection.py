@@ -159,7 +159,7 @@ def selection_svm(
     if samples.size == 0:
         return SelectionSVM(samples, tokens, 0.0, np.zeros(0))
     rows = selection_rows(samples, tokens, T)
-    K = H[np.ix_(rows, rows)]
+    K = _principal_block(H, rows)
     if guess is not None:
         warm = solve_vstep_on_support(K, y[samples], guess, engine="active")
         if warm is not None:
