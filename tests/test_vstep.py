@@ -146,10 +146,10 @@ def test_suboptimal_engine_answer_is_not_passed_off_as_optimal(monkeypatch):
     for alpha in (np.zeros(3), np.array([0.0, 0.0, 1.0])):
         bogus = vstep._EngineOutput("optimal", coef, alpha)
         monkeypatch.setitem(vstep._ENGINES, "ecos", lambda data, tol, out=bogus: out)
-        res = solve_vstep(HAND_Z, HAND_Y, fallback=False)
+        res = solve_vstep(HAND_Z, HAND_Y, "ecos", fallback=False)
         assert res.status == OPTIMAL_INACCURATE and not res.refined
         assert res.gap > 0.1 and res.norm == pytest.approx(np.sqrt(2))
-        assert solve_vstep(HAND_Z, HAND_Y).solver == "clarabel"
+        assert solve_vstep(HAND_Z, HAND_Y, "ecos").solver == "clarabel"
 
 
 def test_planted_instance_is_rank_deficient():
@@ -258,7 +258,7 @@ def _raise_solver_error(data, tol):
 
 def test_fallback_when_engine_raises(monkeypatch):
     monkeypatch.setitem(vstep._ENGINES, "ecos", _raise_solver_error)
-    res = solve_vstep(HAND_Z, HAND_Y)
+    res = solve_vstep(HAND_Z, HAND_Y, "ecos")
     assert res.status == "optimal" and res.solver == "clarabel"
     assert res.fallbacks == ["ecos: raised SolverFailure: ECOS crashed"]
     assert "after fallbacks: ecos: raised SolverFailure" in res.message
@@ -272,18 +272,18 @@ def test_fallback_when_engine_is_inaccurate(monkeypatch):
         return honest(data, tol)._replace(status=OPTIMAL_INACCURATE)
 
     monkeypatch.setitem(vstep._ENGINES, "ecos", inaccurate)
-    res = solve_vstep(HAND_Z, HAND_Y)
+    res = solve_vstep(HAND_Z, HAND_Y, "ecos")
     assert res.status == "optimal" and res.solver == "clarabel"
     assert res.fallbacks[0].startswith("ecos: engine status 'optimal_inaccurate'")
     # Without fallback the inaccurate answer is returned as such, not hidden.
-    alone = solve_vstep(HAND_Z, HAND_Y, fallback=False)
+    alone = solve_vstep(HAND_Z, HAND_Y, "ecos", fallback=False)
     assert alone.status == OPTIMAL_INACCURATE and alone.success and alone.solver == "ecos"
     assert "only an inaccurate solution" in alone.message
 
 
 def test_fallback_when_engine_claims_infeasible_without_certificate(monkeypatch):
     monkeypatch.setitem(vstep._ENGINES, "ecos", lambda data, tol: vstep._EngineOutput(INFEASIBLE))
-    res = solve_vstep(HAND_Z, HAND_Y)
+    res = solve_vstep(HAND_Z, HAND_Y, "ecos")
     assert res.status == "optimal" and res.solver == "clarabel"
     assert res.fallbacks == ["ecos: reported infeasible but LDP found no certificate"]
 
@@ -299,7 +299,7 @@ def test_fallback_order_starts_from_requested_engine(monkeypatch):
 def test_all_engines_failing_is_a_status_not_a_traceback(monkeypatch):
     for name in ENGINES:
         monkeypatch.setitem(vstep._ENGINES, name, _raise_solver_error)
-    res = solve_vstep(HAND_Z, HAND_Y)
+    res = solve_vstep(HAND_Z, HAND_Y, "ecos")
     assert res.status == "failed" and not res.success and res.v is None
     assert len(res.fallbacks) == 3 and res.message.startswith("every engine failed")
 
@@ -309,7 +309,7 @@ def test_cvxpy_solver_error_is_an_engine_failure(monkeypatch):
         raise cp.error.SolverError("solver crashed")
 
     monkeypatch.setattr(cp.Problem, "solve", crash)
-    res = solve_vstep(HAND_Z, HAND_Y)  # ecos and clarabel both crash
+    res = solve_vstep(HAND_Z, HAND_Y, "ecos")  # ecos and clarabel both crash
     assert res.status == "optimal" and res.solver == "ldp"
     assert res.fallbacks == [
         "ecos: raised SolverFailure: solver crashed",
@@ -319,12 +319,12 @@ def test_cvxpy_solver_error_is_an_engine_failure(monkeypatch):
 
 def test_missing_solver_names_the_package(monkeypatch):
     monkeypatch.setattr(cp, "installed_solvers", lambda: ["CLARABEL", "SCS"])
-    res = solve_vstep(HAND_Z, HAND_Y, fallback=False)
+    res = solve_vstep(HAND_Z, HAND_Y, "ecos", fallback=False)
     assert res.status == "failed"
     assert "solver ECOS is not installed in cvxpy; install it with `pip install ecos`" in (
         res.message
     )
-    assert solve_vstep(HAND_Z, HAND_Y).solver == "clarabel"
+    assert solve_vstep(HAND_Z, HAND_Y, "ecos").solver == "clarabel"
 
 
 # --- caching and results ------------------------------------------------------------------
@@ -348,7 +348,7 @@ def test_cached_dpp_model_is_reused_without_recanonicalisation():
 
 
 def test_result_serialises_and_prints():
-    res = solve_vstep(HAND_Z, HAND_Y)
+    res = solve_vstep(HAND_Z, HAND_Y, "ecos")
     data = json.loads(res.to_json())
     assert data["success"] is True and data["solver"] == "ecos"
     assert data["v"] == pytest.approx([1.0, -0.5], abs=1e-8)
@@ -396,11 +396,11 @@ def test_ldp_dual_identity_on_a_well_posed_problem():
 def test_engine_failures_are_info_unless_no_engine_succeeds(monkeypatch, caplog):
     monkeypatch.setitem(vstep._ENGINES, "ecos", _raise_solver_error)
     with caplog.at_level(logging.INFO, logger="margin_solver"):
-        assert solve_vstep(HAND_Z, HAND_Y).status == "optimal"
+        assert solve_vstep(HAND_Z, HAND_Y, "ecos").status == "optimal"
     assert [r.levelno for r in caplog.records] == [logging.INFO]
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="margin_solver"):
-        assert solve_vstep(HAND_Z, HAND_Y, fallback=False).status == "failed"
+        assert solve_vstep(HAND_Z, HAND_Y, "ecos", fallback=False).status == "failed"
     assert [r.levelno for r in caplog.records] == [logging.INFO, logging.WARNING]
 
 

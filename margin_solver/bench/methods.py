@@ -141,12 +141,13 @@ def uniform_svm(
     """The v-step at ``p = 0``: a hard-margin SVM on the token means (uniform attention).
 
     The baseline that ignores attention: ``f = v^T mean_t x_t``. Options: ``solver``
-    (a :func:`margin_solver.svm.vstep.solve_vstep` engine, default ``"ldp"``, exact and fast).
+    (a :func:`margin_solver.svm.vstep.solve_vstep` engine; its default when omitted).
     """
     if _heads(call) != 1:
         raise ValueError("uniform-svm has no attention heads; run it with heads=1.")
     Z = train.X.mean(axis=1)
-    res = solve_vstep(Z, train.y.astype(float), solver=call.options.get("solver", "ldp"))
+    engine = {"solver": call.options["solver"]} if "solver" in call.options else {}
+    res = solve_vstep(Z, train.y.astype(float), **engine)
     out: dict[str, Any] = {"status": res.status, "message": res.message, "R": 0.0}
     if res.v is None:
         return out

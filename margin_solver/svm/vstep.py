@@ -65,7 +65,7 @@ from margin_solver.core.results import (
     ResultMixin,
     renamed,
 )
-from margin_solver.core.strategy import VSTEP_ACTIVE_PIVOTS_PER_SAMPLE
+from margin_solver.core.strategy import DEFAULT_STRATEGY, VSTEP_ACTIVE_PIVOTS_PER_SAMPLE
 from margin_solver.core.validation import (
     InvalidInputError,
     check_labels,
@@ -367,7 +367,7 @@ def symmetric_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def solve_vstep(
     Z: Any,
     y: Any,
-    solver: str = "ecos",
+    solver: str = DEFAULT_STRATEGY.vstep_solver,
     *,
     tol: float = 1e-9,
     fallback: bool = True,
@@ -382,8 +382,9 @@ def solve_vstep(
         ``K`` is given; then ``v`` is not materialised and ``coef`` carries the solution.
     y : array-like of shape (n_samples,)
         Any two labels (read by :func:`margin_solver.core.validation.encode_labels`).
-    solver : {"ecos", "clarabel", "ldp", "active", "primal"}, default="ecos"
-        Engine to try first. ``"ecos"`` and ``"clarabel"`` solve the Gram-reduced SOCP in n
+    solver : {"ecos", "clarabel", "ldp", "active", "primal"}, default="active"
+        Engine to try first (default: the strategy table's ``vstep_solver``, as in the
+        min-norm solve). ``"ecos"`` and ``"clarabel"`` solve the Gram-reduced SOCP in n
         variables, ``"ldp"`` solves it exactly by one NNLS, ``"active"`` exactly by the dual
         active-set method (fast at large n; the LDP first among its fallbacks), ``"primal"``
         solves the SOCP in d variables with ECOS (a slow reference; it needs ``Z``).
