@@ -133,12 +133,22 @@ def main(argv: list[str] | None = None) -> int:
         f"solve at n = {FINITE_R_SAMPLES}, R sqrt(d) in "
         + ", ".join(f"{r:g}" for r in FINITE_R_SCALES),
     )
+    parser.add_argument(
+        "--R-scales",
+        type=float,
+        nargs="+",
+        default=list(FINITE_R_SCALES),
+        metavar="S",
+        help="the finite_r study's R sqrt(d) (default: "
+        + " ".join(f"{r:g}" for r in FINITE_R_SCALES)
+        + ")",
+    )
     parser.add_argument("--out", metavar="FILE.json", help="also write the rows as JSON")
     args = parser.parse_args(argv)
     meta = run_metadata(__spec__.name, argv)  # before the run: its load average
     rows = []
     if args.study == "finite_r":
-        for scale in FINITE_R_SCALES:
+        for scale in args.R_scales:
             row = run_finite_r(FINITE_R_SAMPLES, scale)
             rows.append(row)
             print(
