@@ -46,6 +46,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,7 @@ from margin_solver.bounds.rbounds import (
 )
 from margin_solver.bounds.sdpbound import CLARABEL_MAX_ITER, lagrangian_bound
 from margin_solver.bounds.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
+from margin_solver.bounds.softleaf import SoftSelectionBound, leaf_bound
 from margin_solver.core.blas import single_threaded_blas
 from margin_solver.core.guard import Guard, TimeLimitReached, heartbeat
 from margin_solver.core.kernel import TokenGram, conflicting_pairs
@@ -251,7 +253,8 @@ def global_lower_bound(
         R (``bound_kind="finite-R"``): LB, then the alternating descent's best point as
         incumbent (from p = 0, the first GD step's selection, the hard-selection
         alternation's and LB's), then the linearised bound
-        (:func:`margin_solver.bounds.linbound.linearised_bound`, tight at small R), then (T = 2) the
+        (:func:`margin_solver.bounds.linbound.linearised_bound`, tight at small R), then the
+        soft-selection bound (:func:`soft_selection_bound`, tight at large R), then (T = 2) the
         Lagrangian bound (:func:`margin_solver.bounds.sdpbound.lagrangian_bound`), then
         branch-and-bound over the attention the ball can reach
         (:func:`margin_solver.bounds.rbounds.finite_r_bound`) run until one is within ``gap_tol``
@@ -370,6 +373,7 @@ def trusted_lower_bound(
     hard_bound: LowerBoundResult | None = None,
     incumbent: tuple[float, np.ndarray | None] | None = None,
     strategy: Strategy = DEFAULT_STRATEGY,
+    root: bool = False,
 ) -> LowerBoundResult:
     """:func:`global_lower_bound` on checked inputs (the worker behind that door).
 
@@ -396,7 +400,9 @@ def trusted_lower_bound(
     ``"time_limit"`` unless it closes the gap), and ``incumbent``, ``(norm, selection)`` of
     the best feasible point of P_R found (``(inf, None)`` when none), which replaces the
     descents.
-    ``strategy``: the knobs of those descents.
+    ``strategy``: the knobs of those descents. ``root``: with ``R``, only the finite-R
+    stages whose work is bounded by LB's (linearised and soft-selection), for a caller that
+    tries to certify a first point before its search (:func:`_finite_r_stages`).
     """
     if max_nodes is None:
         max_nodes = lb_nodes(len(y), strategy)
@@ -417,6 +423,7 @@ def trusted_lower_bound(
                 hard_bound=hard_bound,
                 incumbent=incumbent,
                 strategy=strategy,
+                root=root,
             )
     if hard_bound is not None:  # T = 1: LB is P_R itself
         return hard_bound
@@ -583,6 +590,7 @@ def _finite_r(
     hard_bound: LowerBoundResult | None = None,
     incumbent: tuple[float, np.ndarray | None] | None = None,
     strategy: Strategy = DEFAULT_STRATEGY,
+    root: bool = False,
 ) -> LowerBoundResult:
     """The finite-R bound: LB (valid for every R, tight at large R; at most ``max_nodes``
     SVMs), the alternating solver's best point as incumbent, then the bounds in order of
@@ -631,7 +639,7 @@ def _finite_r(
         ]
         incumbent = _descent_incumbent(X, H, y, R, selections, strategy)
     return _finite_r_stages(
-        H, y, T, R, hard_bound, incumbent, time_limit, gap_tol, start, progress, strategy
+        H, y, T, R, hard_bound, incumbent, time_limit, gap_tol, start, progress, strategy, root
     )
 
 
@@ -647,6 +655,7 @@ def _finite_r_stages(
     start: float,
     progress: bool,
     strategy: Strategy,
+    root: bool = False,
 ) -> LowerBoundResult:
     """The finite-R bound's stages after LB (``hard_bound``) against the best point
     ``incumbent = (norm, selection)``, in order of cost until one is within ``gap_tol`` of
@@ -660,7 +669,8 @@ def _finite_r_stages(
     (seconds from ``start``) is the caller's guard: past it, the running stage stops between
     steps or nodes and no further stage begins (status ``"time_limit"``, as when it stopped
     LB). The largest bound proven is kept; ``point`` is set when a search found a better
-    point."""
+    point. ``root``: the linearised and soft-selection stages only (their work is bounded by
+    LB's), for the solve's first point before its search."""
     n = len(y)
     incumbent, selection = incumbent
     nodes = hard_bound.nodes
@@ -698,7 +708,7 @@ def _finite_r_stages(
     methods = [HARD_SELECTION]
     notes = []  # what the guard left undone, for the message
     deadline = start + time_limit
-    lagrangian = lagrangian_stage_may_run(n, T, strategy)
+    lagrangian = lagrangian_stage_may_run(n, T, strategy) and not root
     # the guard stopped a stage (LB's included), or left one unrun
     cut = hard_bound.status == TIME_LIMIT
     proven = min(hard_bound.value, incumbent)
@@ -742,6 +752,31 @@ def _finite_r_stages(
             proven = max(proven, min(value, incumbent))
             methods.append("linearised")
             show(proven)
+        if (
+            n * (T - 1) <= strategy.soft_leaf_max_differences
+            and selection is not None
+            and hard_bound.status == OPTIMAL
+            and math.isfinite(incumbent)  # its target is a point's norm
+            and next_stage()
+        ):
+            show(proven, "soft-selection", " (LB's search at the target, a cone program a leaf)")
+            with heartbeat("lower bound (finite R): stage soft-selection"):
+                soft = soft_selection_bound(
+                    H,
+                    y,
+                    R,
+                    incumbent * (1 - gap_tol),
+                    proven,
+                    selection,
+                    strategy,
+                    time_limit,
+                    start,
+                )
+            nodes += soft.nodes
+            proven = max(proven, min(soft.value, incumbent))
+            methods.append("soft-selection")
+            logger.info("lower bound (finite R): soft-selection: %s", soft.reason)
+            show(proven)
         if lagrangian and next_stage():
             clarabel = n <= strategy.lagrangian_clarabel_max_samples
             iterations = CLARABEL_MAX_ITER if clarabel else strategy.lagrangian_scs_iters
@@ -784,13 +819,14 @@ def _finite_r_stages(
             )
 
         searches = []
-        if next_stage() and score_rank(H, n, T) <= strategy.p_box_max_rank:
+        if not root:  # at the root the box searches wait for the solve's search
+            if next_stage() and score_rank(H, n, T) <= strategy.p_box_max_rank:
+                searches.append(
+                    ("p-boxes", lambda: box_search(low_rank_bound, max_nodes=strategy.p_box_nodes))
+                )
             searches.append(
-                ("p-boxes", lambda: box_search(low_rank_bound, max_nodes=strategy.p_box_nodes))
+                ("bnb", lambda: box_search(finite_r_bound, max_nodes=score_box_nodes(n, strategy)))
             )
-        searches.append(
-            ("bnb", lambda: box_search(finite_r_bound, max_nodes=score_box_nodes(n, strategy)))
-        )
         for name, search in searches:
             if not next_stage():
                 break
@@ -961,8 +997,13 @@ class _SelectionSearch:
         incumbents: list | None = None,
         first: SelectionSVM | None = None,
         X: np.ndarray | None = None,
+        prune_at: float | None = None,
     ) -> None:
         self.H, self.y, self.T, self.X = H, y, T, X
+        # a fixed pruning threshold instead of the incumbent's norm (the soft-selection
+        # stage's target), and the nodes closed below it with their completions
+        self.prune_at = prune_at
+        self.closed: list[tuple[SelectionSVM, np.ndarray, SelectionSVM]] = []
         self.lift_iterations = lift_iterations
         self.n = len(y)
         check_memory(
@@ -999,8 +1040,12 @@ class _SelectionSearch:
         self.failed |= svm.failed
         return svm
 
+    def limit(self) -> float:
+        """The norm a node's bound must reach to be pruned."""
+        return self.incumbent.norm if self.prune_at is None else self.prune_at
+
     def prunes(self, bound: float) -> bool:
-        return bound >= self.incumbent.norm * (1 - PRUNE_RTOL)
+        return bound >= self.limit() * (1 - PRUNE_RTOL)
 
     def evaluate(self, svm: SelectionSVM, allowed: np.ndarray, parent_bound: float) -> None:
         """Bound a node and queue it, or close it (completion, pruning, infeasibility)."""
@@ -1019,6 +1064,7 @@ class _SelectionSearch:
             tokens[svm.samples] = svm.tokens
             completed = self.solve(tokens)
             self.closed_floor = min(self.closed_floor, max(parent_bound, svm.norm))
+            self.closed.append((svm, allowed, completed))
             if completed.norm < self.incumbent.norm:
                 self.incumbent = completed
                 if self.incumbents is not None:
@@ -1032,7 +1078,7 @@ class _SelectionSearch:
         bound = max(parent_bound, svm.norm, float(per_sample[hardest]))
         if self.prunes(bound):
             return
-        needed = math.sqrt(max(self.incumbent.norm**2 - svm.norm**2, 0.0))
+        needed = math.sqrt(max(self.limit() ** 2 - svm.norm**2, 0.0))
         shared = aggregated_lift(
             self.signed, T, margins, allowed, free, needed, self.lift_iterations
         )
@@ -1047,7 +1093,7 @@ class _SelectionSearch:
     def branch(self, node: _Node) -> None:
         """Two children: the free sample's most promising token fixed, and its other tokens."""
         i = node.branch
-        options = np.flatnonzero(node.lifted < self.incumbent.norm * (1 + PRUNE_RTOL))
+        options = np.flatnonzero(node.lifted < self.limit() * (1 + PRUNE_RTOL))
         options = options[np.argsort(node.lifted[options], kind="stable")]
         for group in (options[:1], options[1:]):
             if group.size == 0:
@@ -1090,7 +1136,26 @@ def _branch_and_bound(
     """Best-first search until no node is open, ``max_nodes`` SVMs (``"max_iter"``) or the
     caller's guard, ``time_limit`` seconds from ``start`` (``"time_limit"``)."""
     search = _SelectionSearch(H, y, T, lift_iterations, incumbents, first, X)
-    n = len(y)
+    status = _search_tree(search, max_nodes, time_limit, start, bar)
+    return _finish(
+        search.incumbent,
+        search.proven(),
+        status,
+        "bnb",
+        search.nodes,
+        start,
+        search.failed,
+        search.unresolved_floor,
+    )
+
+
+def _search_tree(
+    search: _SelectionSearch, max_nodes: int, time_limit: float, start: float, bar: ProgressBar
+) -> str:
+    """Run ``search`` best-first from its root: ``"optimal"`` when no node is left open, else
+    ``"max_iter"`` (``max_nodes`` SVMs) or ``"time_limit"`` (``time_limit`` seconds from
+    ``start``)."""
+    n, T = search.n, search.T
     root = search.solve(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     search.evaluate(root, np.ones((n, T), dtype=bool), 0.0)
     heap = search.heap
@@ -1108,17 +1173,96 @@ def _branch_and_bound(
             _show_gap(bar, search)
         search.branch(heapq.heappop(heap))
     _show_gap(bar, search)
-    status = OPTIMAL if not heap else stopped_by
-    return _finish(
-        search.incumbent,
-        search.proven(),
-        status,
-        "bnb",
-        search.nodes,
-        start,
-        search.failed,
-        search.unresolved_floor,
+    return OPTIMAL if not heap else stopped_by
+
+
+def soft_selection_bound(
+    H: np.ndarray,
+    y: np.ndarray,
+    R: float,
+    needed: float,
+    floor: float,
+    selection: np.ndarray,
+    strategy: Strategy,
+    time_limit: float,
+    start: float,
+    X: np.ndarray | None = None,
+) -> SoftSelectionBound:
+    """A lower bound on P_R that reaches ``needed`` where P_R has no point below it
+    (:mod:`margin_solver.bounds.softleaf`, docs/theory.md, "The soft-selection bound").
+
+    LB's best ``selection`` is bounded first as a leaf against the target ``U = needed (1 +
+    2 PRUNE_RTOL)`` (above ``needed`` by the pruning's rounding slack, so that a certificate
+    is not left short by it). When that leaf bound is no more than ``floor`` (the bound
+    proven already), nothing more is tried (value 0). Otherwise LB's branch-and-bound runs
+    again with ``P = min(U, that leaf bound)`` as its pruning threshold (:func:`lb_nodes`
+    SVMs); each node it closes below P is resolved to its completion (each other allowed
+    token of every free sample shown, by one SVM, to cost at least P) and bounded as a leaf, at most
+    ``strategy.soft_leaf_max_leaves`` of them. The value is then ``min(P, the leaves'
+    bounds)``, valid for P_R whatever the leaves' cone programs returned; 0 when the search
+    did not close, a node could not be resolved, or the caller's guard (``time_limit`` seconds
+    from ``start``) passed.
+    """
+    n = len(y)
+    T = H.shape[0] // n
+    target = needed * (1 + 2 * PRUNE_RTOL)
+    leaf = partial(
+        leaf_bound,
+        H,
+        y,
+        R,
+        target=target,
+        tangents=strategy.soft_leaf_tangents,
+        inner_steps=strategy.soft_leaf_inner_steps,
     )
+    first = selection_svm(H, y, T, selection, X=X)
+    nodes = 1
+    if not first.feasible:
+        return SoftSelectionBound(0.0, nodes, 0, "LB's selection has no SVM")
+    bounds = {_key(selection): leaf(selection, svm_coef=first.coef)}
+    threshold = min(target, bounds[_key(selection)])
+    if threshold <= floor:
+        return SoftSelectionBound(
+            0.0, nodes, 1, f"LB's selection's leaf bound {threshold:.6g} raises nothing"
+        )
+    search = _SelectionSearch(
+        H, y, T, strategy.lb_lift_iterations, first=first, X=X, prune_at=threshold
+    )
+    with ProgressBar(False) as bar:
+        status = _search_tree(search, lb_nodes(n, strategy), time_limit, start, bar)
+    nodes += search.nodes
+    if status != OPTIMAL or search.failed or search.unresolved_floor < threshold:
+        return SoftSelectionBound(
+            0.0, nodes, len(bounds), f"LB's search at {threshold:.6g} did not close ({status})"
+        )
+    for node, allowed, completed in search.closed:
+        tokens = completed.tokens
+        free = np.flatnonzero(~np.isin(np.arange(n), node.samples))
+        for i, other in zip(*np.nonzero(allowed[free])):
+            i = free[i]
+            if other == tokens[i]:
+                continue
+            flip = selection_svm(
+                H, y, T, np.append(node.tokens, other), np.append(node.samples, i), X=X
+            )
+            nodes += 1
+            if flip.failed or (flip.feasible and not search.prunes(flip.norm)):
+                return SoftSelectionBound(
+                    0.0, nodes, len(bounds), f"sample {i}'s token {other} is not excluded"
+                )
+        if _key(tokens) not in bounds:
+            if len(bounds) >= strategy.soft_leaf_max_leaves:
+                return SoftSelectionBound(0.0, nodes, len(bounds), "more leaves than its budget")
+            if time.perf_counter() - start > time_limit:
+                return SoftSelectionBound(0.0, nodes, len(bounds), "the time limit passed")
+            bounds[_key(tokens)] = leaf(tokens, svm_coef=completed.coef)
+    closed = [bounds[_key(completed.tokens)] for *_, completed in search.closed]
+    value = min([threshold * (1 - PRUNE_RTOL), *closed])
+    return SoftSelectionBound(value, nodes, len(bounds), f"{len(closed)} leaves bounded")
+
+
+def _key(selection: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(t) for t in selection)
 
 
 def _show_gap(bar: ProgressBar, search: _SelectionSearch) -> None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from margin_solver.core.strategy import DEFAULT_STRATEGY
+from margin_solver.core.tolerances import EIG_FLOOR
 
 __all__ = [
     "CLARABEL_MAX_ITER",
@@ -80,9 +81,6 @@ SETUP_RATIO = DEFAULT_STRATEGY.lagrangian_setup_ratio
 #: default of the strategy table's ``lagrangian_tangents``.
 TANGENTS = DEFAULT_STRATEGY.lagrangian_tangents
 
-# Eigenvalues of G below this fraction of the largest are raised to it: G' >= G keeps the
-# ellipsoid constraint valid (delta^T G'^-1 delta <= delta^T G^+ delta) and bounded.
-_EIG_FLOOR = 1e-12
 
 # N's smallest eigenvalue is raised to this fraction of its largest diagonal entry before
 # b^T N^-1 b is computed, so that the solve's relative error (about cond(N) eps) stays below
@@ -148,7 +146,7 @@ class _Data:
         self.G = diff @ Hs @ diff.T
         self.y = y
         lam, U = np.linalg.eigh(self.G)
-        lam = np.maximum(lam, _EIG_FLOOR * max(lam[-1], np.finfo(np.float64).tiny))
+        lam = np.maximum(lam, EIG_FLOOR * max(lam[-1], np.finfo(np.float64).tiny))
         self.G_half = (U * np.sqrt(lam)) @ U.T  # G'^(1/2), G' >= G
         reach = self.R * np.sqrt(np.maximum(np.diag(self.G), 0.0))  # max |delta_i|
         self.box = _h(reach**2)

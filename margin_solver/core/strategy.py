@@ -271,6 +271,18 @@ class Strategy:
     # call (measured 0.97-3.97 at n = 30-60). A quotient of two times of one call: it only
     # decides when a caller's time limit acts, never what runs without one.
     lagrangian_setup_ratio: float = _entry(4.0, _real(0.0))
+    # "The soft-selection stage": score differences n (T - 1) up to which it runs (one cone
+    # program of n margins and n (T - 1) tangent sets per leaf)
+    soft_leaf_max_differences: int = _entry(300, _count(0))
+    # "The soft-selection stage": leaves (completed nodes LB cannot prune at the target)
+    # bounded before the stage gives up
+    soft_leaf_max_leaves: int = _entry(4, _count(1))
+    # "The soft-selection stage": tangent lines of each sigmoid envelope in the cone program
+    # (they choose its multipliers only; the bound uses the envelope itself)
+    soft_leaf_tangents: int = _entry(61, _count(2))
+    # "The soft-selection stage": projected-gradient steps on the inner minimum (they choose
+    # the linearisation point only)
+    soft_leaf_inner_steps: int = _entry(300, _count(0))
 
     def __post_init__(self) -> None:
         for entry in fields(self):

@@ -553,6 +553,10 @@ class _Solve:
         self.realised: dict[tuple[int, ...], tuple] = {}
         # the root heuristic's point meets LB within gap_tol: no first start, no search
         self.closed = False
+        # SVMs of a root certificate that did not close (counted in the work, not the bound)
+        self.root_nodes = 0
+        # the finite-R stages that certified the root heuristic's point (None: LB did)
+        self.closed_by: str | None = None
 
     @cached_property
     def first(self) -> Any:
@@ -695,13 +699,38 @@ class _Solve:
             )
             gap = (norm - bound.value) / norm
             bar.update(1, bound=f"{bound.value:.6g}", best=f"{norm:.6g}", gap=f"{gap:.2e}")
-        if repair or min_margin < 1 - FEAS_TOL or gap > self.gap_tol:
+        if repair or min_margin < 1 - FEAS_TOL:
             return None
+        if gap > self.gap_tol:
+            # the finite-R stages whose work LB's bounds (linearised, soft-selection) against
+            # this point: at nearly hard attention they can close what LB leaves open
+            root = _finite_r_bound(
+                self.H,
+                self.y,
+                self.T,
+                self.R,
+                bound,
+                {"lb_selection": run},
+                self.bound_method,
+                self._bound_seconds(bound.solve_time),
+                self.gap_tol,
+                False,
+                self.strategy,
+                root=True,
+            )
+            if (norm - root.value) / norm > self.gap_tol:
+                self.root_nodes = root.nodes - bound.nodes
+                return None
+            self.bound, self.closed_by = root, root.method
         self.closed = True
         self.runs = {"lb_selection": run}
         self.start_norms = {"lb_selection": run.norm}
         self.feasible = dict(self.runs)
-        logger.info("root heuristic lb_selection: ||v|| = %.6g, within gap_tol of LB", run.norm)
+        logger.info(
+            "root heuristic lb_selection: ||v|| = %.6g, within gap_tol of the bound (%s)",
+            run.norm,
+            self.bound.method,
+        )
         return None
 
     def _run(self, more: list) -> None:
@@ -832,8 +861,11 @@ class _Solve:
 
     def finite_r_bound(self) -> MinNormResult | None:
         """With ``certify``, the finite-R stages against the best point; a better point the
-        bound's branch-and-bound found is descended (its norm can only fall)."""
+        bound's branch-and-bound found is descended (its norm can only fall). Not run again
+        when the root heuristic's point was certified by them."""
         if not self.certify or self.bound is None:  # None: the time limit passed first
+            return None
+        if self.bound.bound_kind == FINITE_R:
             return None
         self.bound = _finite_r_bound(
             self.H,
@@ -920,24 +952,26 @@ class _Solve:
         if self.search_cut and feasible:
             result.message += "; the time limit stopped the search for further starts"
         if self.closed:
+            met = "LB" if self.closed_by is None else f"the finite-R bound ({self.closed_by})"
             result.message += (
-                "; the root heuristic (LB's selection realised and polished) met LB within "
+                f"; the root heuristic (LB's selection realised and polished) met {met} within "
                 "gap_tol: no further start or search was run"
             )
         result.vstep_fallbacks, note = _fallback_note(runs)
         result.message += note
         result.nodes = 0 if self.bound is None else self.bound.nodes
-        result.work = result.nodes + sum(run.n_eval for run in runs.values())
+        result.work = result.nodes + self.root_nodes + sum(run.n_eval for run in runs.values())
         result.solve_time = time.perf_counter() - self.start_time
         return result
 
 
 def _finite_r_bound(
-    H, y, T, R, hard_bound, feasible, method, seconds, gap_tol, progress, strategy
+    H, y, T, R, hard_bound, feasible, method, seconds, gap_tol, progress, strategy, root=False
 ) -> LowerBoundResult:
     """The finite-R bound's stages after LB (``hard_bound``, computed before the starts)
     against the best of the ``feasible`` runs, each stage with its budget of work, under the
-    guard of ``seconds`` from now; LB itself when T = 1. Its ``solve_time`` includes LB's."""
+    guard of ``seconds`` from now; LB itself when T = 1. Its ``solve_time`` includes LB's.
+    ``root``: only the stages whose work LB's bounds (the root heuristic's certificate)."""
     if feasible:
         best = min(feasible.values(), key=lambda run: run.norm)
         incumbent = best.norm, np.argmax(best.point.attention, axis=1)
@@ -956,6 +990,7 @@ def _finite_r_bound(
         hard_bound=hard_bound,
         incumbent=incumbent,
         strategy=strategy,
+        root=root,
     )
     if bound is not hard_bound:
         bound.solve_time += hard_bound.solve_time
