@@ -107,19 +107,28 @@ def test_soft_attention_costs_one_svm_and_no_cone_program():
     assert soft.value == 0.0 and soft.nodes == 1 and "raises nothing" in soft.reason
 
 
-def test_nearly_hard_attention_is_certified_by_the_stage():
+NEARLY_HARD = PaperDistribution(d=500, T=2, snr=math.sqrt(4.0 / 40), eta=0.15).sample(40, seed=1)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-6, 1e4])
+def test_nearly_hard_attention_is_certified_by_the_stage(scale):
     # The paper's model at R sqrt(d) = 44.7 (n = 40, d = 500): LB and the linearised bound
     # leave a gap above gap_tol (the Lagrangian and box stages after them left 1.5e-4 after
-    # 18 s); the soft-selection stage closes it.
-    data = PaperDistribution(d=500, T=2, snr=math.sqrt(4.0 / 40), eta=0.15).sample(40, seed=1)
-    R = 44.7 / math.sqrt(500)
-    res = global_lower_bound(data.X, data.y, R=R)
+    # 18 s); the soft-selection stage closes it, at any scale of the tokens (P_R(c X) at
+    # R / c is P_R(X) / c: the cone program works in units of the token norm).
+    X, R = NEARLY_HARD.X * scale, 44.7 / math.sqrt(500) / scale
+    res = global_lower_bound(X, NEARLY_HARD.y, R=R)
     assert res.status == "optimal" and res.gap <= 1e-4
     assert res.method == "hard-selection+linearised+soft-selection"
-    lb = global_lower_bound(data.X, data.y)
+    lb = global_lower_bound(X, NEARLY_HARD.y)
     assert (res.incumbent - lb.value) / res.incumbent > 1e-4  # LB alone does not certify
-    solve = solve_min_norm(data.X, data.y, R=R, certify=True)
+
+
+def test_the_certified_solve_gets_the_stage_at_its_root():
+    R = 44.7 / math.sqrt(500)
+    solve = solve_min_norm(NEARLY_HARD.X, NEARLY_HARD.y, R=R, certify=True)
     assert solve.status == "optimal" and "soft-selection" in solve.bound.method
+    assert solve.start == "lb_selection" and len(solve.start_norms) == 1  # no other start
 
 
 @pytest.mark.parametrize("seed", range(6))

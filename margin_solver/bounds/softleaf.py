@@ -167,6 +167,22 @@ def leaf_bound(
         The bound (0 when the cone program returned no multipliers); valid whatever the
         solver's accuracy.
     """
+    # in units of the mean squared token norm (x -> x / sqrt(s), R -> R sqrt(s), ||v|| ->
+    # ||v|| sqrt(s)), as the Lagrangian stage: the cone program's tolerances are absolute
+    scale = max(float(np.mean(np.diag(H))), np.finfo(np.float64).tiny)
+    H, R, target, svm_coef = (
+        H / scale,
+        R * math.sqrt(scale),
+        target * math.sqrt(scale),
+        svm_coef * scale,
+    )
+    return _leaf_bound(H, y, R, selection, target, svm_coef, tangents, inner_steps) / math.sqrt(
+        scale
+    )
+
+
+def _leaf_bound(H, y, R, selection, target, svm_coef, tangents, inner_steps) -> float:
+    """:func:`leaf_bound` in units where the mean squared token norm is 1."""
     n = len(y)
     T = H.shape[0] // n
     a = np.arange(n) * T + selection
