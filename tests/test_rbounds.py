@@ -15,7 +15,7 @@ from margin_solver.bounds.rbounds import (
     score_difference_gram,
     vertex_attention,
 )
-from margin_solver.bounds.sdpbound import CLARABEL_MAX_ITER, lagrangian_bound
+from margin_solver.bounds.sdpbound import CLARABEL_MAX_ITER, lagrangian_bound, lagrangian_cap
 from margin_solver.core.data import PaperDistribution
 from margin_solver.core.kernel import TokenGram
 from margin_solver.core.results import ConvergenceWarning
@@ -224,6 +224,36 @@ def test_lagrangian_bound_is_below_a_feasible_point(seed, n, log_r, duplicate, s
     points *= R / np.linalg.norm(points, axis=1, keepdims=True)
     best = min(svm_norm(X, y, p) for p in points)
     assert bound <= best * (1 + 1e-7) or not math.isfinite(best)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(3, 10), log_r=st.floats(-0.5, 2.0))
+def test_lagrangian_cap_is_above_what_the_sdp_certifies(seed, n, log_r):
+    # The cap, an SVM at a point of the SDP's own relaxation, may skip the stage only if no
+    # multipliers can certify more: it must not fall below the value the SDP certifies.
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 2, 4))
+    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    R = 10.0**log_r
+    H = TokenGram(X).H
+    selection = global_lower_bound(X, y).selection
+    if selection is None:
+        return
+    sdp = lagrangian_bound(H, y, R).value
+    cap, used = lagrangian_cap(H, y, R, selection, tangents=12, svms=30)
+    assert cap >= sdp * (1 - 1e-9) and 1 <= used <= 30
+
+
+def test_the_lagrangian_stage_is_skipped_only_where_its_cap_is_reached():
+    # The usage page's instance at R sqrt(d) = 44.7: after the soft-selection stage the cap
+    # (0.265009) is below the bound (0.265030), so the SDP (47 s of SCS) is not run.
+    data = PaperDistribution(d=500, T=2, snr=math.sqrt(4.0 / 60), eta=0.15).sample(60, seed=1)
+    res = global_lower_bound(data.X, data.y, R=44.7 / math.sqrt(500))
+    assert "soft-selection" in res.method and "lagrangian" not in res.method
+    # where the SDP gains (n = 20, R sqrt(d) = 10: LB 0.0773 -> 0.0789), it still runs
+    small = PaperDistribution(d=2000, T=2, snr=math.sqrt(4.0 / 20), eta=0.15).sample(20, seed=0)
+    res = global_lower_bound(small.X, small.y, R=10 / math.sqrt(2000))
+    assert "lagrangian" in res.method
 
 
 @pytest.mark.slow

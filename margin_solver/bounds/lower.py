@@ -60,7 +60,7 @@ from margin_solver.bounds.rbounds import (
     score_box_nodes,
     score_rank,
 )
-from margin_solver.bounds.sdpbound import CLARABEL_MAX_ITER, lagrangian_bound
+from margin_solver.bounds.sdpbound import CLARABEL_MAX_ITER, lagrangian_bound, lagrangian_cap
 from margin_solver.bounds.sdpbound import MAX_SAMPLES as LAGRANGIAN_MAX_SAMPLES
 from margin_solver.bounds.softleaf import SoftSelectionBound, leaf_bound
 from margin_solver.core.blas import single_threaded_blas
@@ -777,6 +777,25 @@ def _finite_r_stages(
             methods.append("soft-selection")
             logger.info("lower bound (finite R): soft-selection: %s", soft.reason)
             show(proven)
+        if lagrangian and selection is not None and next_stage():
+            # what the SDP could prove at most (a few SVMs): not run when that raises nothing
+            cap, used = lagrangian_cap(
+                H,
+                y,
+                R,
+                selection,
+                tangents=strategy.lagrangian_tangents,
+                svms=strategy.lagrangian_cap_svms,
+            )
+            nodes += used
+            if cap <= proven:
+                lagrangian = False
+                logger.info(
+                    "lower bound (finite R): the Lagrangian stage can prove at most %.9g, not "
+                    "above the bound %.9g: not run",
+                    cap,
+                    proven,
+                )
         if lagrangian and next_stage():
             clarabel = n <= strategy.lagrangian_clarabel_max_samples
             iterations = CLARABEL_MAX_ITER if clarabel else strategy.lagrangian_scs_iters

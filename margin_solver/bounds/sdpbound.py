@@ -35,6 +35,7 @@ import numpy as np
 
 from margin_solver.core.strategy import DEFAULT_STRATEGY
 from margin_solver.core.tolerances import EIG_FLOOR
+from margin_solver.svm.vstep import solve_trusted_vstep
 
 __all__ = [
     "CLARABEL_MAX_ITER",
@@ -43,6 +44,7 @@ __all__ = [
     "SETUP_RATIO",
     "LagrangianBound",
     "lagrangian_bound",
+    "lagrangian_cap",
 ]
 
 #: Largest n the SDP is set up for, and the size rule that alone decides whether the finite-R
@@ -311,6 +313,67 @@ def lagrangian_bound(
         time.perf_counter() - start,
         iterations,
     )
+
+
+def lagrangian_cap(
+    H: np.ndarray, y: np.ndarray, R: float, selection: np.ndarray, *, tangents: int, svms: int
+) -> tuple[float, int]:
+    """An upper bound on every value :func:`lagrangian_bound` can certify (T = 2), and the
+    SVMs it took.
+
+    Its S-lemma uses three facts about (theta, delta), none of them signed: ``delta`` in the
+    ellipsoid, ``theta_i^2`` below the tangents of h at ``delta_i^2``, and the box. So for
+    any ``w`` of the ball and ``delta = G'^(1/2) w``, ``theta_i = s_i (min of those
+    bounds)^(1/2)`` with any signs s satisfies all of them, the certificate's ``tau`` is at
+    least ``q_alpha(theta)``, and its value is at most the SVM norm at the features ``m_i +
+    theta_i d_i``. The signs are ``selection``'s (LB's best: theta > 0 attends token 1); w
+    starts at the least-norm equal scores in those signs and takes projected-gradient steps
+    (the SVM's duals give the gradient), ``svms`` SVMs in all. inf when the first does not
+    separate.
+    """
+    data = _Data(H, y, R, tangents)
+    sign = np.where(np.asarray(selection) == 1, 1.0, -1.0)
+    rows = np.arange(len(y))
+
+    def value(w: np.ndarray) -> tuple[float, np.ndarray | None]:
+        """The SVM's squared norm at the features of ``w`` and its gradient in w."""
+        delta = data.G_half @ w
+        bounds = data.offset + data.slope * (delta**2)[:, None]
+        k = np.argmin(bounds, axis=1)
+        square = np.minimum(bounds[rows, k], data.box)
+        theta = sign * np.sqrt(np.maximum(square, 0.0))
+        # d theta_i / d delta_i where a tangent, not the box, is the least bound
+        inner = (bounds[rows, k] < data.box) & (square > 0)
+        slope = np.where(
+            inner, sign * data.slope[rows, k] * delta / np.sqrt(np.where(inner, square, 1.0)), 0.0
+        )
+        K = data.Gmm + data.Gmd * theta[None, :] + data.Gmd.T * theta[:, None]
+        K = K + data.G * np.outer(theta, theta)
+        svm = solve_trusted_vstep((K + K.T) / 2, y, "active")
+        if svm.alpha is None or not svm.success:
+            return math.inf, None
+        ay = svm.alpha * y
+        # d ||v||^2 / d theta_i = -2 alpha_i y_i <d_i, sum_j alpha_j y_j z_j>
+        along = data.Gmd.T @ ay + data.G @ (ay * theta)
+        return svm.norm**2, data.G_half @ (-2 * ay * along * slope)
+
+    equal = np.linalg.lstsq(data.G_half, sign, rcond=None)[0]  # delta = G'^(1/2) w = sign
+    w = equal * (data.R / max(np.linalg.norm(equal), np.finfo(np.float64).tiny))
+    best, gradient = value(w)
+    if gradient is None:
+        return math.inf, 1
+    if not np.any(gradient):  # every theta at its box: no direction lowers the SVM
+        return math.sqrt(best) / math.sqrt(data.scale), 1
+    step = 0.1 * data.R / float(np.linalg.norm(gradient))
+    for _ in range(svms - 1):
+        trial = w - step * gradient
+        trial *= min(1.0, data.R / max(float(np.linalg.norm(trial)), np.finfo(np.float64).tiny))
+        found, slope_at = value(trial)
+        if found < best and slope_at is not None:
+            w, best, gradient, step = trial, found, slope_at, 1.5 * step
+        else:
+            step /= 2
+    return math.sqrt(best) / math.sqrt(data.scale), max(svms, 1)
 
 
 def _not_solved(why: str, start: float) -> LagrangianBound:

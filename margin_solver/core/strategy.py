@@ -266,6 +266,9 @@ class Strategy:
     # "Finite-R certificate: the Lagrangian and linearised stages": tangent lines of h per
     # sample and spacing
     lagrangian_tangents: int = _entry(12, _count(1))
+    # "The Lagrangian stage's cap": SVMs of the search for a point of its relaxation that
+    # shows it cannot raise the bound (then it is not run)
+    lagrangian_cap_svms: int = _entry(100, _count(1))
     # "The Lagrangian stage under a time limit": the SDP solver's set-up (SCS's factorisation,
     # which nothing interrupts) predicted at this many times cvxpy's compilation in the same
     # call (measured 0.97-3.97 at n = 30-60). A quotient of two times of one call: it only
