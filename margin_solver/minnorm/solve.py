@@ -672,8 +672,11 @@ class _Solve:
         hard, polished (the ``lb_selection`` start, run before the others): when that point,
         recomputed in float64 as it will be returned, is feasible and within ``gap_tol`` of
         LB, it is certified, and neither the first starts nor the search run (they could
-        win no more than the certificate allows). The bound's search and the point come
-        from one branch-and-bound: LB's incumbent selection is the point's selection.
+        win no more than the certificate allows). When LB leaves the gap open, the finite-R
+        stages whose work LB's bounds (linearised, soft-selection; ``root=True``) are tried
+        against the point, and certify it the same way when they close the gap. The bound's
+        search and the point come from one branch-and-bound: LB's incumbent selection is the
+        point's selection.
 
         A soft realisation is left to the first starts (its descent there depends on the
         norms of the starts before it)."""
