@@ -134,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{r:g}" for r in FINITE_R_SCALES),
     )
     parser.add_argument(
+        "--n",
+        type=int,
+        default=FINITE_R_SAMPLES,
+        help=f"the finite_r study's samples (default: {FINITE_R_SAMPLES})",
+    )
+    parser.add_argument(
         "--R-scales",
         type=float,
         nargs="+",
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     if args.study == "finite_r":
         for scale in args.R_scales:
-            row = run_finite_r(FINITE_R_SAMPLES, scale)
+            row = run_finite_r(args.n, scale)
             rows.append(row)
             print(
                 f"n={row['n']} R sqrt(d)={scale:g}: {row['status']} gap {row['gap']:.3g} "
