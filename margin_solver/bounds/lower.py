@@ -1022,7 +1022,7 @@ class _SelectionSearch:
         # a fixed pruning threshold instead of the incumbent's norm (the soft-selection
         # stage's target), and the nodes closed below it with their completions
         self.prune_at = prune_at
-        self.closed: list[tuple[SelectionSVM, np.ndarray, SelectionSVM]] = []
+        self.closed: list[tuple[float, SelectionSVM, np.ndarray, SelectionSVM]] = []
         self.lift_iterations = lift_iterations
         self.n = len(y)
         check_memory(
@@ -1083,7 +1083,7 @@ class _SelectionSearch:
             tokens[svm.samples] = svm.tokens
             completed = self.solve(tokens)
             self.closed_floor = min(self.closed_floor, max(parent_bound, svm.norm))
-            self.closed.append((svm, allowed, completed))
+            self.closed.append((max(parent_bound, svm.norm), svm, allowed, completed))
             if completed.norm < self.incumbent.norm:
                 self.incumbent = completed
                 if self.incumbents is not None:
@@ -1254,7 +1254,9 @@ def soft_selection_bound(
         return SoftSelectionBound(
             0.0, nodes, len(bounds), f"LB's search at {threshold:.6g} did not close ({status})"
         )
-    for node, allowed, completed in search.closed:
+    # a node closed with a bound at the threshold needs no leaf (its completion is its best)
+    closed = [entry for entry in search.closed if not search.prunes(entry[0])]
+    for _, node, allowed, completed in closed:
         tokens = completed.tokens
         free = np.flatnonzero(~np.isin(np.arange(n), node.samples))
         for i, other in zip(*np.nonzero(allowed[free])):
@@ -1275,9 +1277,9 @@ def soft_selection_bound(
             if time.perf_counter() - start > time_limit:
                 return SoftSelectionBound(0.0, nodes, len(bounds), "the time limit passed")
             bounds[_key(tokens)] = leaf(tokens, svm_coef=completed.coef)
-    closed = [bounds[_key(completed.tokens)] for *_, completed in search.closed]
-    value = min([threshold * (1 - PRUNE_RTOL), *closed])
-    return SoftSelectionBound(value, nodes, len(bounds), f"{len(closed)} leaves bounded")
+    leaves = [bounds[_key(completed.tokens)] for *_, completed in closed]
+    value = min([threshold * (1 - PRUNE_RTOL), *leaves])
+    return SoftSelectionBound(value, nodes, len(bounds), f"{len(leaves)} leaves bounded")
 
 
 def _key(selection: np.ndarray) -> tuple[int, ...]:
