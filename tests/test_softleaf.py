@@ -104,7 +104,7 @@ def test_soft_attention_costs_one_svm_and_no_cone_program():
     soft = soft_selection_bound(
         H, y, 0.05, lb.value * 1.5, lb.value, lb.selection, DEFAULT_STRATEGY, math.inf, 0.0
     )
-    assert soft.value == 0.0 and soft.nodes == 1 and "raises nothing" in soft.reason
+    assert soft.value == 0.0 and soft.nodes == 1 and "is not above" in soft.reason
 
 
 NEARLY_HARD = PaperDistribution(d=500, T=2, snr=math.sqrt(4.0 / 40), eta=0.15).sample(40, seed=1)

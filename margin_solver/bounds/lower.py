@@ -670,7 +670,8 @@ def _finite_r_stages(
     steps or nodes and no further stage begins (status ``"time_limit"``, as when it stopped
     LB). The largest bound proven is kept; ``point`` is set when a search found a better
     point. ``root``: the linearised and soft-selection stages only (their work is bounded by
-    LB's), for the solve's first point before its search."""
+    LB's), for the solve's first point before its search, the latter only when its first
+    leaf could certify (a bound short of that is not kept)."""
     n = len(y)
     incumbent, selection = incumbent
     nodes = hard_bound.nodes
@@ -766,7 +767,8 @@ def _finite_r_stages(
                     y,
                     R,
                     incumbent * (1 - gap_tol),
-                    proven,
+                    # at the root only a certificate counts: no search for less than one
+                    incumbent * (1 - gap_tol) if root else proven,
                     selection,
                     strategy,
                     time_limit,
@@ -1242,7 +1244,7 @@ def soft_selection_bound(
     threshold = min(target, bounds[_key(selection)])
     if threshold <= floor:
         return SoftSelectionBound(
-            0.0, nodes, 1, f"LB's selection's leaf bound {threshold:.6g} raises nothing"
+            0.0, nodes, 1, f"LB's selection's leaf bound {threshold:.9g} is not above {floor:.9g}"
         )
     search = _SelectionSearch(
         H, y, T, strategy.lb_lift_iterations, first=first, X=X, prune_at=threshold
