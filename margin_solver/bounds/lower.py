@@ -1269,7 +1269,8 @@ def soft_selection_bound(
                 H, y, T, np.append(node.tokens, other), np.append(node.samples, i), X=X
             )
             nodes += 1
-            if flip.failed or (flip.feasible and not search.prunes(flip.norm)):
+            # its proven bound: 0 after a breakdown, finite where H cannot tell tokens apart
+            if not search.prunes(flip.bound):
                 return SoftSelectionBound(
                     0.0, nodes, len(bounds), f"sample {i}'s token {other} is not excluded"
                 )
