@@ -1259,6 +1259,8 @@ def soft_selection_bound(
     # a node closed with a bound at the threshold needs no leaf (its completion is its best)
     closed = [entry for entry in search.closed if not search.prunes(entry[0])]
     for _, node, allowed, completed in closed:
+        if not completed.feasible:  # a completion its SVM could not solve: no leaf to bound
+            return SoftSelectionBound(0.0, nodes, len(bounds), "a completion has no SVM")
         tokens = completed.tokens
         free = np.flatnonzero(~np.isin(np.arange(n), node.samples))
         for i, other in zip(*np.nonzero(allowed[free])):
