@@ -1207,7 +1207,6 @@ def soft_selection_bound(
     strategy: Strategy,
     time_limit: float,
     start: float,
-    X: np.ndarray | None = None,
 ) -> SoftSelectionBound:
     """A lower bound on P_R that reaches ``needed`` where P_R has no point below it
     (:mod:`margin_solver.bounds.softleaf`, docs/theory.md, "The soft-selection bound").
@@ -1236,55 +1235,49 @@ def soft_selection_bound(
         tangents=strategy.soft_leaf_tangents,
         inner_steps=strategy.soft_leaf_inner_steps,
     )
-    first = selection_svm(H, y, T, selection, X=X)
+    first = selection_svm(H, y, T, selection)
     nodes = 1
     if not first.feasible:
-        return SoftSelectionBound(0.0, nodes, 0, "LB's selection has no SVM")
+        return SoftSelectionBound(0.0, nodes, "LB's selection has no SVM")
     bounds = {_key(selection): leaf(selection, svm_coef=first.coef)}
     threshold = min(target, bounds[_key(selection)])
     if threshold <= floor:
         return SoftSelectionBound(
-            0.0, nodes, 1, f"LB's selection's leaf bound {threshold:.9g} is not above {floor:.9g}"
+            0.0, nodes, f"LB's selection's leaf bound {threshold:.9g} is not above {floor:.9g}"
         )
-    search = _SelectionSearch(
-        H, y, T, strategy.lb_lift_iterations, first=first, X=X, prune_at=threshold
-    )
+    search = _SelectionSearch(H, y, T, strategy.lb_lift_iterations, first=first, prune_at=threshold)
     with ProgressBar(False) as bar:
         status = _search_tree(search, lb_nodes(n, strategy), time_limit, start, bar)
     nodes += search.nodes
     if status != OPTIMAL or search.failed or search.unresolved_floor < threshold:
         return SoftSelectionBound(
-            0.0, nodes, len(bounds), f"LB's search at {threshold:.6g} did not close ({status})"
+            0.0, nodes, f"LB's search at {threshold:.6g} did not close ({status})"
         )
     # a node closed with a bound at the threshold needs no leaf (its completion is its best)
     closed = [entry for entry in search.closed if not search.prunes(entry[0])]
     for _, node, allowed, completed in closed:
         if not completed.feasible:  # a completion its SVM could not solve: no leaf to bound
-            return SoftSelectionBound(0.0, nodes, len(bounds), "a completion has no SVM")
+            return SoftSelectionBound(0.0, nodes, "a completion has no SVM")
         tokens = completed.tokens
         free = np.flatnonzero(~np.isin(np.arange(n), node.samples))
         for i, other in zip(*np.nonzero(allowed[free])):
             i = free[i]
             if other == tokens[i]:
                 continue
-            flip = selection_svm(
-                H, y, T, np.append(node.tokens, other), np.append(node.samples, i), X=X
-            )
+            flip = selection_svm(H, y, T, np.append(node.tokens, other), np.append(node.samples, i))
             nodes += 1
             # its proven bound: 0 after a breakdown, finite where H cannot tell tokens apart
             if not search.prunes(flip.bound):
-                return SoftSelectionBound(
-                    0.0, nodes, len(bounds), f"sample {i}'s token {other} is not excluded"
-                )
+                return SoftSelectionBound(0.0, nodes, f"sample {i}'s token {other} is not excluded")
         if _key(tokens) not in bounds:
             if len(bounds) >= strategy.soft_leaf_max_leaves:
-                return SoftSelectionBound(0.0, nodes, len(bounds), "more leaves than its budget")
+                return SoftSelectionBound(0.0, nodes, "more leaves than its budget")
             if time.perf_counter() - start > time_limit:
-                return SoftSelectionBound(0.0, nodes, len(bounds), "the time limit passed")
+                return SoftSelectionBound(0.0, nodes, "the time limit passed")
             bounds[_key(tokens)] = leaf(tokens, svm_coef=completed.coef)
     leaves = [bounds[_key(completed.tokens)] for *_, completed in closed]
     value = min([threshold * (1 - PRUNE_RTOL), *leaves])
-    return SoftSelectionBound(value, nodes, len(bounds), f"{len(leaves)} leaves bounded")
+    return SoftSelectionBound(value, nodes, f"{len(leaves)} leaves bounded")
 
 
 def _key(selection: np.ndarray) -> tuple[int, ...]:

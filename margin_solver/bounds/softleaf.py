@@ -67,15 +67,12 @@ class SoftSelectionBound:
         A proven lower bound on P_R (0 when the stage proved nothing).
     nodes : int
         SVMs solved (its branch-and-bound and the free samples' other tokens).
-    leaves : int
-        Leaves bounded by :func:`leaf_bound` (one cone program each).
     reason : str
         Why it stopped where it did.
     """
 
     value: float
     nodes: int
-    leaves: int
     reason: str
 
 
