@@ -43,6 +43,7 @@ __all__ = [
     "SCS_MAX_ITERS",
     "SETUP_RATIO",
     "LagrangianBound",
+    "floored_root",
     "lagrangian_bound",
     "lagrangian_cap",
 ]
@@ -127,6 +128,17 @@ def _h_slope(u: np.ndarray) -> np.ndarray:
     return np.where(r > 1e-6, np.tanh(safe / 2) * sech**2 / (8 * safe), 1 / 16)
 
 
+def floored_root(G: np.ndarray) -> np.ndarray:
+    """The symmetric square root of ``G' >= G``: the eigenvalues of the Gram matrix G (as
+    ``numpy.linalg.eigh`` reads it, from its lower triangle) raised to at least
+    :data:`~margin_solver.core.tolerances.EIG_FLOOR` of the largest, so that the ellipsoid of
+    reachable score differences, ``{G'^(1/2) w : ||w|| <= R}``, holds G's and rounding
+    cannot cut a reachable score difference off (the Lagrangian and soft-selection bounds)."""
+    lam, U = np.linalg.eigh(G)
+    lam = np.maximum(lam, EIG_FLOOR * max(lam[-1], np.finfo(np.float64).tiny))
+    return (U * np.sqrt(lam)) @ U.T
+
+
 class _Data:
     """The Gram blocks of the token means m_i and differences d_i, in units of mean ||x||^2."""
 
@@ -147,9 +159,7 @@ class _Data:
         self.Gmd = mean @ Hs @ diff.T
         self.G = diff @ Hs @ diff.T
         self.y = y
-        lam, U = np.linalg.eigh(self.G)
-        lam = np.maximum(lam, EIG_FLOOR * max(lam[-1], np.finfo(np.float64).tiny))
-        self.G_half = (U * np.sqrt(lam)) @ U.T  # G'^(1/2), G' >= G
+        self.G_half = floored_root(self.G)  # G'^(1/2), G' >= G
         reach = self.R * np.sqrt(np.maximum(np.diag(self.G), 0.0))  # max |delta_i|
         self.box = _h(reach**2)
         # tangent points evenly spaced in |delta| over [0, reach] and, as many, evenly spaced

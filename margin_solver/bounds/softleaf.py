@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from margin_solver.core.tolerances import EIG_FLOOR
+from margin_solver.bounds.sdpbound import floored_root
 
 __all__ = ["SoftSelectionBound", "leaf_bound", "sigmoid_envelope"]
 
@@ -113,14 +113,6 @@ def sigmoid_envelope(reach: np.ndarray) -> tuple:
         return np.where(x >= touch, -expit(-x) * expit(x), slope)
 
     return g, dg
-
-
-def _psd_root(M: np.ndarray) -> np.ndarray:
-    """The symmetric square root of ``M' >= M``: a Gram matrix with its eigenvalues raised to
-    at least :data:`~margin_solver.core.tolerances.EIG_FLOOR` of the largest."""
-    lam, U = np.linalg.eigh((M + M.T) / 2)
-    lam = np.maximum(lam, EIG_FLOOR * max(float(lam[-1]), np.finfo(np.float64).tiny))
-    return (U * np.sqrt(lam)) @ U.T
 
 
 def leaf_bound(
@@ -203,7 +195,7 @@ def _leaf_bound(H, y, R, selection, target, svm_coef, tangents, inner_steps) -> 
         return math.sqrt(max(v_sq, 0.0))
     reach = R * d_norm
     g, dg = sigmoid_envelope(reach)
-    G_half = _psd_root(G)
+    G_half = floored_root((G + G.T) / 2)
     Q = Ka * np.outer(y, y)
     multipliers = _cone_multipliers(Ka, G_half, y, k, owner, R, reach, g, dg, tangents)
     if multipliers is None:
