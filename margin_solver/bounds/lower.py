@@ -99,6 +99,7 @@ from margin_solver.svm.selection import (
     best_tokens,
     hard_selection_alternation,
     lifted_bounds,
+    selection_key,
     selection_svm,
     signed_token_gram,
     token_margins,
@@ -1239,8 +1240,8 @@ def soft_selection_bound(
     nodes = 1
     if not first.feasible:
         return SoftSelectionBound(0.0, nodes, "LB's selection has no SVM")
-    bounds = {_key(selection): leaf(selection, svm_coef=first.coef)}
-    threshold = min(target, bounds[_key(selection)])
+    bounds = {selection_key(selection): leaf(selection, svm_coef=first.coef)}
+    threshold = min(target, bounds[selection_key(selection)])
     if threshold <= floor:
         return SoftSelectionBound(
             0.0, nodes, f"LB's selection's leaf bound {threshold:.9g} is not above {floor:.9g}"
@@ -1269,19 +1270,15 @@ def soft_selection_bound(
             # its proven bound: 0 after a breakdown, finite where H cannot tell tokens apart
             if not search.prunes(flip.bound):
                 return SoftSelectionBound(0.0, nodes, f"sample {i}'s token {other} is not excluded")
-        if _key(tokens) not in bounds:
+        if selection_key(tokens) not in bounds:
             if len(bounds) >= strategy.soft_leaf_max_leaves:
                 return SoftSelectionBound(0.0, nodes, "more leaves than its budget")
             if time.perf_counter() - start > time_limit:
                 return SoftSelectionBound(0.0, nodes, "the time limit passed")
-            bounds[_key(tokens)] = leaf(tokens, svm_coef=completed.coef)
-    leaves = [bounds[_key(completed.tokens)] for *_, completed in closed]
+            bounds[selection_key(tokens)] = leaf(tokens, svm_coef=completed.coef)
+    leaves = [bounds[selection_key(completed.tokens)] for *_, completed in closed]
     value = min([threshold * (1 - PRUNE_RTOL), *leaves])
     return SoftSelectionBound(value, nodes, f"{len(leaves)} leaves bounded")
-
-
-def _key(selection: np.ndarray) -> tuple[int, ...]:
-    return tuple(int(t) for t in selection)
 
 
 def _show_gap(bar: ProgressBar, search: _SelectionSearch) -> None:

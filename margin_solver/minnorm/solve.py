@@ -88,7 +88,7 @@ from margin_solver.minnorm.search import (
     settled_value,
 )
 from margin_solver.minnorm.search import search_starts as _search_starts
-from margin_solver.svm.selection import attention_svm, best_tokens
+from margin_solver.svm.selection import attention_svm, best_tokens, selection_key
 
 __all__ = ["DEFAULT_GAP_TOL", "FEAS_TOL", "FORMS", "MinNormResult", "solve_min_norm"]
 
@@ -683,7 +683,7 @@ class _Solve:
         bound = self.bound
         if bound is None or bound.selection is None or time.perf_counter() > self.deadline:
             return None
-        key = _key(bound.selection)
+        key = selection_key(bound.selection)
         with ProgressBar(self.progress, total=1, desc="P_R root heuristic", unit="start") as bar:
             if key not in self.realised:
                 try:
@@ -1115,14 +1115,14 @@ def _run_starts(
     hard = (
         first is not None
         and time.perf_counter() <= descent["deadline"]
-        and (realise(_key(first), first) or (None, None))[1] is not None
+        and (realise(selection_key(first), first) or (None, None))[1] is not None
     )
     if hard:  # their polished norms let the other starts stop early (hard_descend)
         starts = sorted(starts, key=lambda start: start[2] is None)
     for name, p0, selection in itertools.chain(starts, randoms):
         if time.perf_counter() > descent["deadline"]:
             break
-        key = None if selection is None else _key(selection)
+        key = None if selection is None else selection_key(selection)
         if key in seen:
             start_norms[name] = start_norms[seen[key]]
         else:
@@ -1145,16 +1145,12 @@ def _run_starts(
                 start_norms[name] = run.norm
                 if settled is not None and nearly_hard(run.point.attention, descent["strategy"]):
                     # a later start on the selection this polish ended on ends here too
-                    seen.setdefault(_key(np.argmax(run.point.attention, axis=1)), name)
+                    seen.setdefault(selection_key(np.argmax(run.point.attention, axis=1)), name)
                 logger.info(
                     "start %s: ||v|| = %.6g (%s, %d steps)", name, run.norm, run.reason, run.n_iter
                 )
         bar.update(1, start=name, best=f"{min(start_norms.values(), default=math.inf):.6g}")
     return runs, start_norms
-
-
-def _key(selection) -> tuple[int, ...]:
-    return tuple(int(t) for t in selection)
 
 
 def _search_budget(

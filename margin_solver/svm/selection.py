@@ -40,6 +40,7 @@ __all__ = [
     "best_tokens",
     "hard_selection_alternation",
     "lifted_bounds",
+    "selection_key",
     "selection_rows",
     "selection_svm",
     "signed_token_gram",
@@ -169,6 +170,12 @@ def selection_svm(
     if not result.success:
         return SelectionSVM(samples, tokens, math.inf, None, result.broke_down, result.norm_bound)
     return SelectionSVM(samples, tokens, result.norm, result.coef)
+
+
+def selection_key(tokens) -> tuple[int, ...]:
+    """A token selection as a hashable key (one token per sample), for the dictionaries of
+    selections realised or bounded."""
+    return tuple(int(t) for t in tokens)
 
 
 def token_margins(H: np.ndarray, y: np.ndarray, T: int, svm: SelectionSVM) -> np.ndarray:
